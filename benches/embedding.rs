@@ -1,0 +1,46 @@
+//! Local embedder throughput: all-MiniLM-L6-v2 on candle, batches of 32 passages of ~100 words.
+//! Needs the model assets (`cargo xtask fetch-assets`; `KGRAG_ASSETS` if they live elsewhere).
+//! Report: sentences per second = 32 / time per iteration.
+#![allow(missing_docs)]
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use kgrag_benches::synthetic_text;
+use kgrag_llm::{build_embedder, EmbedderConfig, LocalEmbedderConfig};
+use kgrag_types::EmbedKind;
+
+fn embedding(c: &mut Criterion) {
+    let mut config = LocalEmbedderConfig::default();
+    if std::env::var_os("KGRAG_ASSETS").is_none() {
+        config.model_dir = Some(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.assets/all-minilm-l6-v2"),
+        );
+    }
+    let embedder = match build_embedder(&EmbedderConfig::Local(config), None) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("skipping the embedding bench: {e}");
+            return;
+        }
+    };
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    let passages: Vec<String> = (0..32).map(|i| synthetic_text(100, i)).collect();
+    let mut group = c.benchmark_group("local_embedder");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(passages.len() as u64));
+    group.bench_function("minilm_batch32_100words", |b| {
+        b.iter(|| {
+            runtime
+                .block_on(embedder.embed(&passages, &EmbedKind::Document))
+                .map(std::hint::black_box)
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, embedding);
+criterion_main!(benches);

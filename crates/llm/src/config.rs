@@ -1,0 +1,287 @@
+//! Provider selection from configuration: the facade builds `ChatModel`s and `Embedder`s from TOML.
+//!
+//! ```toml
+//! [chat]
+//! provider = "openai"                # or "ollama", "local"
+//! base_url = "https://api.openai.com/v1"
+//! model = "gpt-4o-mini"
+//! api_key_env = "OPENAI_API_KEY"     # the key itself never goes into a config file
+//! [chat.limits]
+//! concurrency = 8
+//!
+//! [embedder]
+//! provider = "local"                 # all-MiniLM-L6-v2 from the asset folder
+//! ```
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kgrag_types::{ChatModel, Embedder};
+use serde::{Deserialize, Serialize};
+
+use crate::cache::ResponseCache;
+use crate::error::Result;
+use crate::managed::{ChatBackend, EmbedBackend, Limits, Managed, UsageReport};
+use crate::ollama::{OllamaChat, OllamaConfig, OllamaEmbedder};
+use crate::openai::{OpenAiChat, OpenAiConfig, OpenAiEmbedder};
+
+/// Settings of the in-process chat model (feature `local`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalChatConfig {
+    /// Path of a llama-architecture GGUF file; default: SmolLM2-135M-Instruct in the asset folder.
+    #[serde(default)]
+    pub gguf: Option<PathBuf>,
+    /// Longest prompt plus completion, in tokens.
+    #[serde(default = "default_context")]
+    pub max_context: usize,
+    /// Completion cap when a request sets none.
+    #[serde(default = "default_max_new")]
+    pub default_max_tokens: u32,
+    /// Concurrency, retries and timeouts.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+fn default_context() -> usize {
+    2048
+}
+fn default_max_new() -> u32 {
+    256
+}
+
+/// Settings of the in-process embedder (feature `local`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalEmbedderConfig {
+    /// Folder with `config.json`, `tokenizer.json` and `model.safetensors` of a BERT sentence embedder;
+    /// default: all-MiniLM-L6-v2 in the asset folder.
+    #[serde(default)]
+    pub model_dir: Option<PathBuf>,
+    /// Word pieces kept per text (sentence-transformers' `max_seq_length`); longer texts are truncated and
+    /// counted.
+    #[serde(default = "default_max_len")]
+    pub max_tokens: usize,
+    /// Texts per forward pass.
+    #[serde(default = "default_local_batch")]
+    pub batch_size: usize,
+    /// Concurrency, retries and timeouts.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+fn default_max_len() -> usize {
+    256
+}
+fn default_local_batch() -> usize {
+    32
+}
+
+impl Default for LocalEmbedderConfig {
+    fn default() -> Self {
+        Self {
+            model_dir: None,
+            max_tokens: default_max_len(),
+            batch_size: default_local_batch(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+impl Default for LocalChatConfig {
+    fn default() -> Self {
+        Self {
+            gguf: None,
+            max_context: default_context(),
+            default_max_tokens: default_max_new(),
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The asset folder: `$KGRAG_ASSETS`, else `.assets` under the current directory.
+pub fn assets_dir() -> PathBuf {
+    std::env::var_os("KGRAG_ASSETS")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(".assets"))
+}
+
+/// Which chat provider to use, with its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "snake_case")]
+pub enum ChatConfig {
+    /// An OpenAI-compatible server.
+    Openai(OpenAiConfig),
+    /// An Ollama server.
+    Ollama(OllamaConfig),
+    /// The in-process GGUF model.
+    Local(LocalChatConfig),
+}
+
+/// Which embedding provider to use, with its settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "provider", rename_all = "snake_case")]
+pub enum EmbedderConfig {
+    /// An OpenAI-compatible server.
+    Openai(OpenAiConfig),
+    /// An Ollama server.
+    Ollama(OllamaConfig),
+    /// The in-process BERT sentence embedder.
+    Local(LocalEmbedderConfig),
+}
+
+/// A chat model built from config, with its accounting.
+pub trait ManagedChatModel: ChatModel + std::fmt::Debug {
+    /// Calls, tokens, retries and cache hits so far.
+    fn usage(&self) -> UsageReport;
+}
+
+/// An embedder built from config, with its accounting.
+pub trait ManagedEmbedder: Embedder + std::fmt::Debug {
+    /// Calls, texts, retries and cache hits so far.
+    fn usage(&self) -> UsageReport;
+}
+
+impl<B: ChatBackend> ManagedChatModel for Managed<B> {
+    fn usage(&self) -> UsageReport {
+        Managed::usage(self)
+    }
+}
+
+impl<B: EmbedBackend> ManagedEmbedder for Managed<B> {
+    fn usage(&self) -> UsageReport {
+        Managed::usage(self)
+    }
+}
+
+#[cfg(not(feature = "local"))]
+fn local_disabled() -> crate::error::LlmError {
+    crate::error::LlmError::Config(
+        "provider \"local\" needs kgrag-llm built with the `local` feature (the kgrag facade enables it by default)"
+            .to_owned(),
+    )
+}
+
+/// Builds the chat model `config` selects, sharing `cache` when given.
+pub fn build_chat(
+    config: &ChatConfig,
+    cache: Option<ResponseCache>,
+) -> Result<Arc<dyn ManagedChatModel>> {
+    Ok(match config {
+        ChatConfig::Openai(c) => Arc::new(Managed::new(
+            OpenAiChat::new(c.clone())?,
+            c.limits.clone(),
+            cache,
+        )),
+        ChatConfig::Ollama(c) => Arc::new(Managed::new(
+            OllamaChat::new(c.clone())?,
+            c.limits.clone(),
+            cache,
+        )),
+        #[cfg(feature = "local")]
+        ChatConfig::Local(c) => Arc::new(Managed::new(
+            crate::local::LocalChat::load(c)?,
+            c.limits.clone(),
+            cache,
+        )),
+        #[cfg(not(feature = "local"))]
+        ChatConfig::Local(_) => return Err(local_disabled()),
+    })
+}
+
+/// Builds the embedder `config` selects, sharing `cache` when given.
+pub fn build_embedder(
+    config: &EmbedderConfig,
+    cache: Option<ResponseCache>,
+) -> Result<Arc<dyn ManagedEmbedder>> {
+    Ok(match config {
+        EmbedderConfig::Openai(c) => Arc::new(Managed::new(
+            OpenAiEmbedder::new(c.clone())?,
+            c.limits.clone(),
+            cache,
+        )),
+        EmbedderConfig::Ollama(c) => Arc::new(Managed::new(
+            OllamaEmbedder::new(c.clone())?,
+            c.limits.clone(),
+            cache,
+        )),
+        #[cfg(feature = "local")]
+        EmbedderConfig::Local(c) => Arc::new(Managed::new(
+            crate::local::LocalEmbedder::load(c)?,
+            c.limits.clone(),
+            cache,
+        )),
+        #[cfg(not(feature = "local"))]
+        EmbedderConfig::Local(_) => return Err(local_disabled()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct File {
+        chat: ChatConfig,
+        embedder: EmbedderConfig,
+    }
+
+    #[test]
+    fn provider_is_chosen_by_name() {
+        let json = serde_json::json!({
+            "chat": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
+                     "limits": {"concurrency": 2}},
+            "embedder": {"provider": "ollama", "model": "nomic-embed-text", "options": {"num_ctx": 2048}}
+        });
+        let f: File = serde_json::from_value(json).unwrap();
+        match &f.chat {
+            ChatConfig::Openai(c) => {
+                assert_eq!(c.limits.concurrency, 2);
+                assert_eq!(c.limits.max_attempts, Limits::default().max_attempts);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&f.embedder, EmbedderConfig::Ollama(c) if c.port == 11434));
+        assert!(build_chat(&f.chat, None).is_ok());
+        assert!(build_embedder(&f.embedder, None).is_ok());
+        let local: ChatConfig =
+            serde_json::from_value(serde_json::json!({"provider": "local"})).unwrap();
+        assert_eq!(local, ChatConfig::Local(LocalChatConfig::default()));
+    }
+
+    #[test]
+    fn typos_and_keys_in_config_are_refused() {
+        let typo = serde_json::json!({"provider": "openai", "base_url": "http://x/v1", "model": "m", "modle": "n"});
+        let err = serde_json::from_value::<ChatConfig>(typo)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("modle"), "{err}");
+        let key = serde_json::json!({"provider": "openai", "base_url": "http://x/v1", "model": "m", "api_key": "sk-123"});
+        assert!(serde_json::from_value::<ChatConfig>(key).is_err());
+        let unknown = serde_json::json!({"provider": "anthropic", "model": "m"});
+        assert!(serde_json::from_value::<ChatConfig>(unknown).is_err());
+    }
+
+    #[test]
+    fn bad_ollama_options_are_reported() {
+        let c = OllamaConfig {
+            host: "http://localhost".into(),
+            port: 11434,
+            model: "m".into(),
+            options: [("temperature".to_owned(), serde_json::json!("hot"))]
+                .into_iter()
+                .collect(),
+            limits: Limits::default(),
+            dimension: None,
+            batch_size: 4,
+        };
+        let err = build_chat(&ChatConfig::Ollama(c), None)
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("ollama options")),
+            "{err:?}"
+        );
+    }
+}

@@ -1,0 +1,558 @@
+//! What wraps every provider: a concurrency limit, retries with exponential backoff and jitter, a
+//! per-request timeout, accounting, and the response cache.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use kgrag_text::Encoding;
+use kgrag_types::{ChatModel, ChatRequest, ChatResponse, EmbedKind, Embedder, Embeddings, Usage};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
+
+use crate::cache::{chat_key, embedding_key, ResponseCache};
+use crate::error::{LlmError, Result};
+
+/// One attempt at a chat completion against a provider: no retries, no cache.
+#[async_trait]
+pub trait ChatBackend: Send + Sync {
+    /// Provider name (`openai`, `ollama`, `local`); part of cache keys.
+    fn provider(&self) -> &str;
+    /// Model name; part of cache keys.
+    fn model(&self) -> &str;
+    /// Sends one request.
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse>;
+}
+
+/// One attempt at embedding a batch against a provider: no retries, no cache.
+#[async_trait]
+pub trait EmbedBackend: Send + Sync {
+    /// Provider name; part of cache keys.
+    fn provider(&self) -> &str;
+    /// Model name; part of cache keys.
+    fn model(&self) -> &str;
+    /// The dimension, when known before the first call.
+    fn dimension(&self) -> Option<usize>;
+    /// Largest batch sent in one request.
+    fn max_batch(&self) -> usize;
+    /// Embeds one batch; one vector per text, in order.
+    async fn embed_batch(&self, texts: &[String], kind: &EmbedKind) -> Result<Vec<Vec<f32>>>;
+}
+
+/// Limits applied around a provider. In TOML, all fields are optional.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Requests in flight at once.
+    pub concurrency: usize,
+    /// Attempts per request, the first included.
+    pub max_attempts: u32,
+    /// Time budget for one request including every retry, in seconds.
+    pub max_retry_secs: f64,
+    /// Backoff before the first retry, in milliseconds; doubles each retry.
+    pub initial_backoff_ms: u64,
+    /// Longest backoff, in milliseconds.
+    pub max_backoff_ms: u64,
+    /// Timeout of one attempt, in seconds.
+    pub request_timeout_secs: f64,
+    /// Seed of the backoff jitter.
+    pub jitter_seed: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            max_attempts: 6,
+            max_retry_secs: 300.0,
+            initial_backoff_ms: 500,
+            max_backoff_ms: 30_000,
+            request_timeout_secs: 180.0,
+            jitter_seed: 0,
+        }
+    }
+}
+
+impl Limits {
+    fn request_timeout(&self) -> Duration {
+        Duration::from_secs_f64(self.request_timeout_secs.max(0.001))
+    }
+    fn max_total(&self) -> Duration {
+        Duration::from_secs_f64(self.max_retry_secs.max(0.0))
+    }
+    /// Backoff before retry number `retry` (1-based), before jitter.
+    fn backoff(&self, retry: u32) -> Duration {
+        let exp = self
+            .initial_backoff_ms
+            .saturating_mul(1u64 << retry.saturating_sub(1).min(30));
+        Duration::from_millis(exp.min(self.max_backoff_ms))
+    }
+}
+
+/// Counters of what a provider was asked and what it cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageReport {
+    /// Requests made to the wrapper (chat requests, or texts to embed).
+    pub requests: u64,
+    /// Requests answered by the provider (one per successful call; embeddings: per batch).
+    pub calls: u64,
+    /// Attempts sent, failed ones included.
+    pub attempts: u64,
+    /// Retries after a retryable failure.
+    pub retries: u64,
+    /// Requests that failed for good.
+    pub failures: u64,
+    /// Requests (or texts) answered from the cache.
+    pub cache_hits: u64,
+    /// Prompt tokens of provider calls (cache hits excluded).
+    pub prompt_tokens: u64,
+    /// Completion tokens of provider calls (cache hits excluded).
+    pub completion_tokens: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    requests: AtomicU64,
+    calls: AtomicU64,
+    attempts: AtomicU64,
+    retries: AtomicU64,
+    failures: AtomicU64,
+    cache_hits: AtomicU64,
+    prompt_tokens: AtomicU64,
+    completion_tokens: AtomicU64,
+}
+
+impl Counters {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn report(&self) -> UsageReport {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        UsageReport {
+            requests: get(&self.requests),
+            calls: get(&self.calls),
+            attempts: get(&self.attempts),
+            retries: get(&self.retries),
+            failures: get(&self.failures),
+            cache_hits: get(&self.cache_hits),
+            prompt_tokens: get(&self.prompt_tokens),
+            completion_tokens: get(&self.completion_tokens),
+        }
+    }
+}
+
+/// A provider with limits, retries, accounting and an optional response cache around it. It implements
+/// [`ChatModel`] when the backend is a [`ChatBackend`] and [`Embedder`] when it is an [`EmbedBackend`].
+pub struct Managed<B> {
+    backend: B,
+    limits: Limits,
+    semaphore: Semaphore,
+    cache: Option<ResponseCache>,
+    counters: Arc<Counters>,
+    jitter: AtomicU64,
+    learned_dim: AtomicUsize,
+}
+
+impl<B> std::fmt::Debug for Managed<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Managed")
+            .field("limits", &self.limits)
+            .field("cache", &self.cache)
+            .field("usage", &self.counters.report())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> Managed<B> {
+    /// Wraps `backend` with `limits` and, when given, a response cache.
+    pub fn new(backend: B, limits: Limits, cache: Option<ResponseCache>) -> Self {
+        let permits = limits.concurrency.max(1);
+        let seed = limits.jitter_seed;
+        Self {
+            backend,
+            limits,
+            semaphore: Semaphore::new(permits),
+            cache,
+            counters: Arc::new(Counters::default()),
+            jitter: AtomicU64::new(seed ^ 0x9e37_79b9_7f4a_7c15),
+            learned_dim: AtomicUsize::new(0),
+        }
+    }
+
+    /// The wrapped provider.
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// What has been asked and spent so far.
+    pub fn usage(&self) -> UsageReport {
+        self.counters.report()
+    }
+
+    /// A factor in [0.5, 1.0) from a splitmix64 stream, so concurrent retries spread out.
+    fn jitter_factor(&self) -> f64 {
+        let mut z = self
+            .jitter
+            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
+            .wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        0.5 + 0.5 * ((z >> 11) as f64 / (1u64 << 53) as f64)
+    }
+
+    /// Runs `attempt` under the concurrency limit and timeout, retrying retryable failures.
+    async fn with_retries<T, F, Fut>(&self, provider: &str, mut attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let started = Instant::now();
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            Counters::add(&self.counters.attempts, 1);
+            let outcome = {
+                let _permit = self.semaphore.acquire().await.map_err(|_| {
+                    LlmError::Config("the concurrency limiter was closed".to_owned())
+                })?;
+                let timeout = self.limits.request_timeout();
+                match tokio::time::timeout(timeout, attempt()).await {
+                    Ok(result) => result,
+                    Err(_) => Err(LlmError::Timeout {
+                        provider: provider.to_owned(),
+                        timeout,
+                    }),
+                }
+            };
+            let err = match outcome {
+                Ok(value) => {
+                    Counters::add(&self.counters.calls, 1);
+                    return Ok(value);
+                }
+                Err(err) => err,
+            };
+            if !err.is_retryable() {
+                Counters::add(&self.counters.failures, 1);
+                return Err(err);
+            }
+            let delay = self.limits.backoff(attempts).mul_f64(self.jitter_factor());
+            if attempts >= self.limits.max_attempts.max(1)
+                || started.elapsed() + delay > self.limits.max_total()
+            {
+                Counters::add(&self.counters.failures, 1);
+                return Err(LlmError::RetriesExhausted {
+                    attempts,
+                    elapsed: started.elapsed(),
+                    last: Box::new(err),
+                });
+            }
+            Counters::add(&self.counters.retries, 1);
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+fn label(provider: &str, model: &str) -> String {
+    format!("{provider} model {model}")
+}
+
+/// Counts usage with o200k when the provider reported none.
+fn fill_usage(request: &ChatRequest, response: &mut ChatResponse) {
+    if response.usage != Usage::default() {
+        return;
+    }
+    let count = |s: &str| Encoding::O200kBase.count(s).unwrap_or(0) as u64;
+    response.usage = Usage {
+        prompt_tokens: request.messages.iter().map(|m| count(&m.content)).sum(),
+        completion_tokens: count(&response.content),
+    };
+}
+
+impl<B: ChatBackend> Managed<B> {
+    /// Chat with the provider's own error type (the [`ChatModel`] impl converts it).
+    pub async fn chat_checked(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        Counters::add(&self.counters.requests, 1);
+        let provider = self.backend.provider();
+        let model = self.backend.model();
+        let key = self
+            .cache
+            .as_ref()
+            .map(|_| chat_key(provider, model, request));
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            if let Some(mut hit) = cache.get_chat(key)? {
+                Counters::add(&self.counters.cache_hits, 1);
+                hit.cached = true;
+                return Ok(hit);
+            }
+        }
+        let mut response = self
+            .with_retries(provider, || self.backend.complete(request))
+            .await?;
+        fill_usage(request, &mut response);
+        Counters::add(&self.counters.prompt_tokens, response.usage.prompt_tokens);
+        Counters::add(
+            &self.counters.completion_tokens,
+            response.usage.completion_tokens,
+        );
+        response.cached = false;
+        if let (Some(cache), Some(key)) = (&self.cache, &key) {
+            cache.put_chat(key, &response)?;
+        }
+        Ok(response)
+    }
+}
+
+#[async_trait]
+impl<B: ChatBackend> ChatModel for Managed<B> {
+    fn model_name(&self) -> &str {
+        self.backend.model()
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> kgrag_types::Result<ChatResponse> {
+        self.chat_checked(request)
+            .await
+            .map_err(|e| e.into_types(label(self.backend.provider(), self.backend.model())))
+    }
+}
+
+impl<B: EmbedBackend> Managed<B> {
+    /// Embeds with the provider's own error type (the [`Embedder`] impl converts it).
+    pub async fn embed_checked(&self, texts: &[String], kind: &EmbedKind) -> Result<Embeddings> {
+        let provider = self.backend.provider();
+        let model = self.backend.model();
+        Counters::add(&self.counters.requests, texts.len() as u64);
+        let mut rows: Vec<Option<Vec<f32>>> = vec![None; texts.len()];
+        let keys: Vec<String> = match &self.cache {
+            Some(_) => texts
+                .iter()
+                .map(|t| embedding_key(provider, model, kind, t))
+                .collect(),
+            None => Vec::new(),
+        };
+        if let Some(cache) = &self.cache {
+            for (row, key) in rows.iter_mut().zip(&keys) {
+                if let Some(v) = cache.get_embedding(key)? {
+                    *row = Some(v);
+                    Counters::add(&self.counters.cache_hits, 1);
+                }
+            }
+        }
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| rows[i].is_none()).collect();
+        for batch in missing.chunks(self.backend.max_batch().max(1)) {
+            let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
+            let vectors = self
+                .with_retries(provider, || self.backend.embed_batch(&batch_texts, kind))
+                .await?;
+            if vectors.len() != batch.len() {
+                return Err(LlmError::InvalidResponse {
+                    provider: label(provider, model),
+                    message: format!(
+                        "{} embeddings returned for {} texts",
+                        vectors.len(),
+                        batch.len()
+                    ),
+                });
+            }
+            let prompt_tokens: usize = batch_texts
+                .iter()
+                .map(|t| Encoding::O200kBase.count(t).unwrap_or(0))
+                .sum();
+            Counters::add(&self.counters.prompt_tokens, prompt_tokens as u64);
+            if let Some(cache) = &self.cache {
+                cache.put_embeddings(
+                    batch
+                        .iter()
+                        .zip(&vectors)
+                        .map(|(&i, v)| (keys[i].as_str(), v.as_slice())),
+                )?;
+            }
+            for (&i, v) in batch.iter().zip(vectors) {
+                rows[i] = Some(v);
+            }
+        }
+        let rows: Vec<Vec<f32>> = rows.into_iter().flatten().collect();
+        let embeddings = Embeddings::from_rows(rows).map_err(|e| LlmError::InvalidResponse {
+            provider: label(provider, model),
+            message: e.to_string(),
+        })?;
+        if !embeddings.is_empty() {
+            self.learned_dim.store(embeddings.dim(), Ordering::Relaxed);
+        }
+        Ok(embeddings)
+    }
+}
+
+#[async_trait]
+impl<B: EmbedBackend> Embedder for Managed<B> {
+    fn model_name(&self) -> &str {
+        self.backend.model()
+    }
+
+    fn dimension(&self) -> usize {
+        self.backend
+            .dimension()
+            .unwrap_or_else(|| self.learned_dim.load(Ordering::Relaxed))
+    }
+
+    async fn embed(&self, texts: &[String], kind: &EmbedKind) -> kgrag_types::Result<Embeddings> {
+        self.embed_checked(texts, kind)
+            .await
+            .map_err(|e| e.into_types(label(self.backend.provider(), self.backend.model())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// A backend that fails with scripted errors, then answers.
+    struct Flaky {
+        script: Mutex<Vec<LlmError>>,
+        calls: AtomicU64,
+    }
+
+    impl Flaky {
+        fn new(mut errors: Vec<LlmError>) -> Self {
+            errors.reverse();
+            Self {
+                script: Mutex::new(errors),
+                calls: AtomicU64::new(0),
+            }
+        }
+    }
+
+    fn http(status: u16) -> LlmError {
+        LlmError::Http {
+            provider: "test".into(),
+            status,
+            message: "scripted".into(),
+        }
+    }
+
+    #[async_trait]
+    impl ChatBackend for Flaky {
+        fn provider(&self) -> &str {
+            "test"
+        }
+        fn model(&self) -> &str {
+            "flaky"
+        }
+        async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            if let Some(e) = self.script.lock().unwrap().pop() {
+                return Err(e);
+            }
+            Ok(ChatResponse {
+                content: format!("echo {}", request.messages[0].content),
+                ..ChatResponse::default()
+            })
+        }
+    }
+
+    fn fast_limits() -> Limits {
+        Limits {
+            initial_backoff_ms: 1,
+            max_backoff_ms: 5,
+            max_attempts: 4,
+            ..Limits::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn retries_retryable_errors_then_succeeds() {
+        let m = Managed::new(Flaky::new(vec![http(429), http(503)]), fast_limits(), None);
+        let r = m
+            .chat_checked(&ChatRequest::user("hi there"))
+            .await
+            .unwrap();
+        assert_eq!(r.content, "echo hi there");
+        let u = m.usage();
+        assert_eq!((u.attempts, u.retries, u.calls, u.failures), (3, 2, 1, 0));
+        // No usage from the backend: counted with the tokenizer.
+        assert_eq!(u.prompt_tokens, 2);
+        assert_eq!(u.completion_tokens, 3);
+    }
+
+    #[tokio::test]
+    async fn does_not_retry_client_errors() {
+        let m = Managed::new(Flaky::new(vec![http(400)]), fast_limits(), None);
+        let err = m.chat_checked(&ChatRequest::user("x")).await.unwrap_err();
+        assert!(matches!(err, LlmError::Http { status: 400, .. }));
+        assert_eq!(m.backend().calls.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn stops_at_the_attempt_bound() {
+        let errors = (0..10).map(|_| http(500)).collect();
+        let m = Managed::new(Flaky::new(errors), fast_limits(), None);
+        let err = m.chat_checked(&ChatRequest::user("x")).await.unwrap_err();
+        assert!(
+            err.to_string().starts_with("gave up after 4 attempts"),
+            "{err}"
+        );
+        assert_eq!(m.usage().failures, 1);
+    }
+
+    #[tokio::test]
+    async fn stops_at_the_time_bound() {
+        let errors = (0..10).map(|_| http(500)).collect();
+        let limits = Limits {
+            initial_backoff_ms: 200,
+            max_backoff_ms: 200,
+            max_attempts: 10,
+            max_retry_secs: 0.05,
+            ..Limits::default()
+        };
+        let m = Managed::new(Flaky::new(errors), limits, None);
+        let err = m.chat_checked(&ChatRequest::user("x")).await.unwrap_err();
+        assert!(
+            err.to_string().starts_with("gave up after 1 attempts"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let l = Limits {
+            initial_backoff_ms: 100,
+            max_backoff_ms: 1000,
+            ..Limits::default()
+        };
+        let ms: Vec<u128> = (1..=6).map(|r| l.backoff(r).as_millis()).collect();
+        assert_eq!(ms, vec![100, 200, 400, 800, 1000, 1000]);
+        let m = Managed::new(Flaky::new(vec![]), l, None);
+        for _ in 0..100 {
+            let f = m.jitter_factor();
+            assert!((0.5..1.0).contains(&f), "{f}");
+        }
+    }
+
+    #[tokio::test]
+    async fn cache_serves_repeats_without_calling_the_backend() {
+        let dir = std::env::temp_dir().join(format!("kgrag-managed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = ResponseCache::open(dir.join("c.redb")).unwrap();
+        let m = Managed::new(Flaky::new(vec![]), fast_limits(), Some(cache.clone()));
+        let first = m.chat_checked(&ChatRequest::user("q")).await.unwrap();
+        let second = m.chat_checked(&ChatRequest::user("q")).await.unwrap();
+        assert!(!first.cached && second.cached);
+        assert_eq!(first.content, second.content);
+        assert_eq!(m.backend().calls.load(Ordering::Relaxed), 1);
+        // A fresh wrapper over the same file (a rerun) pays nothing either.
+        let rerun = Managed::new(Flaky::new(vec![]), fast_limits(), Some(cache));
+        assert!(
+            rerun
+                .chat_checked(&ChatRequest::user("q"))
+                .await
+                .unwrap()
+                .cached
+        );
+        assert_eq!(rerun.backend().calls.load(Ordering::Relaxed), 0);
+        assert_eq!(rerun.usage().cache_hits, 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

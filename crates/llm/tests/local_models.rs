@@ -1,0 +1,121 @@
+//! The in-process models against published anchors (feature `local`; assets from `cargo xtask fetch-assets`).
+#![cfg(feature = "local")]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+
+use kgrag_llm::{
+    build_chat, build_embedder, ChatConfig, EmbedderConfig, LocalChatConfig, LocalEmbedderConfig,
+};
+use kgrag_types::{ChatRequest, EmbedKind};
+
+fn assets() -> PathBuf {
+    let dir = std::env::var_os("KGRAG_ASSETS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.assets"));
+    assert!(
+        dir.join("all-minilm-l6-v2/model.safetensors").is_file(),
+        "model assets missing under {}: run `cargo xtask fetch-assets` or set KGRAG_ASSETS",
+        dir.display()
+    );
+    dir
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()
+}
+
+#[tokio::test]
+async fn minilm_matches_sbert_anchors() {
+    let config = LocalEmbedderConfig {
+        model_dir: Some(assets().join("all-minilm-l6-v2")),
+        ..LocalEmbedderConfig::default()
+    };
+    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    assert_eq!(embedder.dimension(), 384);
+    // Published by sbert.net for all-MiniLM-L6-v2.
+    let pairs = [
+        (
+            "The new movie is awesome",
+            "The new movie is so great",
+            0.8939f32,
+        ),
+        ("A man is playing guitar", "A woman watches TV", -0.0327),
+        (
+            "The cat sits outside",
+            "The cat plays in the garden",
+            0.6788,
+        ),
+    ];
+    let texts: Vec<String> = pairs
+        .iter()
+        .flat_map(|(a, b, _)| [a.to_string(), b.to_string()])
+        .collect();
+    let e = embedder.embed(&texts, &EmbedKind::Document).await.unwrap();
+    for (i, (a, b, want)) in pairs.iter().enumerate() {
+        let got = cosine(e.row(2 * i).unwrap(), e.row(2 * i + 1).unwrap());
+        assert!(
+            (got - want).abs() < 1e-3,
+            "cos({a:?}, {b:?}) = {got}, want {want}"
+        );
+    }
+    for row in e.rows() {
+        assert!((cosine(row, row) - 1.0).abs() < 1e-5);
+    }
+}
+
+#[tokio::test]
+async fn padding_in_a_batch_does_not_change_a_vector() {
+    let config = LocalEmbedderConfig {
+        model_dir: Some(assets().join("all-minilm-l6-v2")),
+        ..LocalEmbedderConfig::default()
+    };
+    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let short = "The cat sits outside".to_owned();
+    let long = "A considerably longer sentence, which forces every other sentence in the batch to be padded \
+                with many padding tokens before the model runs over the whole batch at once."
+        .to_owned();
+    let alone = embedder
+        .embed(std::slice::from_ref(&short), &EmbedKind::Document)
+        .await
+        .unwrap();
+    let batch = embedder
+        .embed(&[long, short], &EmbedKind::Document)
+        .await
+        .unwrap();
+    let (a, b) = (alone.row(0).unwrap(), batch.row(1).unwrap());
+    let max_diff = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    assert!(max_diff < 1e-5, "max difference {max_diff}");
+}
+
+#[tokio::test]
+async fn long_texts_are_truncated_not_rejected() {
+    let config = LocalEmbedderConfig {
+        model_dir: Some(assets().join("all-minilm-l6-v2")),
+        ..LocalEmbedderConfig::default()
+    };
+    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let long = "word ".repeat(2000);
+    let e = embedder.embed(&[long], &EmbedKind::Document).await.unwrap();
+    assert_eq!(e.len(), 1);
+}
+
+#[tokio::test]
+async fn smollm2_answers_within_32_tokens() {
+    let config = LocalChatConfig {
+        gguf: Some(assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
+        ..LocalChatConfig::default()
+    };
+    let chat = build_chat(&ChatConfig::Local(config), None).unwrap();
+    let mut request = ChatRequest::user("What is the capital of France?");
+    request.settings.max_tokens = Some(32);
+    request.settings.temperature = Some(0.0);
+    let reply = chat.chat(&request).await.unwrap();
+    assert!(!reply.content.trim().is_empty());
+    assert!(reply.usage.completion_tokens <= 32 && reply.usage.completion_tokens > 0);
+    assert!(reply.usage.prompt_tokens > 10);
+}
