@@ -370,6 +370,60 @@ macro_rules! forward_pointer_impls {
 forward_pointer_impls!(Arc);
 forward_pointer_impls!(Box);
 
+// A reference to an implementation is one too, so `Extractor::new(&model)` works without wrapping.
+#[async_trait]
+impl<T: ChatModel + ?Sized> ChatModel for &T {
+    fn model_name(&self) -> &str {
+        (**self).model_name()
+    }
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        (**self).chat(request).await
+    }
+}
+
+#[async_trait]
+impl<T: Embedder + ?Sized> Embedder for &T {
+    fn model_name(&self) -> &str {
+        (**self).model_name()
+    }
+    fn dimension(&self) -> usize {
+        (**self).dimension()
+    }
+    async fn embed(&self, texts: &[String], kind: &EmbedKind) -> Result<Embeddings> {
+        (**self).embed(texts, kind).await
+    }
+}
+
+#[async_trait]
+impl<T: Extractor + ?Sized> Extractor for &T {
+    fn fingerprint(&self) -> String {
+        (**self).fingerprint()
+    }
+    async fn extract(&self, chunk: &Chunk) -> Result<Extraction> {
+        (**self).extract(chunk).await
+    }
+}
+
+#[async_trait]
+impl<T: Summarizer + ?Sized> Summarizer for &T {
+    fn fingerprint(&self) -> String {
+        (**self).fingerprint()
+    }
+    async fn summarize(&self, request: &SummaryRequest) -> Result<String> {
+        (**self).summarize(request).await
+    }
+}
+
+#[async_trait]
+impl<T: Retriever + ?Sized> Retriever for &T {
+    fn name(&self) -> &str {
+        (**self).name()
+    }
+    async fn retrieve(&self, request: &RetrievalRequest) -> Result<RetrievedContext> {
+        (**self).retrieve(request).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

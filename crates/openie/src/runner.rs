@@ -1,0 +1,209 @@
+//! The extraction runner: extracts a corpus with bounded concurrency and a progress bar, persisting each
+//! chunk's result the moment it completes, so a run killed at any point and started again redoes no finished
+//! chunk and loses none.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use futures_util::stream::{self, StreamExt};
+use indicatif::{ProgressBar, ProgressStyle};
+use kgrag_types::{Chunk, ChunkId, Extraction, Extractor, IssueSeverity};
+use redb::{Database, ReadableDatabase, TableDefinition};
+use serde::{Deserialize, Serialize};
+
+use crate::{OpenIeError, Result};
+
+const EXTRACTIONS: TableDefinition<&str, &[u8]> = TableDefinition::new("extractions_v1");
+
+/// Finished extractions in a redb file, keyed by extractor fingerprint and chunk id.
+#[derive(Clone)]
+pub struct ExtractionStore {
+    db: Arc<Database>,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for ExtractionStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtractionStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+fn key(fingerprint: &str, chunk: &ChunkId) -> String {
+    format!("{fingerprint}\u{1f}{chunk}")
+}
+
+impl ExtractionStore {
+    /// Opens (or creates) the store file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let err = |e: &dyn std::fmt::Display| OpenIeError::Store {
+            path: path.display().to_string(),
+            message: e.to_string(),
+        };
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
+        }
+        let db = Database::create(&path).map_err(|e| err(&e))?;
+        let txn = db.begin_write().map_err(|e| err(&e))?;
+        txn.open_table(EXTRACTIONS).map_err(|e| err(&e))?;
+        txn.commit().map_err(|e| err(&e))?;
+        Ok(Self {
+            db: Arc::new(db),
+            path,
+        })
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> OpenIeError {
+        OpenIeError::Store {
+            path: self.path.display().to_string(),
+            message: e.to_string(),
+        }
+    }
+
+    /// A stored extraction; an entry that no longer parses counts as missing.
+    pub fn get(&self, fingerprint: &str, chunk: &ChunkId) -> Result<Option<Extraction>> {
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(EXTRACTIONS).map_err(|e| self.err(e))?;
+        let value = table
+            .get(key(fingerprint, chunk).as_str())
+            .map_err(|e| self.err(e))?;
+        Ok(value.and_then(|v| serde_json::from_slice(v.value()).ok()))
+    }
+
+    /// Stores one extraction durably.
+    pub fn put(&self, fingerprint: &str, extraction: &Extraction) -> Result<()> {
+        let bytes = serde_json::to_vec(extraction).map_err(|e| self.err(e))?;
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut table = txn.open_table(EXTRACTIONS).map_err(|e| self.err(e))?;
+            table
+                .insert(
+                    key(fingerprint, &extraction.chunk_id).as_str(),
+                    bytes.as_slice(),
+                )
+                .map_err(|e| self.err(e))?;
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+}
+
+/// What a run did and cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSummary {
+    /// Chunks asked for.
+    pub chunks: usize,
+    /// Chunks whose extraction was already stored.
+    pub reused: usize,
+    /// Chunks extracted in this run.
+    pub extracted: usize,
+    /// Chunks that failed (not stored; a rerun retries them), with the error.
+    pub failed: Vec<(ChunkId, String)>,
+    /// Entities over all returned extractions.
+    pub entities: usize,
+    /// Relations over all returned extractions.
+    pub relations: usize,
+    /// Triples over all returned extractions.
+    pub triples: usize,
+    /// Parse problems (skipped, repaired or failed records) over all returned extractions.
+    pub parse_issues: usize,
+    /// Of which a stage produced nothing usable.
+    pub parse_failures: usize,
+    /// Model calls made in this run.
+    pub llm_calls: u64,
+    /// Prompt tokens of this run.
+    pub prompt_tokens: u64,
+    /// Completion tokens of this run.
+    pub completion_tokens: u64,
+}
+
+/// Runner settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunnerConfig {
+    /// Chunks extracted at once.
+    pub concurrency: usize,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        Self {
+            concurrency: 8,
+            progress: true,
+        }
+    }
+}
+
+/// Extracts `chunks`, reusing stored results; returns the extractions in chunk order (failed chunks left
+/// out) and a summary. Failures of single chunks do not stop the run: they are counted and reported.
+pub async fn run_extraction(
+    extractor: &dyn Extractor,
+    chunks: &[Chunk],
+    store: &ExtractionStore,
+    config: &RunnerConfig,
+) -> Result<(Vec<Extraction>, RunSummary)> {
+    let fingerprint = extractor.fingerprint();
+    let mut results: Vec<Option<Extraction>> = vec![None; chunks.len()];
+    let mut summary = RunSummary {
+        chunks: chunks.len(),
+        ..RunSummary::default()
+    };
+    let mut todo = Vec::new();
+    for (i, chunk) in chunks.iter().enumerate() {
+        match store.get(&fingerprint, &chunk.id)? {
+            Some(done) => {
+                results[i] = Some(done);
+                summary.reused += 1;
+            }
+            None => todo.push(i),
+        }
+    }
+    let bar = if config.progress {
+        ProgressBar::new(todo.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} extracting {pos}/{len} chunks [{elapsed_precise} < {eta_precise}] {msg}",
+    ) {
+        bar.set_style(style);
+    }
+    let mut pending = stream::iter(todo.into_iter().map(|i| {
+        let chunk = &chunks[i];
+        async move { (i, extractor.extract(chunk).await) }
+    }))
+    .buffer_unordered(config.concurrency.max(1));
+    while let Some((i, outcome)) = pending.next().await {
+        match outcome {
+            Ok(extraction) => {
+                store.put(&fingerprint, &extraction)?;
+                summary.extracted += 1;
+                summary.llm_calls += extraction.diagnostics.llm_calls;
+                summary.prompt_tokens += extraction.diagnostics.prompt_tokens;
+                summary.completion_tokens += extraction.diagnostics.completion_tokens;
+                results[i] = Some(extraction);
+            }
+            Err(e) => summary.failed.push((chunks[i].id.clone(), e.to_string())),
+        }
+        bar.inc(1);
+        bar.set_message(format!(
+            "calls {} · tokens {} · failures {}",
+            summary.llm_calls,
+            summary.prompt_tokens + summary.completion_tokens,
+            summary.failed.len()
+        ));
+    }
+    bar.finish_and_clear();
+    let extractions: Vec<Extraction> = results.into_iter().flatten().collect();
+    for e in &extractions {
+        summary.entities += e.entities.len();
+        summary.relations += e.relations.len();
+        summary.triples += e.triples.len();
+        summary.parse_issues += e.diagnostics.issues.len();
+        summary.parse_failures += e.diagnostics.count(IssueSeverity::Failed);
+    }
+    summary.failed.sort();
+    Ok((extractions, summary))
+}
