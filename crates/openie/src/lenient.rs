@@ -19,6 +19,35 @@ pub fn strip_fences(text: &str) -> String {
     out
 }
 
+/// Tracks whether characters are inside a quoted string (`"…"` or `'…'`, backslash escapes), so brackets and
+/// commas in strings are not mistaken for structure.
+#[derive(Default)]
+struct Scanner {
+    in_string: Option<char>,
+    escaped: bool,
+}
+
+impl Scanner {
+    /// Feeds one character; returns it when it is structural (outside strings and not a quote).
+    fn structural(&mut self, c: char) -> Option<char> {
+        if let Some(q) = self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if c == '\\' {
+                self.escaped = true;
+            } else if c == q {
+                self.in_string = None;
+            }
+            return None;
+        }
+        if c == '"' || c == '\'' {
+            self.in_string = Some(c);
+            return None;
+        }
+        Some(c)
+    }
+}
+
 /// Closes JSON cut off by a token limit, as HippoRAG does: if `text` parses, it is returned as is; otherwise
 /// everything after the last comma outside strings is dropped and every still-open `[`/`{` is closed in reverse
 /// order (brackets inside strings are ignored).
@@ -26,55 +55,29 @@ pub fn close_truncated(text: &str) -> String {
     if serde_json::from_str::<Value>(text).is_ok() {
         return text.to_owned();
     }
-    let mut last_comma = None;
-    let mut in_string: Option<char> = None;
-    let mut escaped = false;
-    for (i, c) in text.char_indices() {
-        if let Some(q) = in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == q {
-                in_string = None;
-            }
-            continue;
-        }
-        match c {
-            '"' | '\'' => in_string = Some(c),
-            ',' => last_comma = Some(i),
-            _ => {}
-        }
-    }
+    let mut scanner = Scanner::default();
+    let last_comma = text
+        .char_indices()
+        .filter(|&(_, c)| scanner.structural(c) == Some(','))
+        .last()
+        .map(|(i, _)| i);
     let kept = match last_comma {
         Some(i) => &text[..i],
         None => text,
     };
     let mut stack = Vec::new();
-    let mut in_string: Option<char> = None;
-    let mut escaped = false;
+    let mut scanner = Scanner::default();
     for c in kept.chars() {
-        if let Some(q) = in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == q {
-                in_string = None;
-            }
-            continue;
-        }
-        match c {
-            '"' | '\'' => in_string = Some(c),
-            '[' | '{' => stack.push(c),
-            ']' | '}' => {
+        match scanner.structural(c) {
+            Some(open @ ('[' | '{')) => stack.push(open),
+            Some(']' | '}') => {
                 stack.pop();
             }
             _ => {}
         }
     }
     let mut out = kept.to_owned();
-    if let Some(q) = in_string {
+    if let Some(q) = scanner.in_string {
         out.push(q);
     }
     for open in stack.iter().rev() {
@@ -104,23 +107,11 @@ pub fn find_object_with_key<'a>(text: &'a str, key: &str) -> Option<&'a str> {
 /// Byte length of the balanced object starting at `text[0] == '{'`, if it closes.
 fn balanced_end(text: &str) -> Option<usize> {
     let mut depth = 0usize;
-    let mut in_string: Option<char> = None;
-    let mut escaped = false;
+    let mut scanner = Scanner::default();
     for (i, c) in text.char_indices() {
-        if let Some(q) = in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == q {
-                in_string = None;
-            }
-            continue;
-        }
-        match c {
-            '"' | '\'' => in_string = Some(c),
-            '{' | '[' => depth += 1,
-            '}' | ']' => {
+        match scanner.structural(c) {
+            Some('{' | '[') => depth += 1,
+            Some('}' | ']') => {
                 depth = depth.checked_sub(1)?;
                 if depth == 0 {
                     return Some(i + c.len_utf8());

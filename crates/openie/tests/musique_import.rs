@@ -3,23 +3,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use kgrag_openie::{read_openie_file, write_openie_file};
+use kgrag_types::testing::data_file;
 use kgrag_types::{ChunkId, Normalisation};
-
-fn data_file(relative: &str) -> PathBuf {
-    let dir = std::env::var_os("KGRAG_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
-    let path = dir.join(relative);
-    assert!(
-        path.is_file(),
-        "missing test data {}: set KGRAG_DATA_DIR to the folder holding musique-hipporag/ (CI: ../shared/datasets)",
-        path.display()
-    );
-    path
-}
 
 #[test]
 fn musique_openie_counts_match_the_spec() {

@@ -6,9 +6,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use kgrag_text::{Chunker, ChunkerConfig};
+use kgrag_types::testing::data_file;
 use kgrag_types::{json::replace_non_finite_literals, md5_hex, ChunkId, Document};
 use serde::Deserialize;
 
@@ -26,20 +26,6 @@ struct OpenieFile {
 #[derive(Deserialize)]
 struct OpenieDoc {
     passage: String,
-}
-
-fn data_file(relative: &str) -> PathBuf {
-    let dir = std::env::var_os("KGRAG_DATA_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
-    let path = dir.join(relative);
-    assert!(
-        path.is_file(),
-        "missing test data {}: set KGRAG_DATA_DIR to the folder holding musique-hipporag/ \
-         (HippoRAG's MuSiQue sample; CI uses ../shared/datasets)",
-        path.display()
-    );
-    path
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! Each double records what it was asked, so tests can assert on the exact prompts, texts or chunks sent.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
@@ -14,6 +15,26 @@ use crate::traits::{
     RetrievalRequest, Retriever, Summarizer, SummaryRequest, Usage,
 };
 use crate::{Error, Result};
+
+/// The path of a reference data file for tests: `relative` under `KGRAG_DATA_DIR` (default: the workspace's
+/// `datasets/`). Panics, naming the missing path and how to provide it, when the file is not there: tests
+/// that need reference data fail clearly rather than pass vacuously.
+#[allow(clippy::panic)]
+pub fn data_file(relative: &str) -> PathBuf {
+    let dir = std::env::var_os("KGRAG_DATA_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../datasets"));
+    let path = dir.join(relative);
+    if !path.is_file() {
+        panic!(
+            "missing test data {}: set KGRAG_DATA_DIR to the folder that holds it (CI uses ../shared/datasets; \
+             datasets/README.md says where each dataset is published)",
+            path.display()
+        );
+    }
+    path
+}
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A poisoned lock only means another test thread panicked; the data is still usable for recording.

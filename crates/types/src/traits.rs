@@ -310,10 +310,10 @@ pub trait Retriever: Send + Sync {
     async fn retrieve(&self, request: &RetrievalRequest) -> Result<RetrievedContext>;
 }
 
-macro_rules! forward_pointer_impls {
-    ($ptr:ident) => {
+macro_rules! forward_impls {
+    ($ty:ty) => {
         #[async_trait]
-        impl<T: ChatModel + ?Sized> ChatModel for $ptr<T> {
+        impl<T: ChatModel + ?Sized> ChatModel for $ty {
             fn model_name(&self) -> &str {
                 (**self).model_name()
             }
@@ -323,7 +323,7 @@ macro_rules! forward_pointer_impls {
         }
 
         #[async_trait]
-        impl<T: Embedder + ?Sized> Embedder for $ptr<T> {
+        impl<T: Embedder + ?Sized> Embedder for $ty {
             fn model_name(&self) -> &str {
                 (**self).model_name()
             }
@@ -336,7 +336,7 @@ macro_rules! forward_pointer_impls {
         }
 
         #[async_trait]
-        impl<T: Extractor + ?Sized> Extractor for $ptr<T> {
+        impl<T: Extractor + ?Sized> Extractor for $ty {
             fn fingerprint(&self) -> String {
                 (**self).fingerprint()
             }
@@ -346,7 +346,7 @@ macro_rules! forward_pointer_impls {
         }
 
         #[async_trait]
-        impl<T: Summarizer + ?Sized> Summarizer for $ptr<T> {
+        impl<T: Summarizer + ?Sized> Summarizer for $ty {
             fn fingerprint(&self) -> String {
                 (**self).fingerprint()
             }
@@ -356,7 +356,7 @@ macro_rules! forward_pointer_impls {
         }
 
         #[async_trait]
-        impl<T: Retriever + ?Sized> Retriever for $ptr<T> {
+        impl<T: Retriever + ?Sized> Retriever for $ty {
             fn name(&self) -> &str {
                 (**self).name()
             }
@@ -367,62 +367,10 @@ macro_rules! forward_pointer_impls {
     };
 }
 
-forward_pointer_impls!(Arc);
-forward_pointer_impls!(Box);
-
-// A reference to an implementation is one too, so `Extractor::new(&model)` works without wrapping.
-#[async_trait]
-impl<T: ChatModel + ?Sized> ChatModel for &T {
-    fn model_name(&self) -> &str {
-        (**self).model_name()
-    }
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
-        (**self).chat(request).await
-    }
-}
-
-#[async_trait]
-impl<T: Embedder + ?Sized> Embedder for &T {
-    fn model_name(&self) -> &str {
-        (**self).model_name()
-    }
-    fn dimension(&self) -> usize {
-        (**self).dimension()
-    }
-    async fn embed(&self, texts: &[String], kind: &EmbedKind) -> Result<Embeddings> {
-        (**self).embed(texts, kind).await
-    }
-}
-
-#[async_trait]
-impl<T: Extractor + ?Sized> Extractor for &T {
-    fn fingerprint(&self) -> String {
-        (**self).fingerprint()
-    }
-    async fn extract(&self, chunk: &Chunk) -> Result<Extraction> {
-        (**self).extract(chunk).await
-    }
-}
-
-#[async_trait]
-impl<T: Summarizer + ?Sized> Summarizer for &T {
-    fn fingerprint(&self) -> String {
-        (**self).fingerprint()
-    }
-    async fn summarize(&self, request: &SummaryRequest) -> Result<String> {
-        (**self).summarize(request).await
-    }
-}
-
-#[async_trait]
-impl<T: Retriever + ?Sized> Retriever for &T {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    async fn retrieve(&self, request: &RetrievalRequest) -> Result<RetrievedContext> {
-        (**self).retrieve(request).await
-    }
-}
+// Shared, boxed and borrowed implementations are implementations too (so `Extractor::new(&model)` works).
+forward_impls!(Arc<T>);
+forward_impls!(Box<T>);
+forward_impls!(&T);
 
 #[cfg(test)]
 mod tests {
