@@ -79,6 +79,19 @@ fn meta_u32(content: &gguf_file::Content, key: &str) -> Option<u32> {
 
 /// Builds the tokenizer a llama.cpp-converted GGUF describes.
 fn tokenizer_from_gguf(content: &gguf_file::Content, model: &str) -> Result<Tokenizer> {
+    let kind = content
+        .metadata
+        .get("tokenizer.ggml.model")
+        .and_then(|v| v.to_string().ok().cloned())
+        .unwrap_or_default();
+    if kind != "gpt2" {
+        return Err(local_err(
+            model,
+            format!(
+                "GGUF tokenizer model {kind:?} is not supported: only byte-level BPE (\"gpt2\", as in SmolLM2) is"
+            ),
+        ));
+    }
     let tokens = meta_strings(content, "tokenizer.ggml.tokens", model)?;
     let merges = meta_strings(content, "tokenizer.ggml.merges", model)?;
     let vocab: Vocab = tokens
