@@ -543,29 +543,23 @@ pub async fn summarise_long_descriptions(
     summarizer: &dyn Summarizer,
     trigger_tokens: usize,
 ) -> kgrag_types::Result<usize> {
-    let long = |d: &str| Encoding::O200kBase.count(d).unwrap_or(0) >= trigger_tokens;
+    let subjects_and_descriptions = entities
+        .iter_mut()
+        .map(|e| (e.name.clone(), &mut e.description))
+        .chain(
+            relations
+                .iter_mut()
+                .map(|r| (format!("{} -> {}", r.source, r.target), &mut r.description)),
+        );
     let mut n = 0;
-    for e in entities.iter_mut().filter(|e| long(&e.description)) {
-        e.description = summarizer
+    for (subject, description) in subjects_and_descriptions {
+        if Encoding::O200kBase.count(description).unwrap_or(0) < trigger_tokens {
+            continue;
+        }
+        *description = summarizer
             .summarize(&SummaryRequest {
-                subject: e.name.clone(),
-                descriptions: e
-                    .description
-                    .split(MERGE_SEPARATOR)
-                    .map(str::to_owned)
-                    .collect(),
-                max_tokens: 500,
-                query: None,
-            })
-            .await?;
-        n += 1;
-    }
-    for r in relations.iter_mut().filter(|r| long(&r.description)) {
-        r.description = summarizer
-            .summarize(&SummaryRequest {
-                subject: format!("{} -> {}", r.source, r.target),
-                descriptions: r
-                    .description
+                subject,
+                descriptions: description
                     .split(MERGE_SEPARATOR)
                     .map(str::to_owned)
                     .collect(),
