@@ -107,5 +107,18 @@ impl LlmError {
     }
 }
 
+/// An error's message followed by those of its sources, joined by `: ` (HTTP clients hide the useful part,
+/// such as "connection refused", in the source chain).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut message = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    message
+}
+
 /// Result alias of this crate.
 pub type Result<T, E = LlmError> = std::result::Result<T, E>;

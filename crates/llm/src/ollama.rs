@@ -104,13 +104,7 @@ impl Client {
                 }
             }
             OllamaError::ReqwestError(e) => {
-                let mut message = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    message.push_str(": ");
-                    message.push_str(&s.to_string());
-                    source = s.source();
-                }
+                let message = crate::error::error_chain(&e);
                 LlmError::Connection { provider, message }
             }
             OllamaError::JsonError(e) => LlmError::InvalidResponse {

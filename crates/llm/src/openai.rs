@@ -186,13 +186,7 @@ fn map_error(provider: &str, err: OpenAIError) -> LlmError {
                     message: e.to_string(),
                 }
             } else {
-                let mut message = e.to_string();
-                let mut source = std::error::Error::source(&e);
-                while let Some(s) = source {
-                    message.push_str(": ");
-                    message.push_str(&s.to_string());
-                    source = s.source();
-                }
+                let message = crate::error::error_chain(&e);
                 LlmError::Connection {
                     provider: provider.to_owned(),
                     message,

@@ -121,41 +121,58 @@ fn excerpt(s: &str) -> String {
     s.chars().take(200).collect()
 }
 
-/// Entities from a NER reply: strings, de-duplicated in order. Problems go to `issues`.
-pub fn parse_ner(reply: &str, issues: &mut Vec<ParseIssue>) -> Vec<String> {
-    let Some((value, recovery)) = extract_key(reply, "named_entities") else {
+/// The list under `key` in a model's reply. A missing object or a non-list is recorded as `Failed`, a
+/// closed truncation as `Repaired`.
+fn list_for_key(
+    reply: &str,
+    key: &str,
+    stage: &str,
+    issues: &mut Vec<ParseIssue>,
+) -> Option<Vec<Value>> {
+    let mut note = |severity, message: String, text: &str| {
         issues.push(ParseIssue {
-            stage: "ner".into(),
-            severity: IssueSeverity::Failed,
-            message: "no JSON object with \"named_entities\" in the reply".into(),
-            excerpt: excerpt(reply),
-        });
-        return Vec::new();
+            stage: stage.into(),
+            severity,
+            message,
+            excerpt: excerpt(text),
+        })
+    };
+    let Some((value, recovery)) = extract_key(reply, key) else {
+        note(
+            IssueSeverity::Failed,
+            format!("no JSON object with \"{key}\" in the reply"),
+            reply,
+        );
+        return None;
     };
     if recovery == Recovery::ClosedTruncation {
-        issues.push(ParseIssue {
-            stage: "ner".into(),
-            severity: IssueSeverity::Repaired,
-            message: "truncated JSON was closed".into(),
-            excerpt: excerpt(reply),
-        });
+        note(
+            IssueSeverity::Repaired,
+            "truncated JSON was closed".into(),
+            reply,
+        );
     }
-    let mut out: Vec<String> = Vec::new();
     match value {
-        Value::Array(items) => {
-            for item in &items {
-                let name = py_str(item);
-                if !out.contains(&name) {
-                    out.push(name);
-                }
-            }
+        Value::Array(items) => Some(items),
+        other => {
+            note(
+                IssueSeverity::Failed,
+                format!("\"{key}\" is not a list"),
+                &other.to_string(),
+            );
+            None
         }
-        other => issues.push(ParseIssue {
-            stage: "ner".into(),
-            severity: IssueSeverity::Failed,
-            message: "\"named_entities\" is not a list".into(),
-            excerpt: excerpt(&other.to_string()),
-        }),
+    }
+}
+
+/// Entities from a NER reply: strings, de-duplicated in order. Problems go to `issues`.
+pub fn parse_ner(reply: &str, issues: &mut Vec<ParseIssue>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for item in list_for_key(reply, "named_entities", "ner", issues).unwrap_or_default() {
+        let name = py_str(&item);
+        if !out.contains(&name) {
+            out.push(name);
+        }
     }
     out
 }
@@ -163,35 +180,9 @@ pub fn parse_ner(reply: &str, issues: &mut Vec<ParseIssue>) -> Vec<String> {
 /// Triples from a triple reply: lists of exactly three elements, each cast to a string, exact duplicates
 /// removed in order (the reference's validity filter). Problems go to `issues`.
 pub fn parse_triples(reply: &str, issues: &mut Vec<ParseIssue>) -> Vec<Triple> {
-    let Some((value, recovery)) = extract_key(reply, "triples") else {
-        issues.push(ParseIssue {
-            stage: "triples".into(),
-            severity: IssueSeverity::Failed,
-            message: "no JSON object with \"triples\" in the reply".into(),
-            excerpt: excerpt(reply),
-        });
-        return Vec::new();
-    };
-    if recovery == Recovery::ClosedTruncation {
-        issues.push(ParseIssue {
-            stage: "triples".into(),
-            severity: IssueSeverity::Repaired,
-            message: "truncated JSON was closed".into(),
-            excerpt: excerpt(reply),
-        });
-    }
-    let Value::Array(items) = value else {
-        issues.push(ParseIssue {
-            stage: "triples".into(),
-            severity: IssueSeverity::Failed,
-            message: "\"triples\" is not a list".into(),
-            excerpt: excerpt(&value.to_string()),
-        });
-        return Vec::new();
-    };
     let mut out: Vec<Triple> = Vec::new();
-    for item in &items {
-        match item {
+    for item in list_for_key(reply, "triples", "triples", issues).unwrap_or_default() {
+        match &item {
             Value::Array(parts) if parts.len() == 3 => {
                 let t = Triple::new(py_str(&parts[0]), py_str(&parts[1]), py_str(&parts[2]));
                 if !out.contains(&t) {
