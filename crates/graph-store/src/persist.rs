@@ -1,0 +1,243 @@
+//! Checksummed, versioned, atomically written files.
+//!
+//! Layout of every file this crate writes:
+//!
+//! | bytes | content |
+//! |---|---|
+//! | 8 | magic `KGRAGST\0` |
+//! | 2 | length `n` of the kind tag, little endian |
+//! | n | kind tag (UTF-8, e.g. `graph`, `exact-index`) |
+//! | 4 | format version of that kind, little endian |
+//! | 8 | payload length, little endian |
+//! | … | payload (postcard) |
+//! | 32 | SHA-256 of everything before it |
+//!
+//! Writes go to a temporary file in the same directory, are flushed and fsynced, then renamed over the
+//! target (and the directory is fsynced), so a reader sees the old file or the new one, never a mix.
+//! Reading checks the magic, the kind, the version, the length and the checksum, and names the file and the
+//! problem in its error.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use crate::{Result, StoreError};
+
+const MAGIC: &[u8; 8] = b"KGRAGST\0";
+const DIGEST_LEN: usize = 32;
+
+fn io(path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+fn corrupt(path: &Path, reason: impl Into<String>) -> StoreError {
+    StoreError::Corrupt {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+/// Serialises `value` and writes it atomically to `path` as an object of `kind` at `version`.
+pub fn save<T: Serialize>(path: &Path, kind: &str, version: u32, value: &T) -> Result<()> {
+    let payload = postcard::to_stdvec(value).map_err(|e| StoreError::Encode {
+        what: kind.to_owned(),
+        reason: e.to_string(),
+    })?;
+    write_atomic(path, &frame(kind, version, &payload))
+}
+
+/// Reads an object of `kind` at `version` from `path`, checking the frame first.
+pub fn load<T: DeserializeOwned>(path: &Path, kind: &str, version: u32) -> Result<T> {
+    let bytes = fs::read(path).map_err(|e| io(path, e))?;
+    let payload = unframe(path, &bytes, kind, version)?;
+    postcard::from_bytes(payload)
+        .map_err(|e| corrupt(path, format!("payload does not decode: {e}")))
+}
+
+/// Reads only the kind tag of a file written by [`save`] (checksum verified).
+pub fn kind_of(path: &Path) -> Result<String> {
+    let bytes = fs::read(path).map_err(|e| io(path, e))?;
+    let (kind, _, _) = check(path, &bytes)?;
+    Ok(kind.to_owned())
+}
+
+fn frame(kind: &str, version: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(payload.len() + kind.len() + 64);
+    out.extend_from_slice(MAGIC);
+    // Kind tags are short literals of this crate.
+    out.extend_from_slice(&(kind.len().min(u16::MAX as usize) as u16).to_le_bytes());
+    out.extend_from_slice(kind.as_bytes());
+    out.extend_from_slice(&version.to_le_bytes());
+    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(payload);
+    let digest = Sha256::digest(&out);
+    out.extend_from_slice(&digest);
+    out
+}
+
+fn take<'a>(
+    path: &Path,
+    bytes: &'a [u8],
+    at: &mut usize,
+    n: usize,
+    what: &str,
+) -> Result<&'a [u8]> {
+    let end = at
+        .checked_add(n)
+        .filter(|&e| e <= bytes.len())
+        .ok_or_else(|| {
+            corrupt(
+                path,
+                format!(
+                    "truncated: {} bytes, {what} needs {n} more at byte {}",
+                    bytes.len(),
+                    *at
+                ),
+            )
+        })?;
+    let out = &bytes[*at..end];
+    *at = end;
+    Ok(out)
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    b.iter()
+        .rev()
+        .fold(0u64, |acc, &x| (acc << 8) | u64::from(x))
+}
+
+/// Validates the frame; returns (kind, version, payload).
+fn check<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a str, u32, &'a [u8])> {
+    let mut at = 0;
+    let magic = take(path, bytes, &mut at, MAGIC.len(), "the magic number")?;
+    if magic != MAGIC {
+        return Err(corrupt(path, "not a kgrag store file (bad magic number)"));
+    }
+    let kind_len = le_u64(take(path, bytes, &mut at, 2, "the kind length")?) as usize;
+    let kind = take(path, bytes, &mut at, kind_len, "the kind tag")?;
+    let version = le_u64(take(path, bytes, &mut at, 4, "the format version")?) as u32;
+    let len = le_u64(take(path, bytes, &mut at, 8, "the payload length")?);
+    let len = usize::try_from(len).map_err(|_| corrupt(path, "payload length overflows"))?;
+    let payload = take(path, bytes, &mut at, len, "the payload")?;
+    let digest = take(path, bytes, &mut at, DIGEST_LEN, "the checksum")?;
+    if at != bytes.len() {
+        return Err(corrupt(
+            path,
+            format!("{} unexpected bytes after the checksum", bytes.len() - at),
+        ));
+    }
+    if Sha256::digest(&bytes[..at - DIGEST_LEN]).as_slice() != digest {
+        return Err(corrupt(
+            path,
+            "checksum mismatch (the file was modified or damaged)",
+        ));
+    }
+    let kind = std::str::from_utf8(kind).map_err(|_| corrupt(path, "kind tag is not UTF-8"))?;
+    Ok((kind, version, payload))
+}
+
+fn unframe<'a>(path: &Path, bytes: &'a [u8], kind: &str, version: u32) -> Result<&'a [u8]> {
+    let (found, found_version, payload) = check(path, bytes)?;
+    if found != kind {
+        return Err(StoreError::Incompatible {
+            path: path.to_path_buf(),
+            reason: format!("holds a {found:?}, expected a {kind:?}"),
+        });
+    }
+    if found_version != version {
+        return Err(StoreError::Incompatible {
+            path: path.to_path_buf(),
+            reason: format!(
+                "{kind} format version {found_version}, this build reads version {version}; rebuild the index"
+            ),
+        });
+    }
+    Ok(payload)
+}
+
+/// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename, fsync of the
+/// directory. Creates the parent directory if needed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| crate::error::invalid(format!("{} has no file name", path.display())))?;
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut file = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        file.write_all(bytes).map_err(|e| io(&tmp, e))?;
+        file.sync_all().map_err(|e| io(&tmp, e))?;
+        drop(file);
+        fs::rename(&tmp, path).map_err(|e| io(path, e))?;
+        // Make the rename durable; not every platform can open a directory, so failure here is ignored.
+        if let Ok(d) = File::open(&dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("kgrag-persist-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn round_trip_and_damage() {
+        let dir = tmpdir("rt");
+        let path = dir.join("x.bin");
+        let value = (vec![1u32, 2, 3], "hello".to_owned());
+        save(&path, "test", 3, &value).unwrap();
+        let back: (Vec<u32>, String) = load(&path, "test", 3).unwrap();
+        assert_eq!(back, value);
+        assert_eq!(kind_of(&path).unwrap(), "test");
+
+        let err = load::<(Vec<u32>, String)>(&path, "other", 3).unwrap_err();
+        assert!(err.to_string().contains("expected a \"other\""), "{err}");
+        let err = load::<(Vec<u32>, String)>(&path, "test", 4).unwrap_err();
+        assert!(err.to_string().contains("version 3"), "{err}");
+
+        let good = fs::read(&path).unwrap();
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            fs::write(&path, &bad).unwrap();
+            let err = load::<(Vec<u32>, String)>(&path, "test", 3).unwrap_err();
+            assert!(err.to_string().contains("x.bin"), "byte {i}: {err}");
+        }
+        for cut in 0..good.len() {
+            fs::write(&path, &good[..cut]).unwrap();
+            let err = load::<(Vec<u32>, String)>(&path, "test", 3).unwrap_err();
+            assert!(err.to_string().contains("corrupt"), "cut {cut}: {err}");
+        }
+        // No temporary files are left behind.
+        save(&path, "test", 3, &value).unwrap();
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+    }
+}

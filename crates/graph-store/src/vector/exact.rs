@@ -1,0 +1,258 @@
+//! Exact (brute-force) search over a contiguous row-major f32 matrix.
+
+use std::path::Path;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{check_rows, dot, normalise, Hit, Metric, TopK, VectorIndex};
+use crate::error::invalid;
+use crate::{persist, Result};
+
+pub(super) const KIND: &str = "exact-index";
+const FORMAT: u32 = 1;
+
+/// Queries per block of a batch search.
+const QUERY_BLOCK: usize = 64;
+/// Stored rows per block (one block of scores is `QUERY_BLOCK × ROW_BLOCK` floats = 512 KiB).
+const ROW_BLOCK: usize = 2048;
+
+/// Exact search: every query is scored against every row. Batches use a blocked matrix product
+/// (ndarray's sgemm) over query and row blocks, in parallel over query blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ExactIndex {
+    dim: usize,
+    metric: Metric,
+    data: Vec<f32>,
+}
+
+impl ExactIndex {
+    /// An empty index.
+    pub fn new(dim: usize, metric: Metric) -> Result<Self> {
+        if dim == 0 {
+            return Err(invalid("vector dimension must be positive"));
+        }
+        Ok(Self {
+            dim,
+            metric,
+            data: Vec::new(),
+        })
+    }
+
+    /// An index holding `vectors` (row-major).
+    pub fn from_rows(dim: usize, metric: Metric, vectors: &[f32]) -> Result<Self> {
+        let mut out = Self::new(dim, metric)?;
+        out.add(vectors)?;
+        Ok(out)
+    }
+
+    /// The stored matrix, row-major (rows normalised for cosine).
+    pub fn as_slice(&self) -> &[f32] {
+        &self.data
+    }
+
+    fn prepare_queries(&self, queries: &[f32]) -> Result<Vec<f32>> {
+        check_rows(queries, self.dim, "queries")?;
+        let mut q = queries.to_vec();
+        if self.metric == Metric::Cosine {
+            q.chunks_exact_mut(self.dim).for_each(normalise);
+        }
+        Ok(q)
+    }
+
+    /// The similarity of `query` to every stored row, in id order.
+    pub fn scores(&self, query: &[f32]) -> Result<Vec<f32>> {
+        if query.len() != self.dim {
+            return Err(invalid(format!(
+                "query has dimension {}, the index {}",
+                query.len(),
+                self.dim
+            )));
+        }
+        let q = self.prepare_queries(query)?;
+        let mut out = vec![0.0f32; self.len()];
+        out.par_chunks_mut(ROW_BLOCK)
+            .zip(self.data.par_chunks(ROW_BLOCK * self.dim))
+            .for_each(|(o, rows)| {
+                for (s, row) in o.iter_mut().zip(rows.chunks_exact(self.dim)) {
+                    *s = dot(&q, row);
+                }
+            });
+        Ok(out)
+    }
+
+    /// For each row of `queries`: the `k` most similar stored rows whose score is at least `min_score`.
+    pub fn search_batch_min_score(
+        &self,
+        queries: &[f32],
+        k: usize,
+        min_score: f32,
+    ) -> Result<Vec<Vec<Hit>>> {
+        let q = self.prepare_queries(queries)?;
+        let dim = self.dim;
+        let n = self.len();
+        let nq = q.len() / dim;
+        let mut out: Vec<Vec<Hit>> = vec![Vec::new(); nq];
+        out.par_chunks_mut(QUERY_BLOCK)
+            .zip(q.par_chunks(QUERY_BLOCK * dim))
+            .for_each(|(res, qb)| {
+                let m = qb.len() / dim;
+                let mut tops: Vec<TopK> = (0..m).map(|_| TopK::new(k)).collect();
+                let mut scores = vec![0.0f32; m * ROW_BLOCK];
+                for start in (0..n).step_by(ROW_BLOCK) {
+                    let nb = ROW_BLOCK.min(n - start);
+                    let rows = &self.data[start * dim..(start + nb) * dim];
+                    gemm_abt(qb, rows, dim, m, nb, &mut scores[..m * nb]);
+                    for (qi, top) in tops.iter_mut().enumerate() {
+                        let row = &scores[qi * nb..(qi + 1) * nb];
+                        for (j, &s) in row.iter().enumerate() {
+                            if s < min_score || top.full_and_worst().is_some_and(|w| s < w) {
+                                continue;
+                            }
+                            top.push(Hit {
+                                id: start + j,
+                                score: s,
+                            });
+                        }
+                    }
+                }
+                for (r, t) in res.iter_mut().zip(tops) {
+                    *r = t.into_sorted();
+                }
+            });
+        Ok(out)
+    }
+
+    /// Loads an index saved by [`VectorIndex::save`].
+    pub fn load(path: &Path) -> Result<Self> {
+        let out: Self = persist::load(path, KIND, FORMAT)?;
+        if out.dim == 0 || !out.data.len().is_multiple_of(out.dim) {
+            return Err(crate::StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "{} floats do not form rows of dimension {}",
+                    out.data.len(),
+                    out.dim
+                ),
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// `c (m × n) = a (m × k) · bᵀ` where `b` is `n × k`, all row-major.
+fn gemm_abt(a: &[f32], b: &[f32], k: usize, m: usize, n: usize, c: &mut [f32]) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    use ndarray::{linalg::general_mat_mul, ArrayView2, ArrayViewMut2};
+    match (
+        ArrayView2::from_shape((m, k), a),
+        ArrayView2::from_shape((n, k), b),
+        ArrayViewMut2::from_shape((m, n), c),
+    ) {
+        (Ok(a), Ok(b), Ok(mut c)) => general_mat_mul(1.0, &a, &b.t(), 0.0, &mut c),
+        // Shapes are computed by the caller from the same lengths; fall back to plain dot products.
+        _ => {
+            for (i, crow) in c.chunks_exact_mut(n).enumerate() {
+                let arow = &a[i * k..(i + 1) * k];
+                for (j, cv) in crow.iter_mut().enumerate() {
+                    *cv = dot(arow, &b[j * k..(j + 1) * k]);
+                }
+            }
+        }
+    }
+}
+
+impl VectorIndex for ExactIndex {
+    fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn len(&self) -> usize {
+        self.data.len() / self.dim
+    }
+
+    fn metric(&self) -> Metric {
+        self.metric
+    }
+
+    fn add(&mut self, vectors: &[f32]) -> Result<usize> {
+        check_rows(vectors, self.dim, "vectors")?;
+        let first = self.len();
+        let start = self.data.len();
+        self.data.extend_from_slice(vectors);
+        if self.metric == Metric::Cosine {
+            self.data[start..]
+                .chunks_exact_mut(self.dim)
+                .for_each(normalise);
+        }
+        Ok(first)
+    }
+
+    fn search(&self, query: &[f32], k: usize) -> Result<Vec<Hit>> {
+        let scores = self.scores(query)?;
+        let tops: Vec<TopK> = scores
+            .par_chunks(ROW_BLOCK)
+            .enumerate()
+            .map(|(b, s)| {
+                let mut t = TopK::new(k);
+                for (j, &v) in s.iter().enumerate() {
+                    if t.full_and_worst().is_some_and(|w| v < w) {
+                        continue;
+                    }
+                    t.push(Hit {
+                        id: b * ROW_BLOCK + j,
+                        score: v,
+                    });
+                }
+                t
+            })
+            .collect();
+        let mut all = TopK::new(k);
+        for t in tops {
+            all.merge(t);
+        }
+        Ok(all.into_sorted())
+    }
+
+    fn search_batch(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<Hit>>> {
+        self.search_batch_min_score(queries, k, f32::NEG_INFINITY)
+    }
+
+    fn vector(&self, id: usize) -> Option<&[f32]> {
+        self.data.get(id * self.dim..(id + 1) * self.dim)
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        persist::save(path, KIND, FORMAT, self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_and_inner_product() {
+        let rows = [1.0, 0.0, 0.0, 2.0, 3.0, 3.0, 0.0, 0.0];
+        let ip = ExactIndex::from_rows(2, Metric::InnerProduct, &rows).unwrap();
+        let hits = ip.search(&[1.0, 1.0], 4).unwrap();
+        let ids: Vec<_> = hits.iter().map(|h| h.id).collect();
+        assert_eq!(ids, vec![2, 1, 0, 3]);
+        assert_eq!(hits[0].score, 6.0);
+        let cos = ExactIndex::from_rows(2, Metric::Cosine, &rows).unwrap();
+        let hits = cos.search(&[1.0, 1.0], 2).unwrap();
+        assert_eq!(hits[0].id, 2);
+        assert!((hits[0].score - 1.0).abs() < 1e-6);
+        let batch = cos.search_batch(&[1.0, 1.0, 0.0, 1.0], 2).unwrap();
+        assert_eq!(batch[0], hits);
+        assert_eq!(batch[1][0].id, 1);
+        let min = cos.search_batch_min_score(&[1.0, 0.0], 10, 0.5).unwrap();
+        assert_eq!(min[0].iter().map(|h| h.id).collect::<Vec<_>>(), vec![0, 2]);
+        assert!(cos.search(&[1.0], 1).is_err());
+        let mut e = ExactIndex::new(2, Metric::Cosine).unwrap();
+        assert!(e.add(&[1.0, f32::NAN]).is_err());
+        assert!(e.add(&[1.0, 2.0, 3.0]).is_err());
+    }
+}
