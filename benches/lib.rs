@@ -136,7 +136,7 @@ pub fn data_dir() -> std::path::PathBuf {
 /// The MuSiQue HippoRAG 2 graph (GPT-3.5 OpenIE, 1,890 passages) with MiniLM phrase embeddings (cached in
 /// [`bench_data_dir`]) and its synonymy edges. `None` (with a message) when the data or the model is missing.
 pub fn musique_graph() -> Option<MusiqueGraph> {
-    use kgrag_graph_store::hippo::{insert_chunks, prepare_triples, HippoChunk};
+    use kgrag_graph_store::hippo::{insert_chunks, HippoChunk};
     use kgrag_graph_store::synonymy::{add_synonymy_edges, SynonymyConfig};
     use kgrag_graph_store::{ExactIndex, KnowledgeGraph, Metric, VectorIndex};
     use kgrag_llm::{build_embedder, EmbedderConfig, LocalEmbedderConfig};
@@ -153,10 +153,14 @@ pub fn musique_graph() -> Option<MusiqueGraph> {
     };
     let chunks: Vec<HippoChunk> = docs
         .iter()
-        .map(|d| HippoChunk {
-            chunk: d.extraction.chunk_id.clone(),
-            text: d.passage.clone(),
-            triples: prepare_triples(&d.extraction.triples, Normalisation::Ascii, false),
+        .map(|d| {
+            HippoChunk::from_raw(
+                d.extraction.chunk_id.clone(),
+                &d.passage,
+                &d.extraction.triples,
+                Normalisation::Ascii,
+                false,
+            )
         })
         .collect();
     let mut graph = KnowledgeGraph::new();

@@ -7,11 +7,13 @@
 //! weighting never requires re-indexing.
 //!
 //! Nodes keep the index they were created with until they are removed ([`petgraph::stable_graph`]), so node
-//! order — which breaks ties in rankings — is insertion order. Lookups by key (`chunk-…`, `entity-…`) and by
+//! order — which breaks ties in rankings — is insertion order as long as nothing is removed. A removed
+//! node's index is free and the next inserted node may take it (petgraph reuses vacant slots): after a
+//! removal, re-read indices by key ([`KnowledgeGraph::find`]) rather than keeping old ones. Lookups by key (`chunk-…`, `entity-…`) and by
 //! name are hash maps maintained on every change. Iteration orders are deterministic: by node index, or by
 //! name where a spec asks for it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::path::Path;
 
 use kgrag_types::ChunkId;
@@ -466,7 +468,9 @@ impl KnowledgeGraph {
 
     /// Inserts or merges an entity record with HiRAG's rules (spec hirag §4.4): type = most frequent vote
     /// (ties: first seen), description = sorted set of parts joined by `<SEP>`, sources = union, layer =
-    /// lowest. A record of kind `Entity` merging into a `Summary` node makes it an `Entity`.
+    /// lowest. A record of kind `Entity` merging into a `Summary` node makes it an `Entity`. Every record
+    /// merged over the node's life votes for its type; the reference counts an existing node's stored type
+    /// as a single vote, so across separate insert batches the two can differ.
     pub fn upsert_entity(&mut self, record: EntityRecord) -> Result<NodeIndex> {
         if record.key.is_empty() {
             return Err(invalid(format!(
@@ -523,6 +527,18 @@ impl KnowledgeGraph {
         node.description = merge_parts(&node.description, &record.description);
         node.sources.extend(record.sources);
         Ok(idx)
+    }
+
+    /// Adds `chunk` to a node's sources (e.g. a HippoRAG phrase seen in that passage).
+    pub fn add_source(&mut self, idx: NodeIndex, chunk: &ChunkId) -> Result<()> {
+        let node = self
+            .g
+            .node_weight_mut(idx)
+            .ok_or_else(|| StoreError::UnknownNode(format!("index {}", idx.index())))?;
+        if !node.sources.contains(chunk) {
+            node.sources.insert(chunk.clone());
+        }
+        Ok(())
     }
 
     /// Replaces a node's description (after an LLM or extractive summary of the merged parts).
@@ -788,7 +804,7 @@ impl KnowledgeGraph {
     ) -> Vec<NodeIndex> {
         let mut path = vec![to];
         let mut cur = to;
-        while cur != from {
+        while cur != from && path.len() <= parent.len() {
             match parent.get(&cur) {
                 Some(&p) => {
                     path.push(p);
@@ -829,18 +845,22 @@ impl KnowledgeGraph {
         }
         let mut dist: HashMap<NodeIndex, f64> = HashMap::new();
         let mut parent: HashMap<NodeIndex, NodeIndex> = HashMap::new();
+        let mut settled: HashSet<NodeIndex> = HashSet::new();
         let mut heap = BinaryHeap::new();
         dist.insert(from, 0.0);
         parent.insert(from, from);
         heap.push(Reverse((Key(0.0), from)));
         while let Some(Reverse((Key(d), u))) = heap.pop() {
-            if dist.get(&u).is_some_and(|&best| d > best) {
+            if dist.get(&u).is_some_and(|&best| d > best) || !settled.insert(u) {
                 continue;
             }
             if u == to {
                 return Ok(Some((Self::unwind(&parent, from, to), d)));
             }
             for (v, _, e) in self.incident(u) {
+                if settled.contains(&v) {
+                    continue;
+                }
                 let c = cost(e);
                 if !c.is_finite() || c < 0.0 {
                     continue;
@@ -1057,6 +1077,20 @@ mod tests {
         assert_eq!(path, vec![a, b, d]);
         assert_eq!(cost, 2.0);
         assert_eq!(g.connected_components(), vec![vec![a, b, c, d], vec![e]]);
+        // Zero-cost edges do not make parents cycle.
+        let (zpath, zcost) = g
+            .cheapest_path(c, b, |e| {
+                if e.relation.as_ref().is_some_and(|r| r.weight == 5.0) {
+                    0.0
+                } else {
+                    1.0
+                }
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(zcost, 1.0);
+        assert_eq!(zpath.first(), Some(&c));
+        assert_eq!(zpath.last(), Some(&b));
         assert_eq!(g.degree(a), 2);
         assert_eq!(g.neighbours(d), vec![b, c]);
         g.remove_node(b);

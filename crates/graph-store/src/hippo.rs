@@ -7,7 +7,8 @@
 //!   between subject and object (self-loops skipped and counted) and one context link per passage and unique
 //!   phrase. Synonymy edges come afterwards from [`crate::synonymy`], with the phrase embeddings.
 //!
-//! Phrase node keys are `entity-` + md5(phrase); passage keys are the chunk ids.
+//! Phrase node keys are `entity-` + md5(phrase); passage keys are the chunk ids. A phrase node's `sources`
+//! are the chunks whose triples contain it: their number is HippoRAG's node-specificity denominator n(p).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -25,6 +26,23 @@ pub struct HippoChunk {
     pub text: String,
     /// Normalised triples.
     pub triples: Vec<Triple>,
+}
+
+impl HippoChunk {
+    /// A chunk from its raw (extracted) triples, prepared by [`prepare_triples`].
+    pub fn from_raw(
+        chunk: ChunkId,
+        text: &str,
+        raw: &[Triple],
+        normalisation: Normalisation,
+        drop_empty: bool,
+    ) -> Self {
+        Self {
+            chunk,
+            text: text.to_owned(),
+            triples: prepare_triples(raw, normalisation, drop_empty),
+        }
+    }
 }
 
 /// De-duplicates raw triples (exact, first kept) and normalises them; with `drop_empty`, triples whose
@@ -120,6 +138,7 @@ pub fn insert_chunks(graph: &mut KnowledgeGraph, chunks: &[HippoChunk]) -> Resul
             linked.insert(o);
         }
         for e in linked {
+            graph.add_source(e, &c.chunk)?;
             graph.add_context(pnode, e)?;
             out.context_links += 1;
         }
@@ -167,6 +186,7 @@ mod tests {
         assert_eq!(c.nodes_of(NodeKind::Passage), 1);
         assert_eq!(c.edges_of(EdgeKind::Fact), 1);
         assert_eq!(c.edges_of(EdgeKind::Context), 2);
+        assert_eq!(g.node(ins.new_phrases[0].1).unwrap().sources.len(), 1);
         let (a, b) = (ins.new_phrases[0].1, ins.new_phrases[1].1);
         let e = g.edge(g.edge_between(a, b).unwrap()).unwrap();
         assert_eq!(e.weight(EdgeWeighting::HippoReference), 4.0);

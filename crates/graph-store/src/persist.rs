@@ -46,6 +46,12 @@ fn corrupt(path: &Path, reason: impl Into<String>) -> StoreError {
 
 /// Serialises `value` and writes it atomically to `path` as an object of `kind` at `version`.
 pub fn save<T: Serialize>(path: &Path, kind: &str, version: u32, value: &T) -> Result<()> {
+    if kind.len() > usize::from(u16::MAX) {
+        return Err(crate::error::invalid(format!(
+            "kind tag of {} bytes is too long",
+            kind.len()
+        )));
+    }
     let payload = postcard::to_stdvec(value).map_err(|e| StoreError::Encode {
         what: kind.to_owned(),
         reason: e.to_string(),
@@ -72,7 +78,7 @@ fn frame(kind: &str, version: u32, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + kind.len() + 64);
     out.extend_from_slice(MAGIC);
     // Kind tags are short literals of this crate.
-    out.extend_from_slice(&(kind.len().min(u16::MAX as usize) as u16).to_le_bytes());
+    out.extend_from_slice(&(kind.len() as u16).to_le_bytes());
     out.extend_from_slice(kind.as_bytes());
     out.extend_from_slice(&version.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
@@ -174,9 +180,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| crate::error::invalid(format!("{} has no file name", path.display())))?;
-    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
     let result = (|| {
-        let mut file = File::create(&tmp).map_err(|e| io(&tmp, e))?;
+        let mut file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| io(&tmp, e))?;
         file.write_all(bytes).map_err(|e| io(&tmp, e))?;
         file.sync_all().map_err(|e| io(&tmp, e))?;
         drop(file);

@@ -187,14 +187,6 @@ impl<'g> PprSolver<'g> {
         let reset = &self.reset;
         let x = &self.x;
         let restart = d * dangling_mass;
-        let pull = |j: usize, y: &[f64]| -> f64 {
-            let (a, b) = (offsets[j], offsets[j + 1]);
-            let mut acc = 0.0;
-            for (s, w) in sources[a..b].iter().zip(&weights[a..b]) {
-                acc += y[*s as usize] * w;
-            }
-            (1.0 - d) * reset[j] + d * acc + restart * reset[j]
-        };
         if parallel {
             self.y
                 .par_chunks_mut(BLOCK)
@@ -205,34 +197,46 @@ impl<'g> PprSolver<'g> {
                         *y = x * inv;
                     }
                 });
-            let y = &self.y;
-            self.next
-                .par_chunks_mut(BLOCK)
-                .zip(self.partial.par_iter_mut())
-                .enumerate()
-                .for_each(|(blk, (out, part))| {
-                    let base = blk * BLOCK;
-                    let mut r = 0.0;
-                    for (k, o) in out.iter_mut().enumerate() {
-                        let j = base + k;
-                        *o = pull(j, y);
-                        r += (*o - x[j]).abs();
-                    }
-                    *part = r;
-                });
-            self.partial.iter().sum()
         } else {
             for ((y, x), inv) in self.y.iter_mut().zip(x).zip(&self.inv_out) {
                 *y = x * inv;
             }
-            let y = &self.y;
+        }
+        let y = &self.y;
+        // One block of the pull step; returns the block's L1 change. Both paths sum the residual per
+        // block and then in block order, so they stop after the same step with identical scores.
+        let fill = |blk: usize, out: &mut [f64]| -> f64 {
+            let base = blk * BLOCK;
             let mut r = 0.0;
-            for (j, o) in self.next.iter_mut().enumerate() {
-                *o = pull(j, y);
+            for (k, o) in out.iter_mut().enumerate() {
+                let j = base + k;
+                let (a, b) = (offsets[j], offsets[j + 1]);
+                let mut acc = 0.0;
+                for (s, w) in sources[a..b].iter().zip(&weights[a..b]) {
+                    acc += y[*s as usize] * w;
+                }
+                *o = (1.0 - d) * reset[j] + d * acc + restart * reset[j];
                 r += (*o - x[j]).abs();
             }
             r
+        };
+        if parallel {
+            self.next
+                .par_chunks_mut(BLOCK)
+                .zip(self.partial.par_iter_mut())
+                .enumerate()
+                .for_each(|(blk, (out, part))| *part = fill(blk, out));
+        } else {
+            for (blk, (out, part)) in self
+                .next
+                .chunks_mut(BLOCK)
+                .zip(self.partial.iter_mut())
+                .enumerate()
+            {
+                *part = fill(blk, out);
+            }
         }
+        self.partial.iter().sum()
     }
 }
 

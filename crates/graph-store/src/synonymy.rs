@@ -147,6 +147,31 @@ pub fn add_synonymy_edges(
             phrase_nodes.len()
         )));
     }
+    // Validate before writing anything, so that a bad mapping leaves the graph untouched.
+    let mut distinct = std::collections::HashSet::with_capacity(phrase_nodes.len());
+    for (row, &n) in phrase_nodes.iter().enumerate() {
+        match graph.node(n) {
+            Some(node) if node.kind != crate::NodeKind::Passage => {}
+            Some(node) => {
+                return Err(invalid(format!(
+                    "phrase row {row} maps to passage node {:?}",
+                    node.key
+                )))
+            }
+            None => {
+                return Err(invalid(format!(
+                    "phrase row {row} maps to node index {}, which the graph does not hold",
+                    n.index()
+                )))
+            }
+        }
+        if !distinct.insert(n) {
+            return Err(invalid(format!(
+                "phrase row {row} maps to node index {} like an earlier row",
+                n.index()
+            )));
+        }
+    }
     let pairs = scan(phrases, index, new_rows, config)?;
     let mut is_new = vec![false; phrases.len()];
     for &u in new_rows {

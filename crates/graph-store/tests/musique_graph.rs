@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
-use kgrag_graph_store::hippo::{insert_chunks, prepare_triples, HippoChunk};
+use kgrag_graph_store::hippo::{insert_chunks, HippoChunk};
 use kgrag_graph_store::ppr::{personalized_pagerank, PprConfig};
 use kgrag_graph_store::synonymy::{add_synonymy_edges, SynonymyConfig};
 use kgrag_graph_store::{
@@ -15,20 +15,8 @@ use kgrag_graph_store::{
 };
 use kgrag_llm::{build_embedder, EmbedderConfig, LocalEmbedderConfig};
 use kgrag_openie::read_openie_file;
-use kgrag_types::testing::data_file;
+use kgrag_types::testing::{asset_dir, data_file};
 use kgrag_types::{md5_hex, EmbedKind, Normalisation};
-
-fn assets() -> PathBuf {
-    let dir = std::env::var_os("KGRAG_ASSETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.assets"));
-    assert!(
-        dir.join("all-minilm-l6-v2/model.safetensors").is_file(),
-        "model assets missing under {}: run `cargo xtask fetch-assets` or set KGRAG_ASSETS",
-        dir.display()
-    );
-    dir
-}
 
 /// MiniLM embeddings of `texts`, cached under the test target directory.
 async fn embed(texts: &[String]) -> ExactIndex {
@@ -40,7 +28,7 @@ async fn embed(texts: &[String]) -> ExactIndex {
         }
     }
     let config = LocalEmbedderConfig {
-        model_dir: Some(assets().join("all-minilm-l6-v2")),
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
         ..LocalEmbedderConfig::default()
     };
     let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
@@ -67,10 +55,14 @@ async fn musique_hipporag_graph() {
     .unwrap();
     let chunks: Vec<HippoChunk> = docs
         .iter()
-        .map(|d| HippoChunk {
-            chunk: d.extraction.chunk_id.clone(),
-            text: d.passage.clone(),
-            triples: prepare_triples(&d.extraction.triples, Normalisation::Ascii, false),
+        .map(|d| {
+            HippoChunk::from_raw(
+                d.extraction.chunk_id.clone(),
+                &d.passage,
+                &d.extraction.triples,
+                Normalisation::Ascii,
+                false,
+            )
         })
         .collect();
     let mut g = KnowledgeGraph::new();

@@ -2,24 +2,11 @@
 #![cfg(feature = "local")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-
 use kgrag_llm::{
     build_chat, build_embedder, ChatConfig, EmbedderConfig, LocalChatConfig, LocalEmbedderConfig,
 };
+use kgrag_types::testing::asset_dir;
 use kgrag_types::{ChatRequest, EmbedKind};
-
-fn assets() -> PathBuf {
-    let dir = std::env::var_os("KGRAG_ASSETS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.assets"));
-    assert!(
-        dir.join("all-minilm-l6-v2/model.safetensors").is_file(),
-        "model assets missing under {}: run `cargo xtask fetch-assets` or set KGRAG_ASSETS",
-        dir.display()
-    );
-    dir
-}
 
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()
@@ -28,7 +15,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 #[tokio::test]
 async fn minilm_matches_sbert_anchors() {
     let config = LocalEmbedderConfig {
-        model_dir: Some(assets().join("all-minilm-l6-v2")),
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
         ..LocalEmbedderConfig::default()
     };
     let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
@@ -67,7 +54,7 @@ async fn minilm_matches_sbert_anchors() {
 #[tokio::test]
 async fn padding_in_a_batch_does_not_change_a_vector() {
     let config = LocalEmbedderConfig {
-        model_dir: Some(assets().join("all-minilm-l6-v2")),
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
         ..LocalEmbedderConfig::default()
     };
     let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
@@ -95,7 +82,7 @@ async fn padding_in_a_batch_does_not_change_a_vector() {
 #[tokio::test]
 async fn long_texts_are_truncated_not_rejected() {
     let config = LocalEmbedderConfig {
-        model_dir: Some(assets().join("all-minilm-l6-v2")),
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
         ..LocalEmbedderConfig::default()
     };
     let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
@@ -107,7 +94,10 @@ async fn long_texts_are_truncated_not_rejected() {
 #[tokio::test]
 async fn smollm2_answers_within_32_tokens() {
     let config = LocalChatConfig {
-        gguf: Some(assets().join("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf")),
+        gguf: Some(
+            asset_dir("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf")
+                .join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+        ),
         ..LocalChatConfig::default()
     };
     let chat = build_chat(&ChatConfig::Local(config), None).unwrap();

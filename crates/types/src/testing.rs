@@ -16,6 +16,25 @@ use crate::traits::{
 };
 use crate::{Error, Result};
 
+/// The folder of a model asset for tests: `relative` under `KGRAG_ASSETS` (default: the workspace's
+/// `.assets/`, filled by `cargo xtask fetch-assets`). Panics, naming the missing path and how to provide it,
+/// when `relative/marker` is not there.
+#[allow(clippy::panic)]
+pub fn asset_dir(relative: &str, marker: &str) -> PathBuf {
+    let root = std::env::var_os("KGRAG_ASSETS")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.assets"));
+    let dir = root.join(relative);
+    if !dir.join(marker).is_file() {
+        panic!(
+            "model asset {} missing: run `cargo xtask fetch-assets` or set KGRAG_ASSETS",
+            dir.join(marker).display()
+        );
+    }
+    dir
+}
+
 /// The path of a reference data file for tests: `relative` under `KGRAG_DATA_DIR` (default: the workspace's
 /// `datasets/`). Panics, naming the missing path and how to provide it, when the file is not there: tests
 /// that need reference data fail clearly rather than pass vacuously.

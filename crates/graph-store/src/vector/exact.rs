@@ -12,6 +12,9 @@ use crate::{persist, Result};
 pub(super) const KIND: &str = "exact-index";
 const FORMAT: u32 = 1;
 
+/// Relative margin by which the blocked product may differ from [`dot`] (f32 rounding over ≤ 4096 terms).
+const SCREEN_MARGIN: f32 = 1e-4;
+
 /// Queries per block of a batch search.
 const QUERY_BLOCK: usize = 64;
 /// Stored rows per block (one block of scores is `QUERY_BLOCK × ROW_BLOCK` floats = 512 KiB).
@@ -105,14 +108,22 @@ impl ExactIndex {
                     gemm_abt(qb, rows, dim, m, nb, &mut scores[..m * nb]);
                     for (qi, top) in tops.iter_mut().enumerate() {
                         let row = &scores[qi * nb..(qi + 1) * nb];
+                        let query = &qb[qi * dim..(qi + 1) * dim];
                         for (j, &s) in row.iter().enumerate() {
-                            if s < min_score || top.full_and_worst().is_some_and(|w| s < w) {
+                            // The blocked product may differ from `dot` in the last bits (its kernel is
+                            // chosen at run time): screen with a margin, then score with `dot` so that
+                            // every path (single, batch, HNSW re-scoring) gives the same scores.
+                            let margin = SCREEN_MARGIN * s.abs().max(1.0);
+                            if s + margin < min_score
+                                || top.full_and_worst().is_some_and(|w| s + margin < w)
+                            {
                                 continue;
                             }
-                            top.push(Hit {
-                                id: start + j,
-                                score: s,
-                            });
+                            let id = start + j;
+                            let exact = dot(query, &rows[j * dim..(j + 1) * dim]);
+                            if exact >= min_score {
+                                top.push(Hit { id, score: exact });
+                            }
                         }
                     }
                 }
@@ -221,7 +232,7 @@ impl VectorIndex for ExactIndex {
     }
 
     fn vector(&self, id: usize) -> Option<&[f32]> {
-        self.data.get(id * self.dim..(id + 1) * self.dim)
+        super::row_of(&self.data, self.dim, id)
     }
 
     fn save(&self, path: &Path) -> Result<()> {

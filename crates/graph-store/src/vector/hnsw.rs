@@ -1,9 +1,9 @@
 //! Approximate search with an HNSW graph (hnsw_rs).
 //!
 //! - Cosine: rows are L2-normalised and the graph uses hnsw_rs's dot distance `max(0, 1 − a·b)` with its
-//!   runtime-dispatched SIMD kernel (feature `simdeez_f`; its scalar fallback asserts `a·b ≥ 0` and would
-//!   abort on ordinary inputs). The kernel asserts `a·b ≤ 1.000002`, which holds because every vector that
-//!   reaches the graph — rows and queries — is normalised here first.
+//!   runtime-dispatched SIMD kernel (feature `simdeez_f`). The kernel asserts `a·b ≤ 1.000002`; every
+//!   vector given to the graph — rows and queries — is normalised in f64 and then shrunk by 1e-5, so the
+//!   assertion cannot fire whatever the input. (Returned scores are recomputed from the stored rows.)
 //! - Inner product: maximum-inner-product search is reduced to cosine search by the usual augmentation
 //!   `x ↦ [x/M, √(1 − ‖x‖²/M²)]`, `q ↦ [q/‖q‖, 0]` with `M` the largest row norm, which preserves the order
 //!   of `q·x`. Adding a row longer than `M` rebuilds the graph with the new `M`.
@@ -61,6 +61,13 @@ impl Default for HnswParams {
 }
 
 type UnitDot = DistDot;
+
+/// Keeps every dot product of two graph vectors strictly below 1 (see the module docs).
+fn shrink(v: &mut [f32]) {
+    for x in v {
+        *x *= 1.0 - 1e-5;
+    }
+}
 
 #[derive(Serialize, Deserialize)]
 struct Saved {
@@ -141,7 +148,7 @@ impl HnswIndex {
     }
 
     fn graph_row(&self, row: &[f32]) -> Vec<f32> {
-        match self.metric {
+        let mut out = match self.metric {
             Metric::Cosine => row.to_vec(),
             Metric::InnerProduct => {
                 let mut out = Vec::with_capacity(self.dim + 1);
@@ -154,9 +161,12 @@ impl HnswIndex {
                     out.extend(std::iter::repeat_n(0.0, self.dim));
                     out.push(1.0);
                 }
+                normalise(&mut out);
                 out
             }
-        }
+        };
+        shrink(&mut out);
+        out
     }
 
     fn insert_range(&self, from: usize) {
@@ -199,8 +209,9 @@ impl HnswIndex {
                     .map(|r| dot(r, r).sqrt())
                     .fold(0.0f32, f32::max);
                 if longest > self.scale {
-                    // The augmentation depends on the largest norm: rebuild everything with the new one.
-                    self.scale = longest;
+                    // The augmentation depends on the largest norm: rebuild everything with a new one,
+                    // with 25% headroom so that slowly growing norms do not rebuild on every insert.
+                    self.scale = longest * 1.25;
                     self.graph = Self::empty_graph(&self.params, self.len());
                     self.insert_range(0);
                 } else {
@@ -264,7 +275,7 @@ impl VectorIndex for HnswIndex {
                 .map(|id| Hit { id, score: 0.0 })
                 .collect());
         }
-        let graph_q = match self.metric {
+        let mut graph_q = match self.metric {
             Metric::Cosine => q.clone(),
             Metric::InnerProduct => {
                 let mut g = q.clone();
@@ -272,6 +283,7 @@ impl VectorIndex for HnswIndex {
                 g
             }
         };
+        shrink(&mut graph_q);
         let score_q: &[f32] = match self.metric {
             Metric::Cosine => &q,
             Metric::InnerProduct => query,
@@ -300,7 +312,7 @@ impl VectorIndex for HnswIndex {
     }
 
     fn vector(&self, id: usize) -> Option<&[f32]> {
-        self.rows.get(id * self.dim..(id + 1) * self.dim)
+        super::row_of(&self.rows, self.dim, id)
     }
 
     fn save(&self, path: &Path) -> Result<()> {

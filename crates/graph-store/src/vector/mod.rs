@@ -128,12 +128,19 @@ pub(crate) fn check_rows(vectors: &[f32], dim: usize, what: &str) -> Result<usiz
     Ok(vectors.len() / dim)
 }
 
+/// L2-normalises in f64; a row whose norm is below 1e-30 (or not finite) becomes all zeros.
 pub(crate) fn normalise(row: &mut [f32]) {
-    let norm = dot(row, row).sqrt();
-    if norm > 0.0 {
+    let norm = row
+        .iter()
+        .map(|&v| f64::from(v) * f64::from(v))
+        .sum::<f64>()
+        .sqrt();
+    if norm.is_finite() && norm > 1e-30 {
         for v in row {
-            *v /= norm;
+            *v = (f64::from(*v) / norm) as f32;
         }
+    } else {
+        row.fill(0.0);
     }
 }
 
@@ -156,6 +163,12 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
         s += x * y;
     }
     s
+}
+
+/// The row `id` of a row-major matrix, if it exists.
+pub(crate) fn row_of(data: &[f32], dim: usize, id: usize) -> Option<&[f32]> {
+    let start = id.checked_mul(dim)?;
+    data.get(start..start.checked_add(dim)?)
 }
 
 /// Keeps the `k` best (score desc, id asc) of a stream of hits.
