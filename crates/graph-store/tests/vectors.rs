@@ -94,7 +94,11 @@ fn save_load_round_trip_and_corruption() {
                 .enumerate()
                 .map(|(i, v)| v * (1.0 + (i % 7) as f32))
                 .collect();
-            idx.add(&scaled).unwrap();
+            // Two inserts, the second with longer rows: the saved index must reload to the same answers.
+            let half = scaled.len() / 2 / dim * dim;
+            idx.add(&scaled[..half]).unwrap();
+            let longer: Vec<f32> = scaled[half..].iter().map(|v| v * 1.1).collect();
+            idx.add(&longer).unwrap();
             let path = tmp(&format!("{kind:?}-{metric:?}.idx")
                 .replace(['(', ')', ' ', ':', ',', '{', '}'], ""));
             idx.save(&path).unwrap();

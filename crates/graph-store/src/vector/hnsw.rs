@@ -74,6 +74,8 @@ struct Saved {
     dim: usize,
     metric: Metric,
     params: HnswParams,
+    /// The inner-product augmentation scale in force (0 for cosine).
+    scale: f32,
     rows: Vec<f32>,
 }
 
@@ -231,6 +233,14 @@ impl HnswIndex {
         };
         let mut out =
             Self::new(saved.dim, saved.metric, saved.params).map_err(|e| corrupt(e.to_string()))?;
+        if !(saved.scale.is_finite() && saved.scale >= 0.0) {
+            return Err(corrupt(format!(
+                "inner-product scale {} is invalid",
+                saved.scale
+            )));
+        }
+        // The same scale as when saved, so that the rebuilt graph is the one that was saved.
+        out.scale = saved.scale;
         // Rows were stored as searched (already normalised for cosine): insert them unchanged.
         out.add_rows(&saved.rows, false)
             .map_err(|e| corrupt(e.to_string()))?;
@@ -324,6 +334,7 @@ impl VectorIndex for HnswIndex {
                 dim: self.dim,
                 metric: self.metric,
                 params: self.params,
+                scale: self.scale,
                 rows: self.rows.clone(),
             },
         )
