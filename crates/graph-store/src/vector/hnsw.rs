@@ -60,8 +60,6 @@ impl Default for HnswParams {
     }
 }
 
-type UnitDot = DistDot;
-
 /// Keeps every dot product of two graph vectors strictly below 1 (see the module docs).
 fn shrink(v: &mut [f32]) {
     for x in v {
@@ -88,7 +86,7 @@ pub struct HnswIndex {
     rows: Vec<f32>,
     /// Largest row norm (inner product only).
     scale: f32,
-    graph: Hnsw<'static, f32, UnitDot>,
+    graph: Hnsw<'static, f32, DistDot>,
 }
 
 impl std::fmt::Debug for HnswIndex {
@@ -139,7 +137,7 @@ impl HnswIndex {
         self.params.ef_search = ef_search.max(1);
     }
 
-    fn empty_graph(params: &HnswParams, capacity: usize) -> Hnsw<'static, f32, UnitDot> {
+    fn empty_graph(params: &HnswParams, capacity: usize) -> Hnsw<'static, f32, DistDot> {
         Hnsw::new(
             params.max_connections,
             capacity.max(1024),
