@@ -44,6 +44,15 @@ pub enum StoreError {
         /// Why it failed.
         reason: String,
     },
+    /// The embedder failed while filling an [`crate::vector::EmbeddingStore`].
+    #[error("embedding {what} failed: {source}")]
+    Embedding {
+        /// What was being embedded.
+        what: String,
+        /// The embedder's error.
+        #[source]
+        source: kgrag_types::Error,
+    },
 }
 
 /// The crate's result type.

@@ -48,4 +48,6 @@ pub use graph::{
 };
 pub use index_dir::IndexDir;
 pub use petgraph::stable_graph::{EdgeIndex, NodeIndex};
-pub use vector::{ExactIndex, Hit, HnswIndex, HnswParams, IndexKind, Metric, VectorIndex};
+pub use vector::{
+    EmbeddingStore, ExactIndex, Hit, HnswIndex, HnswParams, IndexKind, Metric, VectorIndex,
+};

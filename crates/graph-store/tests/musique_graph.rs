@@ -1,4 +1,4 @@
-//! The HippoRAG 2 graph of the MuSiQue OpenIE file (GPT-3.5 triples, 1,890 passages) with MiniLM phrase
+//! The HippoRAG 2 graph of the MuSiQue OpenIE file (GPT-3.5 triples, 1,890 passages) with hashed phrase
 //! embeddings: node and edge counts by type against the numbers derived from the spec (hipporag2.md §11),
 //! synonymy edges against a brute-force scan, persistence round trip and damage, GraphML, PPR.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -13,33 +13,20 @@ use kgrag_graph_store::{
     graphml, EdgeKind, EdgeWeighting, ExactIndex, KnowledgeGraph, Metric, NodeIndex, NodeKind,
     VectorIndex,
 };
-use kgrag_llm::{build_embedder, EmbedderConfig, LocalEmbedderConfig};
 use kgrag_openie::read_openie_file;
-use kgrag_types::testing::{asset_dir, data_file};
-use kgrag_types::{md5_hex, EmbedKind, Normalisation};
+use kgrag_types::testing::{data_file, HashingEmbedder};
+use kgrag_types::{EmbedKind, Embedder, Normalisation};
 
-/// MiniLM embeddings of `texts`, cached under the test target directory.
+/// Embeddings of `texts` by the deterministic hashing embedder (words and character trigrams): the checks
+/// below are structural (counts, a brute-force scan), and MiniLM on 16,235 phrases costs CI three minutes;
+/// MiniLM synonymy on this graph is measured by `cargo bench -p kgrag-benches --bench synonymy`.
 async fn embed(texts: &[String]) -> ExactIndex {
-    let key = md5_hex(texts.join("\u{1}").as_bytes());
-    let cache = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("minilm-{key}.idx"));
-    if let Ok(idx) = ExactIndex::load(&cache) {
-        if idx.len() == texts.len() {
-            return idx;
-        }
-    }
-    let config = LocalEmbedderConfig {
-        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
-        ..LocalEmbedderConfig::default()
-    };
-    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let embedder = HashingEmbedder::new(384);
     let mut idx = ExactIndex::new(embedder.dimension(), Metric::Cosine).unwrap();
-    let t = std::time::Instant::now();
-    for part in texts.chunks(512) {
+    for part in texts.chunks(4096) {
         let e = embedder.embed(part, &EmbedKind::Document).await.unwrap();
         idx.add(e.as_slice()).unwrap();
     }
-    eprintln!("embedded {} phrases in {:?}", texts.len(), t.elapsed());
-    idx.save(&cache).unwrap();
     idx
 }
 
@@ -103,7 +90,7 @@ async fn musique_hipporag_graph() {
     assert!(phrases.windows(2).all(|w| w[0] < w[1]));
     assert!(nodes.last().unwrap() < &ins.new_passages[0]);
 
-    // Synonymy edges with MiniLM phrase embeddings.
+    // Synonymy edges over the phrase embeddings.
     let index = embed(&phrases).await;
     let config = SynonymyConfig::default();
     let rows: Vec<usize> = (0..phrases.len()).collect();
@@ -125,7 +112,7 @@ async fn musique_hipporag_graph() {
 
     // Independent brute-force scan for a sample of phrases.
     let mut checked = 0;
-    for u in (0..phrases.len()).step_by(97) {
+    for u in (0..phrases.len()).step_by(31) {
         let mut cands: Vec<(f32, usize)> = (0..phrases.len())
             .map(|v| (dot(index.vector(u).unwrap(), index.vector(v).unwrap()), v))
             .filter(|(s, _)| *s >= 0.8)

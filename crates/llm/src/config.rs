@@ -70,7 +70,7 @@ pub struct LocalEmbedderConfig {
     pub limits: Limits,
 }
 
-fn default_max_len() -> usize {
+pub(crate) fn default_max_len() -> usize {
     256
 }
 fn default_local_batch() -> usize {

@@ -25,6 +25,19 @@ mod encoding;
 pub use chunk::{Chunker, ChunkerConfig};
 pub use encoding::Encoding;
 
+/// The passage block of a reader prompt in HippoRAG's QA format: each passage (already `title\ntext`) as
+/// `Wikipedia Title: {passage}\n\n`, in the order given. Retrievers render their top passages with it, so
+/// context tokens are counted on what a reader would see.
+pub fn titled_passages<S: AsRef<str>>(passages: &[S]) -> String {
+    let mut out = String::new();
+    for p in passages {
+        out.push_str("Wikipedia Title: ");
+        out.push_str(p.as_ref());
+        out.push_str("\n\n");
+    }
+    out
+}
+
 /// Errors of token counting and chunking.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

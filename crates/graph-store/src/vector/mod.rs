@@ -13,12 +13,14 @@
 
 mod exact;
 mod hnsw;
+mod store;
 
 use std::path::Path;
 
 pub use exact::ExactIndex;
 pub use hnsw::{HnswIndex, HnswParams};
 use serde::{Deserialize, Serialize};
+pub use store::EmbeddingStore;
 
 use crate::error::invalid;
 use crate::{persist, Result};
@@ -248,5 +250,66 @@ mod tests {
         let b: Vec<f32> = (0..19).map(|i| 1.0 - i as f32 * 0.1).collect();
         let naive: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
         assert!((dot(&a, &b) - naive).abs() < 1e-4);
+    }
+}
+
+/// Min-max normalisation `(x − min) / (max − min)` in f64, all ones when `max == min` (HippoRAG's
+/// `min_max_normalize`); non-finite inputs become 0 before scaling.
+pub fn min_max(scores: &[f32]) -> Vec<f64> {
+    let vals: Vec<f64> = scores
+        .iter()
+        .map(|&s| if s.is_finite() { f64::from(s) } else { 0.0 })
+        .collect();
+    let (lo, hi) = vals
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
+            (lo.min(v), hi.max(v))
+        });
+    let range = hi - lo;
+    if range > 0.0 {
+        vals.iter().map(|v| (v - lo) / range).collect()
+    } else {
+        vec![1.0; vals.len()]
+    }
+}
+
+/// The positions of the `k` largest `scores`, best first; ties by position ascending (a stable sort,
+/// like numpy's `argsort` of the negated scores with a stable kind). NaN ranks last.
+pub fn top_k_desc(scores: &[f64], k: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..scores.len()).collect();
+    let key = |i: usize| {
+        let s = scores[i];
+        if s.is_nan() {
+            f64::NEG_INFINITY
+        } else {
+            s
+        }
+    };
+    let k = k.min(order.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    let cmp = |a: &usize, b: &usize| key(*b).total_cmp(&key(*a)).then(a.cmp(b));
+    if k < order.len() {
+        order.select_nth_unstable_by(k - 1, cmp);
+        order.truncate(k);
+    }
+    order.sort_by(cmp);
+    order
+}
+
+#[cfg(test)]
+mod ranking_tests {
+    use super::*;
+
+    #[test]
+    fn min_max_and_top_k() {
+        assert_eq!(min_max(&[1.0, 3.0, 2.0]), vec![0.0, 1.0, 0.5]);
+        assert_eq!(min_max(&[2.0, 2.0]), vec![1.0, 1.0]);
+        assert!(min_max(&[]).is_empty());
+        let s = [0.5, 0.9, 0.5, f64::NAN, 0.9, 0.1];
+        assert_eq!(top_k_desc(&s, 3), vec![1, 4, 0]);
+        assert_eq!(top_k_desc(&s, 10), vec![1, 4, 0, 2, 5, 3]);
+        assert!(top_k_desc(&s, 0).is_empty());
     }
 }

@@ -95,7 +95,13 @@ impl LocalEmbedder {
                 model,
                 tokenizer,
                 device,
-                name,
+                // A truncation length other than the model's default changes the vectors, so it becomes
+                // part of the name (and so of the response-cache key).
+                name: if max_tokens == crate::config::default_max_len() {
+                    name
+                } else {
+                    format!("{name}@{max_tokens}")
+                },
             }),
             batch_size: config.batch_size.max(1),
             truncated: Arc::new(AtomicU64::new(0)),

@@ -1,0 +1,284 @@
+//! [`EmbeddingStore`]: texts embedded once and kept with their keys, the row ↔ key mapping the retrievers
+//! need (HippoRAG 2's passage, phrase and fact stores; the dense retriever's passages).
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use kgrag_types::{EmbedKind, Embedder};
+use serde::{Deserialize, Serialize};
+
+use super::{ExactIndex, Metric, VectorIndex};
+use crate::error::invalid;
+use crate::{persist, Result, StoreError};
+
+const KIND: &str = "embedding-store";
+const FORMAT: u32 = 1;
+
+/// Texts embedded without instruction, one row per distinct key, rows in first-insertion order, cosine
+/// similarity (rows L2-normalised). Inserting a key that is already present embeds nothing: rerunning an
+/// index build only embeds what is new.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EmbeddingStore {
+    name: String,
+    keys: Vec<String>,
+    texts: Vec<String>,
+    index: Option<ExactIndex>,
+    #[serde(skip)]
+    rows: HashMap<String, usize>,
+}
+
+impl PartialEq for EmbeddingStore {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name
+            && self.keys == other.keys
+            && self.texts == other.texts
+            && self.index == other.index
+    }
+}
+
+impl EmbeddingStore {
+    /// An empty store; `name` (e.g. `passages`) appears in errors and progress.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            keys: Vec::new(),
+            texts: Vec::new(),
+            index: None,
+            rows: HashMap::new(),
+        }
+    }
+
+    /// The store's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the store is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// Vector dimension (`None` before the first insert).
+    pub fn dim(&self) -> Option<usize> {
+        self.index.as_ref().map(ExactIndex::dim)
+    }
+
+    /// The keys, in row order.
+    pub fn keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The texts, in row order.
+    pub fn texts(&self) -> &[String] {
+        &self.texts
+    }
+
+    /// The key of row `row`.
+    pub fn key(&self, row: usize) -> Option<&str> {
+        self.keys.get(row).map(String::as_str)
+    }
+
+    /// The text of row `row`.
+    pub fn text(&self, row: usize) -> Option<&str> {
+        self.texts.get(row).map(String::as_str)
+    }
+
+    /// The row holding `key`.
+    pub fn row(&self, key: &str) -> Option<usize> {
+        self.rows.get(key).copied()
+    }
+
+    /// The vectors (`None` before the first insert).
+    pub fn index(&self) -> Option<&ExactIndex> {
+        self.index.as_ref()
+    }
+
+    /// The cosine of `query` to every row, in row order (empty for an empty store).
+    pub fn scores(&self, query: &[f32]) -> Result<Vec<f32>> {
+        match &self.index {
+            Some(index) => index.scores(query),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Adds `(key, text)` items whose key is not stored yet, embedding their texts with `embedder` in
+    /// batches of `batch` (documents, no instruction; texts grouped by length to limit padding); `progress` is called with the number of texts done
+    /// after each batch. Returns the row of every item, in input order. Duplicate keys within `items` are
+    /// embedded once. Nothing is added when the embedder fails.
+    pub async fn insert<F: FnMut(usize)>(
+        &mut self,
+        items: &[(String, String)],
+        embedder: &dyn Embedder,
+        batch: usize,
+        mut progress: F,
+    ) -> Result<Vec<usize>> {
+        let mut missing: Vec<(&str, &str)> = Vec::new();
+        let mut pending: HashMap<&str, usize> = HashMap::new();
+        for (key, text) in items {
+            if !self.rows.contains_key(key.as_str()) && !pending.contains_key(key.as_str()) {
+                pending.insert(key, self.keys.len() + missing.len());
+                missing.push((key, text));
+            }
+        }
+        // Embed in order of text length, so that each batch pads to similar lengths (transformer cost grows
+        // with the longest text of a batch); rows are stored in input order.
+        let mut order: Vec<usize> = (0..missing.len()).collect();
+        order.sort_by_key(|&i| (missing[i].1.len(), i));
+        let mut dim = self.dim();
+        let mut by_item: Vec<Vec<f32>> = vec![Vec::new(); missing.len()];
+        for part in order.chunks(batch.max(1)) {
+            let texts: Vec<String> = part.iter().map(|&i| missing[i].1.to_owned()).collect();
+            let e = embedder
+                .embed(&texts, &EmbedKind::Document)
+                .await
+                .map_err(|source| StoreError::Embedding {
+                    what: format!("{} texts of the {} store", texts.len(), self.name),
+                    source,
+                })?;
+            if e.len() != texts.len() {
+                return Err(invalid(format!(
+                    "the embedder returned {} vectors for {} {} texts",
+                    e.len(),
+                    texts.len(),
+                    self.name
+                )));
+            }
+            match dim {
+                Some(d) if d != e.dim() => {
+                    return Err(invalid(format!(
+                        "the embedder returned {}-d vectors, the {} store holds {d}-d vectors",
+                        e.dim(),
+                        self.name
+                    )))
+                }
+                _ => dim = Some(e.dim()),
+            }
+            for (&i, row) in part.iter().zip(e.rows()) {
+                by_item[i] = row.to_vec();
+            }
+            progress(part.len());
+        }
+        let vectors: Vec<f32> = by_item.concat();
+        if let Some(d) = dim {
+            if !missing.is_empty() {
+                let index = match &mut self.index {
+                    Some(index) => index,
+                    slot => slot.insert(ExactIndex::new(d, Metric::Cosine)?),
+                };
+                index.add(&vectors)?;
+            }
+        }
+        for (key, text) in missing {
+            self.rows.insert(key.to_owned(), self.keys.len());
+            self.keys.push(key.to_owned());
+            self.texts.push(text.to_owned());
+        }
+        Ok(items
+            .iter()
+            .filter_map(|(key, _)| self.rows.get(key.as_str()).copied())
+            .collect())
+    }
+
+    /// Saves the store atomically to `path`.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        persist::save(path, KIND, FORMAT, self)
+    }
+
+    /// Loads a store saved by [`save`](Self::save).
+    pub fn load(path: &Path) -> Result<Self> {
+        let mut out: Self = persist::load(path, KIND, FORMAT)?;
+        let rows = out.index.as_ref().map_or(0, ExactIndex::len);
+        if out.keys.len() != out.texts.len() || out.keys.len() != rows {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "{} keys, {} texts and {rows} vectors",
+                    out.keys.len(),
+                    out.texts.len()
+                ),
+            });
+        }
+        out.rows = out
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i))
+            .collect();
+        if out.rows.len() != out.keys.len() {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason: "duplicate keys".to_owned(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kgrag_types::testing::HashingEmbedder;
+
+    fn items(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, t)| ((*k).to_owned(), (*t).to_owned()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn embeds_only_new_keys_and_keeps_rows() {
+        let e = HashingEmbedder::new(16);
+        let mut s = EmbeddingStore::new("phrases");
+        let rows = s
+            .insert(
+                &items(&[("a", "alpha"), ("b", "beta"), ("a", "alpha")]),
+                &e,
+                1,
+                |_| {},
+            )
+            .await
+            .unwrap();
+        assert_eq!(rows, vec![0, 1, 0]);
+        // Embedded shortest first, stored in input order.
+        assert_eq!(e.texts(), vec!["beta", "alpha"]);
+        assert_eq!(s.text(0), Some("alpha"));
+        assert!((s.scores(&e.vector("alpha")).unwrap()[0] - 1.0).abs() < 1e-5);
+        let rows = s
+            .insert(&items(&[("c", "gamma"), ("b", "beta")]), &e, 8, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(rows, vec![2, 1]);
+        assert_eq!(e.texts(), vec!["beta", "alpha", "gamma"]);
+        assert_eq!(s.row("c"), Some(2));
+        assert_eq!(s.text(2), Some("gamma"));
+        let scores = s.scores(&e.vector("beta")).unwrap();
+        assert!((scores[1] - 1.0).abs() < 1e-5);
+
+        let path = std::env::temp_dir().join(format!("kgrag-store-{}.bin", std::process::id()));
+        s.save(&path).unwrap();
+        let back = EmbeddingStore::load(&path).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(back.row("b"), Some(1));
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[tokio::test]
+    async fn failed_embedding_adds_nothing() {
+        let e = HashingEmbedder::new(8).fail_after(1);
+        let mut s = EmbeddingStore::new("facts");
+        let err = s
+            .insert(&items(&[("a", "x"), ("b", "y")]), &e, 1, |_| {})
+            .await
+            .err()
+            .map(|e| e.to_string())
+            .unwrap();
+        assert!(err.contains("facts store"), "{err}");
+        assert!(s.is_empty());
+    }
+}
