@@ -216,14 +216,23 @@ async fn dense_misses_bridges_that_hipporag_finds() {
     assert_eq!(h.recall, vec![0.3, 0.4, 0.8167, 0.9333, 1.0]);
     for (q, (dr, hr)) in ds.questions.iter().zip(d.ranks.iter().zip(&h.ranks)) {
         let (bridge_d, bridge_h) = (dr[1], hr[1]);
-        assert!(bridge_d == 0 || bridge_d > 5, "{}: dense ranks the bridge {bridge_d}", q.id);
+        assert!(
+            bridge_d == 0 || bridge_d > 5,
+            "{}: dense ranks the bridge {bridge_d}",
+            q.id
+        );
         assert!(
             bridge_h < bridge_d || bridge_d == 0,
             "{}: the walk ranks the bridge higher than dense retrieval",
             q.id
         );
     }
-    assert!(h.recall[2] > d.recall[2] + 0.3, "{:?} vs {:?}", h.recall, d.recall);
+    assert!(
+        h.recall[2] > d.recall[2] + 0.3,
+        "{:?} vs {:?}",
+        h.recall,
+        d.recall
+    );
 }
 
 /// The recognition filter through the retriever, with a scripted chat model: a selection seeds the walk
