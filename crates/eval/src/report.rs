@@ -29,6 +29,10 @@ pub struct Report {
     pub index: IndexReport,
     /// Scores per method name (`dense`, `hipporag2`, `hirag`, …).
     pub methods: BTreeMap<String, MethodReport>,
+    /// What a reader of the figures must know about the run: the dataset chosen by default, settings
+    /// forced by the absence of an LLM, a reduced corpus, failure rates. Added after the first contract.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// What building the index cost and produced.
@@ -194,6 +198,12 @@ impl Report {
                     cell(name),
                     parts.join(" · ")
                 );
+            }
+        }
+        if !self.notes.is_empty() {
+            out.push('\n');
+            for note in &self.notes {
+                let _ = writeln!(out, "note: {note}");
             }
         }
         out
@@ -398,6 +408,7 @@ mod tests {
                 passages: 1890,
             },
             methods,
+            notes: vec!["a note".to_owned()],
         }
     }
 
@@ -478,6 +489,11 @@ mod tests {
         assert!(md.contains("musique-100"), "{md}");
         assert!(md.contains("abc123"));
         assert!(md.contains("| openie | 12.50 |"), "{md}");
+        assert!(md.contains("note: a note"), "{md}");
+        assert!(
+            md.contains("- hipporag2 (means per question): dense_fallback 0.25"),
+            "{md}"
+        );
         assert!(md.contains(
             "| method | R@1 | R@2 | R@5 | R@10 | R@20 | EM | F1 | ctx tokens | p50 ms | p95 ms | failures |"
         ));

@@ -1,5 +1,19 @@
 //! `kgrag bench`: build one index for a dataset, run every requested method on every question, and write
 //! the comparison report (design §6).
+//!
+//! What the figures mean:
+//! - **recall@k**: fraction of a question's gold passages among the first k retrieved (exact `title\ntext`
+//!   match), averaged over questions, failed questions counting 0.
+//! - **latency**: wall time of one `retrieve` call, query embedding included, reader excluded. Query
+//!   embeddings go through the response cache like everything else: on a first run they are model calls,
+//!   on a rerun cache hits (and a method that embeds the query like an earlier method — HippoRAG 2's passage
+//!   query after `dense` — hits the cache in the same run). Quote first-run figures for end-to-end latency.
+//! - **context tokens**: o200k tokens of the reader context each method builds (its top `qa_top_k`
+//!   passages in the `Wikipedia Title:` frame).
+//! - **index stages**: seconds per stage; with a warm cache the embedding stages measure cache reads.
+//! - `dense` embeds the query with `[dense] query_instruction`, HippoRAG 2 with
+//!   `[hipporag] query_instruction_passage` (same default); keep them equal so that HippoRAG 2's fallback is
+//!   the dense baseline.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -392,6 +406,7 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
             passages: passages.len() as u64,
         },
         methods: reports,
+        notes: notes.clone(),
     };
     report.validate()?;
     let out = args

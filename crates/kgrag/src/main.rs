@@ -85,9 +85,6 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(&args)) {
         Ok(outcome) => {
-            for note in &outcome.notes {
-                println!("note: {note}");
-            }
             println!("{}", outcome.report.to_markdown());
             println!("report: {}", outcome.path.display());
             ExitCode::SUCCESS
