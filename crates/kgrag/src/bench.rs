@@ -81,8 +81,6 @@ pub struct BenchOutcome {
     pub report: Report,
     /// Where `report.json` was written.
     pub path: PathBuf,
-    /// Notes printed before the table (dataset choice, forced settings).
-    pub notes: Vec<String>,
 }
 
 fn methods_of(args: &BenchArgs) -> Result<Vec<String>> {
@@ -280,10 +278,9 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     stages.record("embed_passages", t.elapsed().as_secs_f64());
     let store = Arc::new(store);
 
-    let embedder_dyn: Arc<dyn Embedder> = Arc::new(EmbedderRef(embedder.clone()));
-    let chat_dyn: Option<Arc<dyn ChatModel>> = chat
-        .clone()
-        .map(|c| Arc::new(ChatRef(c)) as Arc<dyn ChatModel>);
+    // Trait upcasting: the managed models are shared as plain `Embedder`/`ChatModel` with the methods.
+    let embedder_dyn: Arc<dyn Embedder> = embedder.clone();
+    let chat_dyn: Option<Arc<dyn ChatModel>> = chat.clone().map(|c| c as Arc<dyn ChatModel>);
 
     let mut entities = 0u64;
     let mut relations = 0u64;
@@ -406,7 +403,7 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
             passages: passages.len() as u64,
         },
         methods: reports,
-        notes: notes.clone(),
+        notes,
     };
     report.validate()?;
     let out = args
@@ -414,11 +411,7 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         .clone()
         .unwrap_or_else(|| Path::new("target").join("bench").join(&name));
     let path = report.write(&out)?;
-    Ok(BenchOutcome {
-        report,
-        path,
-        notes,
-    })
+    Ok(BenchOutcome { report, path })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -461,7 +454,7 @@ async fn run_method(
         let retrieved: Vec<String> = ctx
             .passages
             .iter()
-            .filter_map(|p| store.row(p.chunk_id.as_str()).and_then(|r| store.text(r)))
+            .filter_map(|p| store.text_of(p.chunk_id.as_str()))
             .map(str::to_owned)
             .collect();
         let mut result =
@@ -611,7 +604,7 @@ async fn extractions_for(
             }
             (OpenIeMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
             (OpenIeMode::Llm, Some(chat)) => {
-                Box::new(kgrag_openie::HippoOpenIe::new(ChatRef(chat)))
+                Box::new(kgrag_openie::HippoOpenIe::new(chat as Arc<dyn ChatModel>))
             }
             (OpenIeMode::Llm, None) => {
                 return Err(KgragError::Config(
@@ -654,40 +647,4 @@ async fn extractions_for(
         .iter()
         .filter_map(|(id, _)| by_id.remove(id))
         .collect())
-}
-
-/// Forwards to a managed embedder (so that it can be shared as `Arc<dyn Embedder>`).
-struct EmbedderRef(Arc<dyn ManagedEmbedder>);
-
-#[async_trait::async_trait]
-impl Embedder for EmbedderRef {
-    fn model_name(&self) -> &str {
-        self.0.model_name()
-    }
-    fn dimension(&self) -> usize {
-        self.0.dimension()
-    }
-    async fn embed(
-        &self,
-        texts: &[String],
-        kind: &EmbedKind,
-    ) -> kgrag_types::Result<kgrag_types::Embeddings> {
-        self.0.embed(texts, kind).await
-    }
-}
-
-/// Forwards to a managed chat model.
-struct ChatRef(Arc<dyn ManagedChatModel>);
-
-#[async_trait::async_trait]
-impl ChatModel for ChatRef {
-    fn model_name(&self) -> &str {
-        self.0.model_name()
-    }
-    async fn chat(
-        &self,
-        request: &kgrag_types::ChatRequest,
-    ) -> kgrag_types::Result<kgrag_types::ChatResponse> {
-        self.0.chat(request).await
-    }
 }

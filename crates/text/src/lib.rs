@@ -38,6 +38,17 @@ pub fn titled_passages<S: AsRef<str>>(passages: &[S]) -> String {
     out
 }
 
+/// [`titled_passages`] and its `o200k_base` token count: the reader context a retriever reports. tiktoken
+/// only fails on pathological input; then the count is of white-space separated words, so that a query is
+/// never lost over a statistic.
+pub fn reader_context<S: AsRef<str>>(passages: &[S]) -> (String, usize) {
+    let rendered = titled_passages(passages);
+    let tokens = Encoding::O200kBase
+        .count(&rendered)
+        .unwrap_or_else(|_| rendered.split_whitespace().count());
+    (rendered, tokens)
+}
+
 /// Errors of token counting and chunking.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

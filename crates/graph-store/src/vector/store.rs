@@ -88,6 +88,11 @@ impl EmbeddingStore {
         self.texts.get(row).map(String::as_str)
     }
 
+    /// The text stored under `key`.
+    pub fn text_of(&self, key: &str) -> Option<&str> {
+        self.row(key).and_then(|r| self.text(r))
+    }
+
     /// The row holding `key`.
     pub fn row(&self, key: &str) -> Option<usize> {
         self.rows.get(key).copied()

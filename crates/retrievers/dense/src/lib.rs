@@ -35,7 +35,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kgrag_graph_store::vector::{min_max, top_k_desc};
 use kgrag_graph_store::EmbeddingStore;
-use kgrag_text::Encoding;
 use kgrag_types::{
     ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever, ScoredChunk,
 };
@@ -169,17 +168,9 @@ pub fn render_context(passages: &EmbeddingStore, ctx: &mut RetrievedContext, qa_
         .passages
         .iter()
         .take(qa_top_k)
-        .filter_map(|p| {
-            passages
-                .row(p.chunk_id.as_str())
-                .and_then(|r| passages.text(r))
-        })
+        .filter_map(|p| passages.text_of(p.chunk_id.as_str()))
         .collect();
-    ctx.rendered = kgrag_text::titled_passages(&texts);
-    // tiktoken only fails on pathological input; fall back to a whitespace count rather than lose the query.
-    ctx.context_tokens = Encoding::O200kBase
-        .count(&ctx.rendered)
-        .unwrap_or_else(|_| ctx.rendered.split_whitespace().count());
+    (ctx.rendered, ctx.context_tokens) = kgrag_text::reader_context(&texts);
 }
 
 #[async_trait]

@@ -8,7 +8,6 @@ use kgrag_graph_store::hippo::phrase_key;
 use kgrag_graph_store::ppr::{PprConfig, PprSolver};
 use kgrag_graph_store::vector::{min_max, top_k_desc};
 use kgrag_graph_store::{CsrGraph, EmbeddingStore};
-use kgrag_text::Encoding;
 use kgrag_types::{
     ChatModel, ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever,
     ScoredChunk, ScoredTriple, Triple,
@@ -327,16 +326,9 @@ fn render(passages: &EmbeddingStore, ctx: &mut RetrievedContext, qa_top_k: usize
         .passages
         .iter()
         .take(qa_top_k)
-        .filter_map(|p| {
-            passages
-                .row(p.chunk_id.as_str())
-                .and_then(|r| passages.text(r))
-        })
+        .filter_map(|p| passages.text_of(p.chunk_id.as_str()))
         .collect();
-    ctx.rendered = kgrag_text::titled_passages(&texts);
-    ctx.context_tokens = Encoding::O200kBase
-        .count(&ctx.rendered)
-        .unwrap_or_else(|_| ctx.rendered.split_whitespace().count());
+    (ctx.rendered, ctx.context_tokens) = kgrag_text::reader_context(&texts);
 }
 
 #[async_trait]
