@@ -4,6 +4,8 @@
 //!
 //! * [`Encoding`] — the two tiktoken encodings the methods budget with (`o200k_base` for HiRAG, `cl100k_base`
 //!   for LeanRAG), vocabularies bundled in the binary: no download at run time.
+//! * [`sentences`] and [`ExtractiveSummarizer`] — the offline kit's sentence splitter and extractive summary
+//!   (a [`Summarizer`](kgrag_types::Summarizer) for runs without an LLM).
 //! * [`Chunker`] — HiRAG/LeanRAG token windows with overlap, or HippoRAG's one chunk per passage, keeping each
 //!   chunk's byte, character and token offsets in its document.
 //!
@@ -21,9 +23,13 @@
 
 mod chunk;
 mod encoding;
+pub mod extractive;
+mod sentence;
 
 pub use chunk::{Chunker, ChunkerConfig};
 pub use encoding::Encoding;
+pub use extractive::{Budget, ExtractiveSummarizer};
+pub use sentence::sentences;
 
 /// The passage block of a reader prompt in HippoRAG's QA format: each passage (already `title\ntext`) as
 /// `Wikipedia Title: {passage}\n\n`, in the order given. Retrievers render their top passages with it, so
@@ -56,6 +62,9 @@ pub enum Error {
     /// The chunker configuration is unusable.
     #[error("invalid chunker configuration: {0}")]
     InvalidConfig(String),
+    /// Embedding sentences for an extractive summary failed.
+    #[error("extractive summary: {0}")]
+    Embedding(String),
     /// The tokenizer failed on a text (tiktoken's pre-tokenising regex can give up on pathological input).
     #[error("{encoding} tokenizer failed on {what}: {message}")]
     Tokenizer {
