@@ -5,7 +5,8 @@ Usage: python gmm_sklearn.py MATRIX.npy [--max-clusters 50] [--n-init 5] [--max-
 
 MATRIX.npy holds a float64 (N, d) array (the PCA-reduced entity embeddings). A layer is a BIC scan over
 k = 1 .. min(N, max_clusters) - 1 with full-covariance GaussianMixture fits (stopping early once the relative
-BIC change drops below --rel-tol), then a final fit with the BIC-minimising k and soft labels
+BIC change drops below --rel-tol), then the scan's fit at the BIC-minimising k (a refit with the same seed is
+identical, so it is reused, as kgrag does) and soft labels
 {c : p(c | x) > threshold} (argmax when empty). Prints one JSON object on stdout; warnings go to stderr.
 """
 import argparse
@@ -32,14 +33,19 @@ def layer(x, a):
     ks, bics = [], []
     if n <= 1:
         return ks, bics, 1, None, [[0] for _ in range(n)]
+    models = []
     for k in range(1, min(n, a.max_clusters)):
-        bic = float(make_gmm(k, a).fit(x).bic(x))
+        gm = make_gmm(k, a).fit(x)
+        bic = float(gm.bic(x))
         ks.append(k)
         bics.append(bic)
+        models.append(gm)
         if len(bics) >= 2 and abs(bics[-2] - bic) / abs(bics[-2]) < a.rel_tol:
             break
-    best_k = ks[int(np.argmin(bics))]  # argmin returns the first (smallest k) on ties
-    gm = make_gmm(best_k, a).fit(x)
+    best = int(np.argmin(bics))  # argmin returns the first (smallest k) on ties
+    best_k = ks[best]
+    # A refit with best_k and the same random_state gives the same model: reuse the scan's fit, as kgrag does.
+    gm = models[best]
     proba = gm.predict_proba(x)
     labels = []
     for row in proba:

@@ -358,6 +358,12 @@ pub async fn build_hirag(
     config: &HiragConfig,
 ) -> Result<Hierarchy> {
     validate_base(&base, relations, embedder)?;
+    if !(config.cluster_threshold >= 0.0 && config.cluster_threshold < 1.0) {
+        return Err(HierarchyError::Config(format!(
+            "cluster_threshold {} must lie in [0, 1)",
+            config.cluster_threshold
+        )));
+    }
     if !(config.subsample_ratio > 0.0 && config.subsample_ratio < 1.0) {
         return Err(HierarchyError::Config(format!(
             "subsample_ratio {} must lie strictly between 0 and 1",
@@ -456,6 +462,17 @@ pub async fn build_hirag(
             .collect()
             .await;
         let mut replies: HashMap<usize, Result<_>> = replies.into_iter().collect();
+        // Names of the layers built so far (upper-cased; the latest layer wins, first node within a layer).
+        let mut older: HashMap<String, NodeId> = HashMap::new();
+        for l in h.layers.iter().take(layer as usize + 1) {
+            let mut seen = HashSet::new();
+            for n in l {
+                let upper = n.name.to_uppercase();
+                if seen.insert(upper.clone()) {
+                    older.insert(upper, n.id);
+                }
+            }
+        }
         // Assemble the next layer in cluster order.
         let next_layer = layer + 1;
         let mut next: Vec<HNode> = Vec::new();
@@ -470,9 +487,28 @@ pub async fn build_hirag(
                     id,
                     HNodeKind::Carried,
                 );
-                by_name.entry(copy.name.to_uppercase()).or_insert(id.idx);
-                h.layers[layer as usize][m as usize].parents.push(id);
-                next.push(copy);
+                // De-duplicated by name, first wins: a singleton whose name is already on the next layer
+                // (an earlier attribute entity, or its own copy from another soft cluster) links to it.
+                let upper = copy.name.to_uppercase();
+                let target = match by_name.get(&upper) {
+                    Some(&idx) => {
+                        let existing = &mut next[idx as usize];
+                        let child = NodeId::new(layer, m);
+                        if !existing.children.contains(&child) {
+                            existing.children.push(child);
+                        }
+                        NodeId::new(next_layer, idx)
+                    }
+                    None => {
+                        by_name.insert(upper, id.idx);
+                        next.push(copy);
+                        id
+                    }
+                };
+                let parents = &mut h.layers[layer as usize][m as usize].parents;
+                if !parents.contains(&target) {
+                    parents.push(target);
+                }
                 continue;
             }
             let Some(reply) = replies.remove(&ci) else {
@@ -487,7 +523,17 @@ pub async fn build_hirag(
             for e in summary.entities {
                 let upper = e.name.to_uppercase();
                 let idx = match by_name.get(&upper) {
-                    Some(&idx) => idx,
+                    Some(&idx) => {
+                        // An endpoint an earlier reply named without defining it becomes this entity.
+                        let node = &mut next[idx as usize];
+                        if node.kind == HNodeKind::Unknown {
+                            node.kind = HNodeKind::Attribute;
+                            node.entity_type = e.entity_type;
+                            node.description = e.description;
+                            node.outcome = Some(summary.outcome);
+                        }
+                        idx
+                    }
                     None => {
                         let id = NodeId::new(next_layer, next.len() as u32);
                         next.push(HNode {
@@ -538,11 +584,8 @@ pub async fn build_hirag(
                     if let Some(&i) = made.get(&upper).or_else(|| by_name.get(&upper)) {
                         return NodeId::new(next_layer, i);
                     }
-                    for l in (0..=layer as usize).rev() {
-                        if let Some(n) = h.layers[l].iter().find(|n| n.name.to_uppercase() == upper)
-                        {
-                            return n.id;
-                        }
+                    if let Some(&id) = older.get(&upper) {
+                        return id;
                     }
                     let id = NodeId::new(next_layer, next.len() as u32);
                     next.push(HNode {
@@ -579,7 +622,11 @@ pub async fn build_hirag(
                 }
             }
         }
+        let mut pairs = HashSet::new();
         for r in &new_relations {
+            if !pairs.insert((r.a.min(r.b), r.a.max(r.b))) {
+                continue;
+            }
             for id in [r.a, r.b] {
                 if id.layer == next_layer {
                     next[id.idx as usize].degree += 1;

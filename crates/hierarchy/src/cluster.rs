@@ -153,7 +153,13 @@ pub fn cluster_points(
     if n < 2 || points.dim() == 0 {
         return Ok(LayerClustering::single(n, BicScan::untried()));
     }
-    let (scan, model) = bic_scan(points, config.max_clusters, config.bic_rel_tol, &config.gmm)?;
+    // When the floor is at least every k the scan could try (LeanRAG on N ≥ ~1,000: ⌊N/20⌋ ≥ 49), BIC
+    // cannot change k: skip the scan.
+    let (scan, model) = if min_k > 1 && min_k >= n.min(config.max_clusters).saturating_sub(1) {
+        (BicScan::untried(), None)
+    } else {
+        bic_scan(points, config.max_clusters, config.bic_rel_tol, &config.gmm)?
+    };
     let k = scan.best_k.max(min_k).min(n);
     let model = match model {
         Some(m) if m.k() == k => m,

@@ -72,6 +72,11 @@ impl GmmConfig {
                 "gmm_n_init must be at least 1".into(),
             ));
         }
+        if self.max_iter == 0 {
+            return Err(HierarchyError::Config(
+                "gmm_max_iter must be at least 1".into(),
+            ));
+        }
         if !(self.tol >= 0.0 && self.tol.is_finite()) {
             return Err(HierarchyError::Config(format!(
                 "gmm_tol {} must be a finite non-negative number",
@@ -298,7 +303,7 @@ impl Gmm {
         let n = points.len();
         if k == 0 || k > n {
             return Err(HierarchyError::Input(format!(
-                "a mixture of {k} components needs between 1 and {k} points, got {n}"
+                "a mixture needs between 1 and n = {n} components, got k = {k}"
             )));
         }
         if points.dim() == 0 {

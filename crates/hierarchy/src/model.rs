@@ -324,7 +324,17 @@ impl Hierarchy {
                         })?
                     }
                 };
-                links.nodes[node.id.layer as usize][node.id.idx as usize] = Some(idx);
+                let slot = links
+                    .nodes
+                    .get_mut(node.id.layer as usize)
+                    .and_then(|l| l.get_mut(node.id.idx as usize))
+                    .ok_or_else(|| {
+                        HierarchyError::Input(format!(
+                            "node {} ({:?}) is not at its own position in the hierarchy",
+                            node.id, node.name
+                        ))
+                    })?;
+                *slot = Some(idx);
             }
         }
         for layer in self.layers.iter().skip(1) {
@@ -385,7 +395,7 @@ impl Hierarchy {
 pub struct GraphLinks {
     /// Graph node of every hierarchy node, per layer (copies share their origin's node).
     pub nodes: Vec<Vec<Option<NodeIndex>>>,
-    /// Summary nodes created.
+    /// Summary nodes written under a key of their own (LeanRAG aggregates, new HiRAG attribute entities).
     pub added: usize,
     /// Summary nodes merged into an existing node of the same name (HiRAG).
     pub merged: usize,

@@ -99,12 +99,18 @@ pub struct Points {
 }
 
 impl Points {
-    /// Wraps a row-major buffer of `n` rows; fails unless its length is `n × d`.
+    /// Wraps a row-major buffer of `n` rows; fails unless its length is `n × d` and every value is finite.
     pub fn new(n: usize, d: usize, data: Vec<f64>) -> Result<Self> {
         if data.len() != n * d {
             return Err(HierarchyError::Input(format!(
                 "{} coordinates are not {n} rows of dimension {d}",
                 data.len()
+            )));
+        }
+        if let Some(i) = data.iter().position(|x| !x.is_finite()) {
+            return Err(HierarchyError::Input(format!(
+                "point {} holds a NaN or infinite coordinate",
+                i / d.max(1)
             )));
         }
         Ok(Self { n, d, data })

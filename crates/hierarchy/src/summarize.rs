@@ -631,7 +631,7 @@ fn count_tokens(text: &str) -> usize {
 }
 
 /// LeanRAG aggregation input: the entity and relationship tables, each truncated to 6,000 description
-/// tokens (cl100k). Entities by degree (desc, ties name); relations by rank (desc, ties description).
+/// tokens (cl100k; a table keeps at least its first row, so an oversized description is still shown). Entities by degree (desc, ties name); relations by rank (desc, ties description).
 pub fn aggregate_tables(request: &AggregateRequest) -> String {
     let mut members: Vec<&Member> = request.members.iter().collect();
     members.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
@@ -666,7 +666,7 @@ pub fn aggregate_tables(request: &AggregateRequest) -> String {
     let mut rows = Vec::new();
     for (i, r) in relations.iter().enumerate() {
         used += count_tokens(&r.description);
-        if used > AGGREGATE_TABLE_TOKENS {
+        if used > AGGREGATE_TABLE_TOKENS && !rows.is_empty() {
             break;
         }
         rows.push(vec![
@@ -724,7 +724,8 @@ fn parse_aggregate(
     if name.is_empty() {
         return Err("\"entity_name\" is empty".into());
     }
-    if members.iter().any(|m| m.name.eq_ignore_ascii_case(&name)) {
+    let lower = name.to_lowercase();
+    if members.iter().any(|m| m.name.to_lowercase() == lower) {
         return Err(format!(
             "\"entity_name\" {name:?} repeats a member's name; choose a new name"
         ));

@@ -367,6 +367,7 @@ async fn hirag_layers_stop_rule_and_graph_insertion() {
 
 #[tokio::test]
 async fn hirag_llm_summaries_resolve_endpoints_and_merge_names() {
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     // The model names the same attribute entity for every cluster (merged, first wins), relates each given
     // member, and once an entity that exists nowhere (an UNKNOWN node).
     let chat = Arc::new(ScriptedChatModel::with_responder(|req: &ChatRequest| {
@@ -382,7 +383,15 @@ async fn hirag_llm_summaries_resolve_endpoints_and_merge_names() {
                     .to_owned()
             })
             .collect();
+        // The first reply relates EVERYTHING to LATER without defining it; the second defines LATER, which
+        // must turn the UNKNOWN endpoint into an attribute entity.
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let mut out = String::from("(\"entity\"<|>EVERYTHING<|>organization<|>All items.)##\n");
+        if call == 0 {
+            out.push_str("(\"relationship\"<|>EVERYTHING<|>LATER<|>Defined later.<|>3)##\n");
+        } else if call == 1 {
+            out.push_str("(\"entity\"<|>LATER<|>event<|>What comes later.)##\n");
+        }
         for n in &names {
             out.push_str(&format!(
                 "(\"relationship\"<|>{n}<|>EVERYTHING<|>{n} is an item.<|>7)##\n"
@@ -416,16 +425,25 @@ async fn hirag_llm_summaries_resolve_endpoints_and_merge_names() {
         kinds,
         vec![
             ("EVERYTHING", HNodeKind::Attribute),
+            ("LATER", HNodeKind::Attribute),
             ("MYSTERY", HNodeKind::Unknown)
         ]
     );
     assert_eq!(l1[0].children.len(), 100);
-    assert_eq!(l1[1].entity_type, "UNKNOWN");
+    assert_eq!(
+        (l1[1].entity_type.as_str(), l1[1].description.as_str()),
+        ("EVENT", "What comes later.")
+    );
+    assert!(
+        !l1[1].embedding.is_empty(),
+        "the upgraded entity is embedded and clustered"
+    );
+    assert_eq!(l1[2].entity_type, "UNKNOWN");
     // 100 member relations (strength 7); EVERYTHING–MYSTERY comes once per cluster reply (records are
     // de-duplicated per reply, as in the reference) and merges into one edge in the graph.
     let members = h.relations.iter().filter(|r| r.weight == 7.0).count();
     assert_eq!(members, 100);
-    // Two nodes on layer 1 → ≤ 2 entities → stop.
+    // Two attribute entities on layer 1 (the UNKNOWN endpoint is not clustered) → ≤ 2 entities → stop.
     assert_eq!(h.stop, Some(StopReason::TooFewNodes));
     assert_eq!(h.layers.len(), 2);
     assert!(chat.requests().iter().all(|r| r.messages[0]

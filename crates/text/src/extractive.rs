@@ -7,8 +7,8 @@
 //! their original order joined by one space.
 //!
 //! Budget rule (ours, the kit is silent on it): a sentence that does not fit is skipped and the next one
-//! tried, so one long sentence does not end the summary; the cost of a summary is the sum of its sentences'
-//! costs. When not even the best sentence fits, the summary is that sentence cut to the budget, so a
+//! tried, so one long sentence does not end the summary; if the joined text still exceeds the budget (the
+//! joining spaces can cost tokens), the weakest chosen sentences are dropped until it fits. When not even the best sentence fits, the summary is that sentence cut to the budget, so a
 //! non-empty input always gives a non-empty summary under a positive budget.
 
 use std::collections::HashMap;
@@ -141,11 +141,26 @@ pub fn select<S: AsRef<str>, V: AsRef<[f32]>>(
     if !taken.iter().any(|t| *t) {
         return budget.cut(sentences[order[0]].as_ref()).trim().to_owned();
     }
-    let chosen: Vec<&str> = (0..n)
-        .filter(|i| taken[*i])
-        .map(|i| sentences[i].as_ref())
-        .collect();
-    chosen.join(" ")
+    // The joining spaces can cost tokens of their own (e.g. between CJK sentences): drop the weakest chosen
+    // sentences until the joined text fits.
+    loop {
+        let joined = (0..n)
+            .filter(|i| taken[*i])
+            .map(|i| sentences[i].as_ref())
+            .collect::<Vec<&str>>()
+            .join(" ");
+        let count = taken.iter().filter(|t| **t).count();
+        if count <= 1 || budget.cost(&joined) <= budget.max() {
+            return if count == 1 && budget.cost(&joined) > budget.max() {
+                budget.cut(&joined).trim().to_owned()
+            } else {
+                joined
+            };
+        }
+        if let Some(&weakest) = order.iter().rev().find(|&&i| taken[i]) {
+            taken[weakest] = false;
+        }
+    }
 }
 
 /// The extractive summariser over any [`Embedder`], with an in-memory memo of sentence vectors so that a
