@@ -247,43 +247,32 @@ fn base_layer(base: Vec<BaseEntity>, degrees: &[usize]) -> Vec<HNode> {
     base.into_iter()
         .enumerate()
         .map(|(i, b)| {
-            let id = NodeId::new(0, i as u32);
-            HNode {
-                id,
-                kind: HNodeKind::Base,
-                origin: id,
-                key: Some(b.key),
-                name: b.name,
-                entity_type: b.entity_type,
-                description: b.description,
-                sources: b.sources,
-                degree: degrees.get(i).copied().unwrap_or(0),
-                parents: Vec::new(),
-                children: Vec::new(),
-                findings: Vec::new(),
-                outcome: None,
-                embedding: b.embedding,
-            }
+            let mut node = HNode::new(
+                NodeId::new(0, i as u32),
+                HNodeKind::Base,
+                b.name,
+                b.entity_type,
+                b.description,
+            );
+            node.key = Some(b.key);
+            node.sources = b.sources;
+            node.degree = degrees.get(i).copied().unwrap_or(0);
+            node.embedding = b.embedding;
+            node
         })
         .collect()
 }
 
+/// A copy of `of` one layer up (HiRAG carried, LeanRAG promoted): same content and origin, `of` as child.
 fn copy_node(of: &HNode, id: NodeId, kind: HNodeKind) -> HNode {
     HNode {
         id,
         kind,
-        origin: of.origin,
         key: None,
-        name: of.name.clone(),
-        entity_type: of.entity_type.clone(),
-        description: of.description.clone(),
-        sources: of.sources.clone(),
-        degree: of.degree,
         parents: Vec::new(),
         children: vec![of.id],
-        findings: of.findings.clone(),
         outcome: None,
-        embedding: of.embedding.clone(),
+        ..of.clone()
     }
 }
 
@@ -302,14 +291,12 @@ fn tokens(text: &str) -> usize {
         .unwrap_or_else(|_| text.split_whitespace().count())
 }
 
+/// The outcome's serialised name (`llm`, `retried`, `fallback`, `extractive`).
 fn outcome_name(o: Outcome) -> String {
-    match o {
-        Outcome::Llm => "llm",
-        Outcome::Retried => "retried",
-        Outcome::Fallback => "fallback",
-        Outcome::Extractive => "extractive",
-    }
-    .to_owned()
+    serde_json::to_value(o)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
 }
 
 fn log_round(layer: u32, c: &LayerClustering, secs: f64) -> LayerLog {
@@ -536,22 +523,15 @@ pub async fn build_hirag(
                     }
                     None => {
                         let id = NodeId::new(next_layer, next.len() as u32);
-                        next.push(HNode {
+                        let mut node = HNode::new(
                             id,
-                            kind: HNodeKind::Attribute,
-                            origin: id,
-                            key: None,
-                            name: e.name,
-                            entity_type: e.entity_type,
-                            description: e.description,
-                            sources: Vec::new(),
-                            degree: 0,
-                            parents: Vec::new(),
-                            children: Vec::new(),
-                            findings: Vec::new(),
-                            outcome: Some(summary.outcome),
-                            embedding: Vec::new(),
-                        });
+                            HNodeKind::Attribute,
+                            e.name,
+                            e.entity_type,
+                            e.description,
+                        );
+                        node.outcome = Some(summary.outcome);
+                        next.push(node);
                         by_name.insert(upper.clone(), id.idx);
                         id.idx
                     }
@@ -588,22 +568,13 @@ pub async fn build_hirag(
                         return id;
                     }
                     let id = NodeId::new(next_layer, next.len() as u32);
-                    next.push(HNode {
+                    next.push(HNode::new(
                         id,
-                        kind: HNodeKind::Unknown,
-                        origin: id,
-                        key: None,
-                        name: name.to_owned(),
-                        entity_type: "UNKNOWN".into(),
-                        description: r.description.clone(),
-                        sources: Vec::new(),
-                        degree: 0,
-                        parents: Vec::new(),
-                        children: Vec::new(),
-                        findings: Vec::new(),
-                        outcome: None,
-                        embedding: Vec::new(),
-                    });
+                        HNodeKind::Unknown,
+                        name.to_owned(),
+                        "UNKNOWN".into(),
+                        r.description.clone(),
+                    ));
                     by_name.insert(upper, id.idx);
                     id
                 };
@@ -796,25 +767,21 @@ async fn aggregate_node(
             relations,
         })
         .await?;
-    Ok(HNode {
+    let mut node = HNode::new(
         id,
         kind,
-        origin: id,
-        key: None,
-        name: summary.name,
-        entity_type: entity_type.to_owned(),
-        description: summary.description,
-        sources: nodes
-            .iter()
-            .flat_map(|n| n.sources.iter().cloned())
-            .collect(),
-        degree: 0,
-        parents: Vec::new(),
-        children: children.to_vec(),
-        findings: summary.findings,
-        outcome: Some(summary.outcome),
-        embedding: Vec::new(),
-    })
+        summary.name,
+        entity_type.to_owned(),
+        summary.description,
+    );
+    node.sources = nodes
+        .iter()
+        .flat_map(|n| n.sources.iter().cloned())
+        .collect();
+    node.children = children.to_vec();
+    node.findings = summary.findings;
+    node.outcome = Some(summary.outcome);
+    Ok(node)
 }
 
 /// LeanRAG's aggregation tree over `base` (spec leanrag §5.3): per layer, hard clusters with

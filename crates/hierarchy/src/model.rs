@@ -99,6 +99,35 @@ pub struct HNode {
     pub embedding: Vec<f32>,
 }
 
+impl HNode {
+    /// A node that stands for itself (its own origin), with no key, sources, links, findings, outcome or
+    /// embedding yet.
+    pub fn new(
+        id: NodeId,
+        kind: HNodeKind,
+        name: String,
+        entity_type: String,
+        description: String,
+    ) -> Self {
+        Self {
+            id,
+            kind,
+            origin: id,
+            key: None,
+            name,
+            entity_type,
+            description,
+            sources: Vec::new(),
+            degree: 0,
+            parents: Vec::new(),
+            children: Vec::new(),
+            findings: Vec::new(),
+            outcome: None,
+            embedding: Vec::new(),
+        }
+    }
+}
+
 /// What a hierarchy relation is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -35,6 +35,14 @@ fn same(a: &kgrag_hierarchy::Hierarchy, b: &kgrag_hierarchy::Hierarchy) {
     }
 }
 
+/// The extractive text summariser over a hashing embedder of `dim` dimensions.
+fn hashed_text(dim: usize, encoding: Encoding) -> Arc<ExtractiveSummarizer> {
+    Arc::new(ExtractiveSummarizer::new(
+        Arc::new(HashingEmbedder::new(dim)),
+        encoding,
+    ))
+}
+
 /// Entities per group.
 const PER: usize = 20;
 
@@ -136,10 +144,7 @@ fn scripted_leanrag_model() -> ScriptedChatModel {
 async fn leanrag_aggregated_relations_lambda_and_both_rules() {
     let embedder = HashingEmbedder::new(32);
     let chat = Arc::new(scripted_leanrag_model());
-    let text = Arc::new(ExtractiveSummarizer::new(
-        Arc::new(HashingEmbedder::new(32)),
-        Encoding::Cl100kBase,
-    ));
+    let text = hashed_text(32, Encoding::Cl100kBase);
     let summarizer =
         LlmClusterSummarizer::new(chat.clone(), ExtractiveClusterSummarizer::new(text));
     let config = LeanragConfig::default();
@@ -213,10 +218,7 @@ async fn leanrag_aggregated_relations_lambda_and_both_rules() {
     // The length rule (shipped code): LLM when the concatenation exceeds 80 · (max_depth − layer) tokens.
     // Every crossing list here is far below 160 tokens → all concatenated; at 2 tokens per level → all LLM.
     let chat = Arc::new(scripted_leanrag_model());
-    let text = Arc::new(ExtractiveSummarizer::new(
-        Arc::new(HashingEmbedder::new(32)),
-        Encoding::Cl100kBase,
-    ));
+    let text = hashed_text(32, Encoding::Cl100kBase);
     let summarizer = LlmClusterSummarizer::new(chat, ExtractiveClusterSummarizer::new(text));
     let mut length = LeanragConfig {
         relation_rule: RelationRule::LengthThreshold,
@@ -256,10 +258,7 @@ async fn leanrag_aggregated_relations_lambda_and_both_rules() {
 #[tokio::test]
 async fn leanrag_graph_insertion_and_determinism() {
     let embedder = HashingEmbedder::new(32);
-    let text = Arc::new(ExtractiveSummarizer::new(
-        Arc::new(HashingEmbedder::new(32)),
-        Encoding::Cl100kBase,
-    ));
+    let text = hashed_text(32, Encoding::Cl100kBase);
     let summarizer = ExtractiveClusterSummarizer::new(text);
     let h1 = build_leanrag(
         five_groups(),
@@ -310,10 +309,7 @@ async fn leanrag_graph_insertion_and_determinism() {
 #[tokio::test]
 async fn hirag_layers_stop_rule_and_graph_insertion() {
     let embedder = HashingEmbedder::new(32);
-    let text = Arc::new(ExtractiveSummarizer::new(
-        Arc::new(HashingEmbedder::new(32)),
-        Encoding::O200kBase,
-    ));
+    let text = hashed_text(32, Encoding::O200kBase);
     let summarizer = ExtractiveClusterSummarizer::new(text);
     let config = HiragConfig::default();
     let h = build_hirag(five_groups(), &relations(), &embedder, &summarizer, &config)
@@ -402,10 +398,7 @@ async fn hirag_llm_summaries_resolve_endpoints_and_merge_names() {
         );
         Ok(out)
     }));
-    let text = Arc::new(ExtractiveSummarizer::new(
-        Arc::new(HashingEmbedder::new(32)),
-        Encoding::O200kBase,
-    ));
+    let text = hashed_text(32, Encoding::O200kBase);
     let summarizer =
         LlmClusterSummarizer::new(chat.clone(), ExtractiveClusterSummarizer::new(text));
     let embedder = HashingEmbedder::new(32);
@@ -454,10 +447,7 @@ async fn hirag_llm_summaries_resolve_endpoints_and_merge_names() {
 #[tokio::test]
 async fn tiny_and_duplicate_inputs() {
     let embedder = HashingEmbedder::new(16);
-    let text = Arc::new(ExtractiveSummarizer::new(
-        Arc::new(HashingEmbedder::new(16)),
-        Encoding::O200kBase,
-    ));
+    let text = hashed_text(16, Encoding::O200kBase);
     let summarizer = ExtractiveClusterSummarizer::new(text);
     let entity = |i: usize, v: Vec<f32>| BaseEntity {
         key: format!("k{i}"),
