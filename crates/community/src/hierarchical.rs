@@ -1,0 +1,289 @@
+//! Hierarchical Leiden as graspologic's `hierarchical_leiden` builds it (the community hierarchy HiRAG
+//! uses): Leiden on the graph gives level 0; every cluster with at least `max_cluster_size` nodes is
+//! clustered again on its own induced subgraph (its own modularity, starting from singletons), giving the
+//! next level; a re-split that yields one cluster stops there (recorded as unsplittable). Cluster ids are
+//! unique across levels: level 0 is numbered 0..k, then a global counter.
+//!
+//! Differences from the reference, on purpose: each sub-run draws from its own generator seeded by
+//! `(seed, parent cluster)`, so the result does not depend on queue order; Leiden iterates until its
+//! quality stops improving instead of running one pass; `largest_component_only = false` clusters every
+//! connected component instead of the largest one only (the reference's behaviour is the default).
+
+use crate::leiden::{leiden, Graph, LeidenConfig};
+use crate::Result;
+
+/// Hierarchical Leiden settings (HiRAG: max size 10, seed 0xDEADBEEF, largest component only).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HierarchicalConfig {
+    /// Leiden settings of every run.
+    pub leiden: LeidenConfig,
+    /// Clusters of at least this many nodes are split again (10).
+    pub max_cluster_size: usize,
+    /// Cluster only the largest connected component (reference; ties: the one with the smallest node).
+    pub largest_component_only: bool,
+}
+
+impl Default for HierarchicalConfig {
+    fn default() -> Self {
+        Self {
+            leiden: LeidenConfig::default(),
+            max_cluster_size: 10,
+            largest_component_only: true,
+        }
+    }
+}
+
+/// One node's cluster at one level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClusterRecord {
+    /// Node (index in the input graph).
+    pub node: usize,
+    /// Cluster id (unique across levels).
+    pub cluster: usize,
+    /// The cluster it was split from (`None` on level 0).
+    pub parent: Option<usize>,
+    /// Level (0 = coarsest).
+    pub level: usize,
+    /// Whether this is the node's deepest cluster.
+    pub is_final: bool,
+}
+
+/// The community hierarchy.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CommunityHierarchy {
+    /// One record per node and level its cluster exists on, by level then node.
+    pub records: Vec<ClusterRecord>,
+    /// Clusters of at least `max_cluster_size` nodes that Leiden could not split.
+    pub unsplittable: Vec<usize>,
+    /// Number of levels.
+    pub levels: usize,
+}
+
+fn components(g: &Graph) -> Vec<Vec<usize>> {
+    let n = g.node_count();
+    let mut seen = vec![false; n];
+    let mut out = Vec::new();
+    for s in 0..n {
+        if seen[s] {
+            continue;
+        }
+        seen[s] = true;
+        let mut comp = vec![s];
+        let mut i = 0;
+        while i < comp.len() {
+            let v = comp[i];
+            i += 1;
+            for &(u, _) in g.neighbours(v) {
+                if !seen[u as usize] {
+                    seen[u as usize] = true;
+                    comp.push(u as usize);
+                }
+            }
+        }
+        comp.sort_unstable();
+        out.push(comp);
+    }
+    out
+}
+
+/// The subgraph induced by `nodes` (sorted), with its edges' weights.
+fn induced(g: &Graph, nodes: &[usize]) -> Result<Graph> {
+    let mut index = std::collections::HashMap::with_capacity(nodes.len());
+    for (i, &v) in nodes.iter().enumerate() {
+        index.insert(v, i);
+    }
+    let mut edges = Vec::new();
+    for (i, &v) in nodes.iter().enumerate() {
+        for &(u, w) in g.neighbours(v) {
+            if let Some(&j) = index.get(&(u as usize)) {
+                if j >= i {
+                    edges.push((i, j, w));
+                }
+            }
+        }
+    }
+    Graph::from_edges(nodes.len(), &edges)
+}
+
+/// Runs hierarchical Leiden on `graph`.
+pub fn hierarchical_leiden(
+    graph: &Graph,
+    config: &HierarchicalConfig,
+) -> Result<CommunityHierarchy> {
+    let mut comps = components(graph);
+    let nodes: Vec<usize> = if config.largest_component_only {
+        // Largest component; ties: the one holding the smallest node (components come in node order).
+        let mut best: Option<Vec<usize>> = None;
+        for c in comps.drain(..) {
+            if best.as_ref().is_none_or(|b| c.len() > b.len()) {
+                best = Some(c);
+            }
+        }
+        best.unwrap_or_default()
+    } else {
+        (0..graph.node_count()).collect()
+    };
+    let mut out = CommunityHierarchy::default();
+    if nodes.is_empty() {
+        return Ok(out);
+    }
+    let sub = induced(graph, &nodes)?;
+    let top = leiden(&sub, &config.leiden)?;
+    // Current clusters: (id, members as input-graph nodes).
+    let mut clusters: Vec<(usize, Vec<usize>)> = vec![Vec::new(); top.communities]
+        .into_iter()
+        .enumerate()
+        .collect();
+    for (i, &c) in top.membership.iter().enumerate() {
+        clusters[c].1.push(nodes[i]);
+    }
+    let mut next_id = top.communities;
+    let mut level = 0;
+    let mut split = std::collections::HashSet::new();
+    let mut records: Vec<ClusterRecord> = Vec::new();
+    for (id, members) in &clusters {
+        for &v in members {
+            records.push(ClusterRecord {
+                node: v,
+                cluster: *id,
+                parent: None,
+                level,
+                is_final: true,
+            });
+        }
+    }
+    loop {
+        let mut children: Vec<(usize, Vec<usize>)> = Vec::new();
+        let mut split_any = false;
+        for (id, members) in &clusters {
+            if members.len() < config.max_cluster_size.max(2) {
+                continue;
+            }
+            let sub = induced(graph, members)?;
+            let cfg = LeidenConfig {
+                seed: config.leiden.seed ^ (*id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                ..config.leiden
+            };
+            let p = leiden(&sub, &cfg)?;
+            if p.communities <= 1 {
+                out.unsplittable.push(*id);
+                continue;
+            }
+            split_any = true;
+            split.insert(*id);
+            let mut parts: Vec<Vec<usize>> = vec![Vec::new(); p.communities];
+            for (i, &c) in p.membership.iter().enumerate() {
+                parts[c].push(members[i]);
+            }
+            for part in parts {
+                let cid = next_id;
+                next_id += 1;
+                for &v in &part {
+                    records.push(ClusterRecord {
+                        node: v,
+                        cluster: cid,
+                        parent: Some(*id),
+                        level: level + 1,
+                        is_final: true,
+                    });
+                }
+                children.push((cid, part));
+            }
+        }
+        if !split_any {
+            break;
+        }
+        level += 1;
+        clusters = children;
+    }
+    for r in &mut records {
+        r.is_final = !split.contains(&r.cluster);
+    }
+    records.sort_by_key(|r| (r.level, r.node));
+    out.levels = level + 1;
+    out.records = records;
+    Ok(out)
+}
+
+/// One community of the schema (spec hirag §6.2).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Community {
+    /// Cluster id.
+    pub id: usize,
+    /// Level (0 = coarsest).
+    pub level: usize,
+    /// `Cluster <id>`.
+    pub title: String,
+    /// Member nodes, sorted.
+    pub nodes: Vec<usize>,
+    /// Every edge incident to a member, as sorted pairs (may leave the community), sorted.
+    pub edges: Vec<(usize, usize)>,
+    /// Union of the members' source chunks, sorted.
+    pub chunk_ids: Vec<String>,
+    /// |chunk_ids| / the largest |chunk_ids| of any community.
+    pub occurrence: f64,
+    /// The community it was split from.
+    pub parent: Option<usize>,
+    /// Communities one level deeper split from it, sorted.
+    pub sub_communities: Vec<usize>,
+}
+
+/// The community schema of a hierarchy: members, incident edges, chunks, occurrence and links, by id.
+/// `sources[v]` are node v's source chunks.
+pub fn community_schema(
+    graph: &Graph,
+    hierarchy: &CommunityHierarchy,
+    sources: &[Vec<String>],
+) -> Vec<Community> {
+    let mut by_id: std::collections::BTreeMap<usize, Community> = std::collections::BTreeMap::new();
+    for r in &hierarchy.records {
+        let c = by_id.entry(r.cluster).or_insert_with(|| Community {
+            id: r.cluster,
+            level: r.level,
+            title: format!("Cluster {}", r.cluster),
+            parent: r.parent,
+            ..Community::default()
+        });
+        c.nodes.push(r.node);
+    }
+    let links: Vec<(usize, usize)> = by_id
+        .values()
+        .filter_map(|c| c.parent.map(|p| (p, c.id)))
+        .collect();
+    for (p, child) in links {
+        if let Some(parent) = by_id.get_mut(&p) {
+            parent.sub_communities.push(child);
+        }
+    }
+    for c in by_id.values_mut() {
+        c.nodes.sort_unstable();
+        c.nodes.dedup();
+        c.sub_communities.sort_unstable();
+        let mut edges = std::collections::BTreeSet::new();
+        let mut chunks = std::collections::BTreeSet::new();
+        for &v in &c.nodes {
+            if v < graph.node_count() {
+                for &(u, _) in graph.neighbours(v) {
+                    let u = u as usize;
+                    edges.insert((v.min(u), v.max(u)));
+                }
+            }
+            if let Some(s) = sources.get(v) {
+                chunks.extend(s.iter().cloned());
+            }
+        }
+        c.edges = edges.into_iter().collect();
+        c.chunk_ids = chunks.into_iter().collect();
+    }
+    let max = by_id
+        .values()
+        .map(|c| c.chunk_ids.len())
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    for c in by_id.values_mut() {
+        c.occurrence = c.chunk_ids.len() as f64 / max;
+    }
+    by_id.into_values().collect()
+}

@@ -1,0 +1,503 @@
+//! Community reports (spec hirag §6.3–§6.4, §10): the packed context of a community (entity and relation
+//! tables within a token budget, sub-community reports substituted when the raw tables do not fit), a JSON
+//! report written by a chat model with one corrective retry and the extractive report as fallback, deepest
+//! level first, and reuse of a report whose input hash is unchanged.
+
+use std::collections::{BTreeMap, HashMap};
+
+use futures_util::{stream, StreamExt};
+use kgrag_openie::lenient::{find_object_with_key, parse_value, strip_fences};
+use kgrag_text::{Budget, Encoding, ExtractiveSummarizer};
+use kgrag_types::{ChatModel, ChatRequest, GenerationSettings, Message, ResponseFormat};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::Result;
+
+/// A member entity of a community.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportEntity {
+    /// Name.
+    pub name: String,
+    /// Type.
+    pub entity_type: String,
+    /// Description.
+    pub description: String,
+    /// Degree in the graph.
+    pub degree: usize,
+}
+
+/// A relation incident to a community member.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReportRelation {
+    /// Source name.
+    pub source: String,
+    /// Target name.
+    pub target: String,
+    /// Description.
+    pub description: String,
+    /// degree(source) + degree(target).
+    pub rank: usize,
+}
+
+/// What a report is written from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CommunityInput {
+    /// Community id.
+    pub id: usize,
+    /// Level (0 = coarsest).
+    pub level: usize,
+    /// Members.
+    pub entities: Vec<ReportEntity>,
+    /// Relations incident to members.
+    pub relations: Vec<ReportRelation>,
+    /// Ids of the sub-communities (one level deeper).
+    pub sub_communities: Vec<usize>,
+    /// |chunk ids| / max over communities.
+    pub occurrence: f64,
+}
+
+/// One finding of a report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// Short statement.
+    pub summary: String,
+    /// Explanation.
+    pub explanation: String,
+}
+
+/// How a report was written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportOutcome {
+    /// The model's first reply.
+    #[default]
+    Llm,
+    /// The model's reply to the corrective retry.
+    Retried,
+    /// Extractive after two failed attempts.
+    Fallback,
+    /// Extractive (no model).
+    Extractive,
+    /// Reused: the input hash was unchanged.
+    Reused,
+}
+
+/// A community report.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Title.
+    pub title: String,
+    /// Summary.
+    pub summary: String,
+    /// Impact rating 0–10.
+    pub rating: f64,
+    /// Why that rating.
+    pub rating_explanation: String,
+    /// Findings.
+    pub findings: Vec<Finding>,
+    /// How it was written.
+    pub outcome: ReportOutcome,
+    /// Hash of the input it was written from.
+    pub input_hash: String,
+}
+
+impl Report {
+    /// `# title\n\nsummary\n\n` then each finding as `## summary\n\nexplanation`, joined by blank lines.
+    pub fn render(&self) -> String {
+        let findings: Vec<String> = self
+            .findings
+            .iter()
+            .map(|f| format!("## {}\n\n{}", f.summary, f.explanation))
+            .collect();
+        format!(
+            "# {}\n\n{}\n\n{}",
+            self.title,
+            self.summary,
+            findings.join("\n\n")
+        )
+    }
+}
+
+enum Cell {
+    Num(String),
+    Text(String),
+}
+
+fn csv(name: &str, header: &[&str], rows: &[Vec<Cell>]) -> String {
+    let mut out = format!("-----{name}-----\n```csv\n{}", header.join(",\t"));
+    for row in rows {
+        out.push('\n');
+        let cells: Vec<String> = row
+            .iter()
+            .map(|c| match c {
+                Cell::Num(n) => n.clone(),
+                Cell::Text(t) => format!("\"{}\"", t.trim_matches('"')),
+            })
+            .collect();
+        out.push_str(&cells.join(",\t"));
+    }
+    out.push_str("\n```");
+    out
+}
+
+fn tokens(text: &str) -> usize {
+    Encoding::O200kBase
+        .count(text)
+        .unwrap_or_else(|_| text.split_whitespace().count())
+}
+
+/// Entity rows by degree (desc, ties name) while their description tokens fit `budget`; returns the
+/// table and whether rows were left out.
+fn entity_table(entities: &[&ReportEntity], budget: usize) -> (String, bool) {
+    let mut sorted = entities.to_vec();
+    sorted.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
+    let mut used = 0;
+    let mut rows = Vec::new();
+    for (i, e) in sorted.iter().enumerate() {
+        used += tokens(&e.description);
+        if used > budget {
+            return (csv_entities(&rows), true);
+        }
+        rows.push(vec![
+            Cell::Num(i.to_string()),
+            Cell::Text(e.name.clone()),
+            Cell::Text(e.entity_type.clone()),
+            Cell::Text(e.description.clone()),
+            Cell::Num(e.degree.to_string()),
+        ]);
+    }
+    (csv_entities(&rows), false)
+}
+
+fn csv_entities(rows: &[Vec<Cell>]) -> String {
+    csv(
+        "Entities",
+        &["id", "entity", "type", "description", "degree"],
+        rows,
+    )
+}
+
+fn relation_table(relations: &[&ReportRelation], budget: usize) -> (String, bool) {
+    let mut sorted = relations.to_vec();
+    sorted.sort_by(|a, b| {
+        b.rank
+            .cmp(&a.rank)
+            .then_with(|| (&a.source, &a.target).cmp(&(&b.source, &b.target)))
+    });
+    let mut used = 0;
+    let mut rows = Vec::new();
+    let mut truncated = false;
+    for (i, r) in sorted.iter().enumerate() {
+        used += tokens(&r.description);
+        if used > budget {
+            truncated = true;
+            break;
+        }
+        rows.push(vec![
+            Cell::Num(i.to_string()),
+            Cell::Text(r.source.clone()),
+            Cell::Text(r.target.clone()),
+            Cell::Text(r.description.clone()),
+            Cell::Num(r.rank.to_string()),
+        ]);
+    }
+    (
+        csv(
+            "Relationships",
+            &["id", "source", "target", "description", "rank"],
+            &rows,
+        ),
+        truncated,
+    )
+}
+
+/// The packed context of a community within `budget` tokens (spec hirag §6.3): the raw tables, or — when
+/// they do not fit and sub-community reports exist — a reports table first, then the tables refilled with
+/// what the included sub-communities do not cover.
+pub fn pack_context(
+    community: &CommunityInput,
+    communities: &HashMap<usize, &CommunityInput>,
+    reports: &HashMap<usize, Report>,
+    budget: usize,
+) -> String {
+    let entities: Vec<&ReportEntity> = community.entities.iter().collect();
+    let relations: Vec<&ReportRelation> = community.relations.iter().collect();
+    let (e_table, e_cut) = entity_table(&entities, budget / 2);
+    let (r_table, r_cut) = relation_table(&relations, budget / 2);
+    let mut subs: Vec<(&CommunityInput, &Report)> = community
+        .sub_communities
+        .iter()
+        .filter_map(|id| Some((*communities.get(id)?, reports.get(id)?)))
+        .collect();
+    if !(e_cut || r_cut) || subs.is_empty() {
+        return format!("{e_table}\n\n{r_table}");
+    }
+    subs.sort_by(|a, b| {
+        b.0.occurrence
+            .total_cmp(&a.0.occurrence)
+            .then(a.0.id.cmp(&b.0.id))
+    });
+    let mut used = 0;
+    let mut rows = Vec::new();
+    let mut covered = std::collections::HashSet::new();
+    for (i, (sub, report)) in subs.iter().enumerate() {
+        let text = report.render();
+        used += tokens(&text);
+        if used > budget {
+            break;
+        }
+        rows.push(vec![
+            Cell::Num(i.to_string()),
+            Cell::Text(text),
+            Cell::Num(format!("{}", report.rating)),
+            Cell::Num(format!("{:.4}", sub.occurrence)),
+        ]);
+        covered.extend(sub.entities.iter().map(|e| e.name.clone()));
+    }
+    let reports_table = csv("Reports", &["id", "report", "rating", "importance"], &rows);
+    let rest = budget.saturating_sub(tokens(&reports_table)) / 2;
+    let uncovered: Vec<&ReportEntity> = entities
+        .iter()
+        .copied()
+        .filter(|e| !covered.contains(&e.name))
+        .collect();
+    let uncovered_rel: Vec<&ReportRelation> = relations
+        .iter()
+        .copied()
+        .filter(|r| !(covered.contains(&r.source) && covered.contains(&r.target)))
+        .collect();
+    let (e_table, _) = entity_table(&uncovered, rest);
+    let (r_table, _) = relation_table(&uncovered_rel, rest);
+    format!("{reports_table}\n\n{e_table}\n\n{r_table}")
+}
+
+/// The hash a report is keyed by: sha256 over the level, the sorted member names and the packed context.
+pub fn input_hash(community: &CommunityInput, context: &str) -> String {
+    let mut names: Vec<&str> = community.entities.iter().map(|e| e.name.as_str()).collect();
+    names.sort_unstable();
+    let mut h = Sha256::new();
+    h.update(community.level.to_le_bytes());
+    for n in names {
+        h.update(n.as_bytes());
+        h.update([0u8]);
+    }
+    h.update(context.as_bytes());
+    hex::encode(h.finalize())
+}
+
+/// The report-writing messages (our own wording).
+pub fn report_messages(context: &str) -> Vec<Message> {
+    let system = "You write reports about communities of a knowledge graph: groups of entities and the relations \
+between them. A report tells a decision maker who the key entities are, how they relate, and why the group \
+matters.";
+    let user = format!(
+        "{context}\n\nUsing only the tables above, write a report on this community. Reply with one JSON object \
+and nothing else:\n{{\"title\": \"a short name naming key entities\", \"summary\": \"an overview of the \
+structure and the main relations\", \"rating\": a number from 0 to 10 for the community's impact, \
+\"rating_explanation\": \"one sentence\", \"findings\": [{{\"summary\": \"one insight\", \"explanation\": \
+\"a grounded paragraph\"}}]}}\nGive five to ten findings."
+    );
+    vec![Message::system(system), Message::user(user)]
+}
+
+fn parse_report(reply: &str) -> std::result::Result<Report, String> {
+    let unfenced = strip_fences(reply);
+    let object = find_object_with_key(&unfenced, "title")
+        .ok_or("it holds no JSON object with a \"title\" key")?;
+    let v = parse_value(object).ok_or("its JSON object does not parse")?;
+    let s = |k: &str| {
+        v.get(k)
+            .and_then(|x| x.as_str())
+            .map(|x| x.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let title = s("title");
+    let summary = s("summary");
+    if title.is_empty() || summary.is_empty() {
+        return Err("\"title\" and \"summary\" must not be empty".into());
+    }
+    let rating = v
+        .get("rating")
+        .and_then(|r| {
+            r.as_f64()
+                .or_else(|| r.as_str().and_then(|t| t.trim().parse().ok()))
+        })
+        .unwrap_or(0.0)
+        .clamp(0.0, 10.0);
+    let findings = v
+        .get("findings")
+        .and_then(|f| f.as_array())
+        .map(|list| {
+            list.iter()
+                .filter_map(|f| {
+                    let summary = f.get("summary")?.as_str()?.trim().to_owned();
+                    let explanation = f
+                        .get("explanation")
+                        .and_then(|e| e.as_str())
+                        .unwrap_or("")
+                        .trim()
+                        .to_owned();
+                    Some(Finding {
+                        summary,
+                        explanation,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(Report {
+        title,
+        summary,
+        rating,
+        rating_explanation: s("rating_explanation"),
+        findings,
+        outcome: ReportOutcome::Llm,
+        input_hash: String::new(),
+    })
+}
+
+/// The offline kit's report (spec hirag §10): title `Community <id>: ` + top-3 members by degree, summary =
+/// extractive (≤ 150 tokens) of member descriptions, rating 0, findings = top-5 members by degree.
+pub async fn extractive_report(
+    community: &CommunityInput,
+    text: &ExtractiveSummarizer,
+) -> Result<Report> {
+    let mut by_degree: Vec<&ReportEntity> = community.entities.iter().collect();
+    by_degree.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
+    let top: Vec<&str> = by_degree.iter().take(3).map(|e| e.name.as_str()).collect();
+    let descriptions: Vec<&str> = community
+        .entities
+        .iter()
+        .map(|e| e.description.as_str())
+        .collect();
+    let summary = text
+        .summarize_texts(
+            &descriptions,
+            None,
+            Budget::Tokens {
+                max: 150,
+                encoding: Encoding::O200kBase,
+            },
+        )
+        .await?;
+    let findings = by_degree
+        .iter()
+        .take(5)
+        .map(|e| Finding {
+            summary: e.name.clone(),
+            explanation: kgrag_text::sentences(&e.description)
+                .first()
+                .map_or_else(String::new, |s| (*s).to_owned()),
+        })
+        .collect();
+    Ok(Report {
+        title: format!("Community {}: {}", community.id, top.join(", ")),
+        summary,
+        rating: 0.0,
+        rating_explanation: String::new(),
+        findings,
+        outcome: ReportOutcome::Extractive,
+        input_hash: String::new(),
+    })
+}
+
+/// Writes one report through `chat` (one corrective retry), else extractively.
+async fn write_report(
+    community: &CommunityInput,
+    context: &str,
+    chat: Option<&dyn ChatModel>,
+    text: &ExtractiveSummarizer,
+) -> Result<Report> {
+    let Some(chat) = chat else {
+        return extractive_report(community, text).await;
+    };
+    let mut messages = report_messages(context);
+    for attempt in 0..2 {
+        let request = ChatRequest {
+            messages: messages.clone(),
+            settings: GenerationSettings {
+                temperature: Some(0.0),
+                response_format: ResponseFormat::JsonObject,
+                ..GenerationSettings::default()
+            },
+        };
+        match chat.chat(&request).await {
+            Ok(reply) => match parse_report(&reply.content) {
+                Ok(mut r) => {
+                    r.outcome = if attempt == 0 {
+                        ReportOutcome::Llm
+                    } else {
+                        ReportOutcome::Retried
+                    };
+                    return Ok(r);
+                }
+                Err(why) => {
+                    messages.push(Message::assistant(reply.content));
+                    messages.push(Message::user(format!(
+                        "That answer could not be used: {why}. Reply again with the JSON object only."
+                    )));
+                }
+            },
+            Err(_) => continue,
+        }
+    }
+    let mut r = extractive_report(community, text).await?;
+    r.outcome = ReportOutcome::Fallback;
+    Ok(r)
+}
+
+/// Writes the reports of `communities`, deepest level first (a level's communities concurrently, results
+/// in id order), reusing from `previous` every report whose input hash is unchanged.
+pub async fn generate_reports(
+    communities: &[CommunityInput],
+    chat: Option<&dyn ChatModel>,
+    text: &ExtractiveSummarizer,
+    previous: &HashMap<String, Report>,
+    budget: usize,
+    concurrency: usize,
+) -> Result<BTreeMap<usize, Report>> {
+    let by_id: HashMap<usize, &CommunityInput> = communities.iter().map(|c| (c.id, c)).collect();
+    let mut levels: Vec<usize> = communities.iter().map(|c| c.level).collect();
+    levels.sort_unstable();
+    levels.dedup();
+    let mut done: HashMap<usize, Report> = HashMap::new();
+    for &level in levels.iter().rev() {
+        let mut this: Vec<&CommunityInput> =
+            communities.iter().filter(|c| c.level == level).collect();
+        this.sort_by_key(|c| c.id);
+        let jobs: Vec<(usize, String, String)> = this
+            .iter()
+            .map(|c| {
+                let context = pack_context(c, &by_id, &done, budget);
+                let hash = input_hash(c, &context);
+                (c.id, context, hash)
+            })
+            .collect();
+        let written: Vec<Result<(usize, Report)>> = stream::iter(jobs)
+            .map(|(id, context, hash)| {
+                let c = by_id.get(&id).copied();
+                async move {
+                    if let Some(r) = previous.get(&hash) {
+                        let mut r = r.clone();
+                        r.outcome = ReportOutcome::Reused;
+                        return Ok((id, r));
+                    }
+                    let c = c.ok_or_else(|| {
+                        crate::CommunityError::Input(format!("community {id} vanished"))
+                    })?;
+                    let mut r = write_report(c, &context, chat, text).await?;
+                    r.input_hash = hash;
+                    Ok((id, r))
+                }
+            })
+            .buffered(concurrency.max(1))
+            .collect()
+            .await;
+        for w in written {
+            let (id, r) = w?;
+            done.insert(id, r);
+        }
+    }
+    Ok(done.into_iter().collect())
+}

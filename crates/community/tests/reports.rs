@@ -1,0 +1,207 @@
+//! Community reports with a scripted chat model: order, budget handling, retry and fallback, reuse.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use kgrag_community::report::{
+    generate_reports, pack_context, CommunityInput, Report, ReportEntity, ReportOutcome,
+    ReportRelation,
+};
+use kgrag_text::{Encoding, ExtractiveSummarizer};
+use kgrag_types::testing::{HashingEmbedder, ScriptedChatModel};
+use kgrag_types::ChatRequest;
+
+fn entity(name: &str, degree: usize, words: usize) -> ReportEntity {
+    ReportEntity {
+        name: name.into(),
+        entity_type: "THING".into(),
+        description: format!("{name} is a thing. {}", "word ".repeat(words))
+            .trim()
+            .to_owned(),
+        degree,
+    }
+}
+
+/// Community 0 (level 0) = {A, B, C, D} with sub-communities 1 = {A, B} and 2 = {C, D} (level 1).
+fn communities(words: usize) -> Vec<CommunityInput> {
+    let rel = |a: &str, b: &str| ReportRelation {
+        source: a.into(),
+        target: b.into(),
+        description: format!("{a} works with {b}."),
+        rank: 2,
+    };
+    vec![
+        CommunityInput {
+            id: 0,
+            level: 0,
+            entities: vec![
+                entity("A", 3, words),
+                entity("B", 2, words),
+                entity("C", 2, words),
+                entity("D", 1, words),
+            ],
+            relations: vec![rel("A", "B"), rel("C", "D"), rel("B", "C")],
+            sub_communities: vec![1, 2],
+            occurrence: 1.0,
+        },
+        CommunityInput {
+            id: 1,
+            level: 1,
+            entities: vec![entity("A", 3, words), entity("B", 2, words)],
+            relations: vec![rel("A", "B")],
+            sub_communities: vec![],
+            occurrence: 0.5,
+        },
+        CommunityInput {
+            id: 2,
+            level: 1,
+            entities: vec![entity("C", 2, words), entity("D", 1, words)],
+            relations: vec![rel("C", "D")],
+            sub_communities: vec![],
+            occurrence: 0.25,
+        },
+    ]
+}
+
+fn responder() -> ScriptedChatModel {
+    ScriptedChatModel::with_responder(|req: &ChatRequest| {
+        let user = &req.messages[1].content;
+        let first = user
+            .lines()
+            .find(|l| l.starts_with("0,\t"))
+            .unwrap_or("?")
+            .to_owned();
+        Ok(format!(
+            "{{\"title\": \"T {}\", \"summary\": \"S\", \"rating\": 7.5, \"rating_explanation\": \"R\", \
+             \"findings\": [{{\"summary\": \"F\", \"explanation\": \"E\"}}]}}",
+            first.len()
+        ))
+    })
+}
+
+fn text() -> ExtractiveSummarizer {
+    ExtractiveSummarizer::new(Arc::new(HashingEmbedder::new(32)), Encoding::O200kBase)
+}
+
+#[tokio::test]
+async fn deepest_level_first_and_reuse_of_unchanged_communities() {
+    let chat = responder();
+    let reports = generate_reports(
+        &communities(3),
+        Some(&chat),
+        &text(),
+        &HashMap::new(),
+        32768,
+        1,
+    )
+    .await
+    .unwrap();
+    assert_eq!(reports.len(), 3);
+    // Level 1 (ids 1, 2) before level 0.
+    let order: Vec<bool> = chat
+        .requests()
+        .iter()
+        .map(|r| r.messages[1].content.contains("\"D\"") && r.messages[1].content.contains("\"A\""))
+        .collect();
+    assert_eq!(order, vec![false, false, true]);
+    assert!(reports
+        .values()
+        .all(|r| r.outcome == ReportOutcome::Llm && r.rating == 7.5));
+    assert!(reports[&0].render().starts_with("# T "));
+    // A rebuild with the same inputs sends nothing to the model.
+    let previous: HashMap<String, Report> = reports
+        .values()
+        .map(|r| (r.input_hash.clone(), r.clone()))
+        .collect();
+    let chat2 = responder();
+    let again = generate_reports(&communities(3), Some(&chat2), &text(), &previous, 32768, 2)
+        .await
+        .unwrap();
+    assert_eq!(chat2.calls(), 0);
+    assert!(again.values().all(|r| r.outcome == ReportOutcome::Reused));
+    // A changed sub-community changes its hash and its parent's (the parent's context holds no sub-report
+    // while the raw tables fit, but its members' descriptions changed too).
+    let mut changed = communities(3);
+    changed[2].entities[0].description.push_str(" It changed.");
+    changed[0].entities[2].description.push_str(" It changed.");
+    let chat3 = responder();
+    let third = generate_reports(&changed, Some(&chat3), &text(), &previous, 32768, 1)
+        .await
+        .unwrap();
+    assert_eq!(chat3.calls(), 2);
+    assert_eq!(third[&1].outcome, ReportOutcome::Reused);
+}
+
+#[tokio::test]
+async fn sub_reports_replace_raw_tables_that_do_not_fit() {
+    let cs = communities(200);
+    let by_id: HashMap<usize, &CommunityInput> = cs.iter().map(|c| (c.id, c)).collect();
+    let mut reports = HashMap::new();
+    for id in [1, 2] {
+        reports.insert(
+            id,
+            Report {
+                title: format!("Sub {id}"),
+                summary: "S".into(),
+                ..Report::default()
+            },
+        );
+    }
+    // Budget 600: the four ~205-token descriptions do not fit in 300 → sub-reports first, by occurrence.
+    let ctx = pack_context(&cs[0], &by_id, &reports, 600);
+    assert!(ctx.starts_with("-----Reports-----"), "{ctx}");
+    let sub1 = ctx.find("Sub 1").unwrap();
+    let sub2 = ctx.find("Sub 2").unwrap();
+    assert!(sub1 < sub2, "higher occurrence first");
+    // All members are covered by the included sub-communities: no entity rows are repeated.
+    assert!(!ctx.contains("\"A\",\t\"THING\""));
+    // With a large budget the raw tables are used.
+    let ctx = pack_context(&cs[0], &by_id, &reports, 32768);
+    assert!(ctx.starts_with("-----Entities-----"));
+    assert!(!ctx.contains("-----Reports-----"));
+}
+
+#[tokio::test]
+async fn broken_json_is_retried_then_falls_back_to_the_extractive_report() {
+    let chat = ScriptedChatModel::new(["{not json", "{\"title\": \"\", \"summary\": \"\"}"]);
+    let cs = communities(3);
+    let one = vec![CommunityInput {
+        sub_communities: vec![],
+        ..cs[1].clone()
+    }];
+    let reports = generate_reports(&one, Some(&chat), &text(), &HashMap::new(), 32768, 1)
+        .await
+        .unwrap();
+    let r = &reports[&1];
+    assert_eq!(r.outcome, ReportOutcome::Fallback);
+    assert_eq!(r.title, "Community 1: A, B");
+    assert_eq!(r.rating, 0.0);
+    assert_eq!(r.findings[0].summary, "A");
+    assert_eq!(r.findings[0].explanation, "A is a thing.");
+    let second = &chat.requests()[1];
+    assert_eq!(
+        second.messages.len(),
+        4,
+        "the broken reply and the reason go back to the model"
+    );
+    // A fenced reply with a string rating parses on the retry.
+    let chat = ScriptedChatModel::new([
+        "no json here".to_string(),
+        "```json\n{\"title\": \"T\", \"summary\": \"S\", \"rating\": \"4\", \"findings\": []}\n```"
+            .to_string(),
+    ]);
+    let reports = generate_reports(&one, Some(&chat), &text(), &HashMap::new(), 32768, 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        (reports[&1].outcome, reports[&1].rating),
+        (ReportOutcome::Retried, 4.0)
+    );
+    // Offline: the extractive report.
+    let offline = generate_reports(&one, None, &text(), &HashMap::new(), 32768, 1)
+        .await
+        .unwrap();
+    assert_eq!(offline[&1].outcome, ReportOutcome::Extractive);
+    assert!(!offline[&1].summary.is_empty());
+}
