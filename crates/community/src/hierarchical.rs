@@ -112,6 +112,8 @@ pub fn hierarchical_leiden(
     config: &HierarchicalConfig,
 ) -> Result<CommunityHierarchy> {
     let mut comps = components(graph);
+    // Isolated nodes carry no edge to cluster by (graspologic, fed an edge list, never sees them).
+    comps.retain(|c| c.len() > 1);
     let nodes: Vec<usize> = if config.largest_component_only {
         // Largest component; ties: the one holding the smallest node (components come in node order).
         let mut best: Option<Vec<usize>> = None;
@@ -122,7 +124,9 @@ pub fn hierarchical_leiden(
         }
         best.unwrap_or_default()
     } else {
-        (0..graph.node_count()).collect()
+        let mut all: Vec<usize> = comps.into_iter().flatten().collect();
+        all.sort_unstable();
+        all
     };
     let mut out = CommunityHierarchy::default();
     if nodes.is_empty() {

@@ -351,7 +351,7 @@ fn move_nodes_fast(g: &Graph, part: &mut [usize], gamma: f64, rng: &mut Rng) -> 
         }
         // An empty community (gain 0) when v is not alone.
         if best_gain < 0.0 && size[current] > 1 {
-            if let Some(&e) = empty.last() {
+            if let Some(e) = empty.pop() {
                 best = e;
                 best_gain = 0.0;
             }
@@ -363,9 +363,7 @@ fn move_nodes_fast(g: &Graph, part: &mut [usize], gamma: f64, rng: &mut Rng) -> 
             if size[current] == 0 {
                 empty.push(current);
             }
-            if size[best] == 0 {
-                empty.retain(|&e| e != best);
-            }
+
             size[best] += 1;
             part[v] = best;
             moved = true;

@@ -79,8 +79,6 @@ pub enum ReportOutcome {
     Fallback,
     /// Extractive (no model).
     Extractive,
-    /// Reused: the input hash was unchanged.
-    Reused,
 }
 
 /// A community report.
@@ -100,6 +98,12 @@ pub struct Report {
     pub outcome: ReportOutcome,
     /// Hash of the input it was written from.
     pub input_hash: String,
+    /// Whether this run reused it from an earlier build (its `outcome` says how it was first written).
+    #[serde(default)]
+    pub reused: bool,
+    /// The last model error or unusable-reply reason, when the report fell back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 impl Report {
@@ -147,17 +151,29 @@ fn tokens(text: &str) -> usize {
         .unwrap_or_else(|_| text.split_whitespace().count())
 }
 
-/// Entity rows by degree (desc, ties name) while their description tokens fit `budget`; returns the
-/// table and whether rows were left out.
-fn entity_table(entities: &[&ReportEntity], budget: usize) -> (String, bool) {
-    let mut sorted = entities.to_vec();
-    sorted.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
+fn sort_entities(list: &mut [&ReportEntity]) {
+    list.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
+}
+
+fn sort_relations(list: &mut [&ReportRelation]) {
+    list.sort_by(|a, b| {
+        b.rank
+            .cmp(&a.rank)
+            .then_with(|| (&a.source, &a.target).cmp(&(&b.source, &b.target)))
+    });
+}
+
+/// Entity rows in the given order while their description tokens fit `budget`; returns the table and
+/// whether rows were left out.
+fn entity_table(ordered: &[&ReportEntity], budget: usize) -> (String, bool) {
     let mut used = 0;
     let mut rows = Vec::new();
-    for (i, e) in sorted.iter().enumerate() {
+    let mut truncated = false;
+    for (i, e) in ordered.iter().enumerate() {
         used += tokens(&e.description);
         if used > budget {
-            return (csv_entities(&rows), true);
+            truncated = true;
+            break;
         }
         rows.push(vec![
             Cell::Num(i.to_string()),
@@ -167,28 +183,22 @@ fn entity_table(entities: &[&ReportEntity], budget: usize) -> (String, bool) {
             Cell::Num(e.degree.to_string()),
         ]);
     }
-    (csv_entities(&rows), false)
-}
-
-fn csv_entities(rows: &[Vec<Cell>]) -> String {
-    csv(
-        "Entities",
-        &["id", "entity", "type", "description", "degree"],
-        rows,
+    (
+        csv(
+            "Entities",
+            &["id", "entity", "type", "description", "degree"],
+            &rows,
+        ),
+        truncated,
     )
 }
 
-fn relation_table(relations: &[&ReportRelation], budget: usize) -> (String, bool) {
-    let mut sorted = relations.to_vec();
-    sorted.sort_by(|a, b| {
-        b.rank
-            .cmp(&a.rank)
-            .then_with(|| (&a.source, &a.target).cmp(&(&b.source, &b.target)))
-    });
+/// Relation rows in the given order while their description tokens fit `budget`.
+fn relation_table(ordered: &[&ReportRelation], budget: usize) -> (String, bool) {
     let mut used = 0;
     let mut rows = Vec::new();
     let mut truncated = false;
-    for (i, r) in sorted.iter().enumerate() {
+    for (i, r) in ordered.iter().enumerate() {
         used += tokens(&r.description);
         if used > budget {
             truncated = true;
@@ -221,8 +231,10 @@ pub fn pack_context(
     reports: &HashMap<usize, Report>,
     budget: usize,
 ) -> String {
-    let entities: Vec<&ReportEntity> = community.entities.iter().collect();
-    let relations: Vec<&ReportRelation> = community.relations.iter().collect();
+    let mut entities: Vec<&ReportEntity> = community.entities.iter().collect();
+    let mut relations: Vec<&ReportRelation> = community.relations.iter().collect();
+    sort_entities(&mut entities);
+    sort_relations(&mut relations);
     let (e_table, e_cut) = entity_table(&entities, budget / 2);
     let (r_table, r_cut) = relation_table(&relations, budget / 2);
     let mut subs: Vec<(&CommunityInput, &Report)> = community
@@ -255,20 +267,23 @@ pub fn pack_context(
         ]);
         covered.extend(sub.entities.iter().map(|e| e.name.clone()));
     }
+    if rows.is_empty() {
+        // Not even one sub-report fits: the raw tables.
+        return format!("{e_table}\n\n{r_table}");
+    }
     let reports_table = csv("Reports", &["id", "report", "rating", "importance"], &rows);
     let rest = budget.saturating_sub(tokens(&reports_table)) / 2;
-    let uncovered: Vec<&ReportEntity> = entities
+    // Refill preferring what the included sub-communities do not cover: uncovered items first (each group
+    // keeps its own order), covered ones after them.
+    let (mut e_order, covered_e): (Vec<&ReportEntity>, Vec<&ReportEntity>) =
+        entities.iter().partition(|e| !covered.contains(&e.name));
+    e_order.extend(covered_e);
+    let (mut r_order, covered_r): (Vec<&ReportRelation>, Vec<&ReportRelation>) = relations
         .iter()
-        .copied()
-        .filter(|e| !covered.contains(&e.name))
-        .collect();
-    let uncovered_rel: Vec<&ReportRelation> = relations
-        .iter()
-        .copied()
-        .filter(|r| !(covered.contains(&r.source) && covered.contains(&r.target)))
-        .collect();
-    let (e_table, _) = entity_table(&uncovered, rest);
-    let (r_table, _) = relation_table(&uncovered_rel, rest);
+        .partition(|r| !(covered.contains(&r.source) && covered.contains(&r.target)));
+    r_order.extend(covered_r);
+    let (e_table, _) = entity_table(&e_order, rest);
+    let (r_table, _) = relation_table(&r_order, rest);
     format!("{reports_table}\n\n{e_table}\n\n{r_table}")
 }
 
@@ -323,6 +338,7 @@ fn parse_report(reply: &str) -> std::result::Result<Report, String> {
             r.as_f64()
                 .or_else(|| r.as_str().and_then(|t| t.trim().parse().ok()))
         })
+        .filter(|r: &f64| r.is_finite())
         .unwrap_or(0.0)
         .clamp(0.0, 10.0);
     let findings = v
@@ -354,6 +370,8 @@ fn parse_report(reply: &str) -> std::result::Result<Report, String> {
         findings,
         outcome: ReportOutcome::Llm,
         input_hash: String::new(),
+        reused: false,
+        failure: None,
     })
 }
 
@@ -399,6 +417,8 @@ pub async fn extractive_report(
         findings,
         outcome: ReportOutcome::Extractive,
         input_hash: String::new(),
+        reused: false,
+        failure: None,
     })
 }
 
@@ -413,6 +433,7 @@ async fn write_report(
         return extractive_report(community, text).await;
     };
     let mut messages = report_messages(context);
+    let mut failure = None;
     for attempt in 0..2 {
         let request = ChatRequest {
             messages: messages.clone(),
@@ -433,22 +454,25 @@ async fn write_report(
                     return Ok(r);
                 }
                 Err(why) => {
+                    failure = Some(format!("unusable reply: {why}"));
                     messages.push(Message::assistant(reply.content));
                     messages.push(Message::user(format!(
                         "That answer could not be used: {why}. Reply again with the JSON object only."
                     )));
                 }
             },
-            Err(_) => continue,
+            Err(e) => failure = Some(format!("model error: {e}")),
         }
     }
     let mut r = extractive_report(community, text).await?;
     r.outcome = ReportOutcome::Fallback;
+    r.failure = failure;
     Ok(r)
 }
 
 /// Writes the reports of `communities`, deepest level first (a level's communities concurrently, results
-/// in id order), reusing from `previous` every report whose input hash is unchanged.
+/// in id order), reusing from `previous` (keyed by input hash) every report whose input is unchanged —
+/// except extractive and fallback reports when a chat model is given. Duplicate ids are an error.
 pub async fn generate_reports(
     communities: &[CommunityInput],
     chat: Option<&dyn ChatModel>,
@@ -457,7 +481,15 @@ pub async fn generate_reports(
     budget: usize,
     concurrency: usize,
 ) -> Result<BTreeMap<usize, Report>> {
-    let by_id: HashMap<usize, &CommunityInput> = communities.iter().map(|c| (c.id, c)).collect();
+    let mut by_id: HashMap<usize, &CommunityInput> = HashMap::with_capacity(communities.len());
+    for c in communities {
+        if by_id.insert(c.id, c).is_some() {
+            return Err(crate::CommunityError::Input(format!(
+                "community id {} appears twice",
+                c.id
+            )));
+        }
+    }
     let mut levels: Vec<usize> = communities.iter().map(|c| c.level).collect();
     levels.sort_unstable();
     levels.dedup();
@@ -478,9 +510,14 @@ pub async fn generate_reports(
             .map(|(id, context, hash)| {
                 let c = by_id.get(&id).copied();
                 async move {
-                    if let Some(r) = previous.get(&hash) {
+                    // An extractive or fallback report is only reused when there is still no model to
+                    // write a better one.
+                    if let Some(r) = previous.get(&hash).filter(|r| {
+                        chat.is_none()
+                            || matches!(r.outcome, ReportOutcome::Llm | ReportOutcome::Retried)
+                    }) {
                         let mut r = r.clone();
-                        r.outcome = ReportOutcome::Reused;
+                        r.reused = true;
                         return Ok((id, r));
                     }
                     let c = c.ok_or_else(|| {

@@ -119,7 +119,9 @@ async fn deepest_level_first_and_reuse_of_unchanged_communities() {
         .await
         .unwrap();
     assert_eq!(chat2.calls(), 0);
-    assert!(again.values().all(|r| r.outcome == ReportOutcome::Reused));
+    assert!(again
+        .values()
+        .all(|r| r.reused && r.outcome == ReportOutcome::Llm));
     // A changed sub-community changes its hash and its parent's (the parent's context holds no sub-report
     // while the raw tables fit, but its members' descriptions changed too).
     let mut changed = communities(3);
@@ -130,7 +132,8 @@ async fn deepest_level_first_and_reuse_of_unchanged_communities() {
         .await
         .unwrap();
     assert_eq!(chat3.calls(), 2);
-    assert_eq!(third[&1].outcome, ReportOutcome::Reused);
+    assert!(third[&1].reused);
+    assert!(!third[&2].reused && !third[&0].reused);
 }
 
 #[tokio::test]
@@ -154,8 +157,10 @@ async fn sub_reports_replace_raw_tables_that_do_not_fit() {
     let sub1 = ctx.find("Sub 1").unwrap();
     let sub2 = ctx.find("Sub 2").unwrap();
     assert!(sub1 < sub2, "higher occurrence first");
-    // All members are covered by the included sub-communities: no entity rows are repeated.
-    assert!(!ctx.contains("\"A\",\t\"THING\""));
+    // Every member is covered by the included sub-communities, so the refill lists them after any
+    // uncovered ones (here: none uncovered), within what the reports left of the budget.
+    let reports_end = ctx.find("-----Entities-----").unwrap();
+    assert!(reports_end > sub2);
     // With a large budget the raw tables are used.
     let ctx = pack_context(&cs[0], &by_id, &reports, 32768);
     assert!(ctx.starts_with("-----Entities-----"));
@@ -175,6 +180,10 @@ async fn broken_json_is_retried_then_falls_back_to_the_extractive_report() {
         .unwrap();
     let r = &reports[&1];
     assert_eq!(r.outcome, ReportOutcome::Fallback);
+    assert!(r
+        .failure
+        .as_deref()
+        .is_some_and(|f| f.starts_with("unusable reply")));
     assert_eq!(r.title, "Community 1: A, B");
     assert_eq!(r.rating, 0.0);
     assert_eq!(r.findings[0].summary, "A");
@@ -204,4 +213,28 @@ async fn broken_json_is_retried_then_falls_back_to_the_extractive_report() {
         .unwrap();
     assert_eq!(offline[&1].outcome, ReportOutcome::Extractive);
     assert!(!offline[&1].summary.is_empty());
+    // An offline report is reused offline, but rewritten once a model is available.
+    let previous: HashMap<String, Report> = offline
+        .values()
+        .map(|r| (r.input_hash.clone(), r.clone()))
+        .collect();
+    let again = generate_reports(&one, None, &text(), &previous, 32768, 1)
+        .await
+        .unwrap();
+    assert!(again[&1].reused);
+    let chat = responder();
+    let upgraded = generate_reports(&one, Some(&chat), &text(), &previous, 32768, 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        (upgraded[&1].outcome, upgraded[&1].reused, chat.calls()),
+        (ReportOutcome::Llm, false, 1)
+    );
+    // Duplicate ids are rejected.
+    let twice = vec![one[0].clone(), one[0].clone()];
+    assert!(
+        generate_reports(&twice, None, &text(), &HashMap::new(), 32768, 1)
+            .await
+            .is_err()
+    );
 }
