@@ -2,7 +2,13 @@
 //! uses): Leiden on the graph gives level 0; every cluster with at least `max_cluster_size` nodes is
 //! clustered again on its own induced subgraph (its own modularity, starting from singletons), giving the
 //! next level; a re-split that yields one cluster stops there (recorded as unsplittable). Cluster ids are
-//! unique across levels: level 0 is numbered 0..k, then a global counter.
+//! unique across levels and assigned level by level, within a level in ascending order of the cluster's
+//! smallest member node (spec `hirag.md` §6.1, ours: the reference numbers clusters in the order its queue
+//! meets them). Index the graph's nodes in name order and this is "ascending smallest member name".
+//!
+//! The split threshold is **at least** `max_cluster_size` nodes, as graspologic-native's code does
+//! (`compact_network.rs` filters `>=`); the spec's prose says "more than 10". A leaf cluster can still
+//! have `max_cluster_size` or more nodes when Leiden returns it whole (listed in `unsplittable`).
 //!
 //! Differences from the reference, on purpose: each sub-run draws from its own generator seeded by
 //! `(seed, parent cluster)`, so the result does not depend on queue order; Leiden iterates until its
@@ -87,21 +93,23 @@ fn components(g: &Graph) -> Vec<Vec<usize>> {
     out
 }
 
-/// The subgraph induced by `nodes` (sorted), with its edges' weights.
-fn induced(g: &Graph, nodes: &[usize]) -> Result<Graph> {
-    let mut index = std::collections::HashMap::with_capacity(nodes.len());
+/// The subgraph induced by `nodes` (sorted), with its edges' weights. `position` is scratch space of one
+/// entry per node of `g`, all `usize::MAX` on entry and on return.
+fn induced(g: &Graph, nodes: &[usize], position: &mut [usize]) -> Result<Graph> {
     for (i, &v) in nodes.iter().enumerate() {
-        index.insert(v, i);
+        position[v] = i;
     }
     let mut edges = Vec::new();
     for (i, &v) in nodes.iter().enumerate() {
         for &(u, w) in g.neighbours(v) {
-            if let Some(&j) = index.get(&(u as usize)) {
-                if j >= i {
-                    edges.push((i, j, w));
-                }
+            let j = position[u as usize];
+            if j != usize::MAX && j >= i {
+                edges.push((i, j, w));
             }
         }
+    }
+    for &v in nodes {
+        position[v] = usize::MAX;
     }
     Graph::from_edges(nodes.len(), &edges)
 }
@@ -132,17 +140,20 @@ pub fn hierarchical_leiden(
     if nodes.is_empty() {
         return Ok(out);
     }
-    let sub = induced(graph, &nodes)?;
+    let mut position = vec![usize::MAX; graph.node_count()];
+    let sub = induced(graph, &nodes, &mut position)?;
     let top = leiden(&sub, &config.leiden)?;
     // Current clusters: (id, members as input-graph nodes).
-    let mut clusters: Vec<(usize, Vec<usize>)> = vec![Vec::new(); top.communities]
-        .into_iter()
-        .enumerate()
-        .collect();
+    let mut parts: Vec<Vec<usize>> = vec![Vec::new(); top.communities];
     for (i, &c) in top.membership.iter().enumerate() {
-        clusters[c].1.push(nodes[i]);
+        parts[c].push(nodes[i]);
     }
-    let mut next_id = top.communities;
+    // Ids within a level in ascending order of the smallest member (spec §6.1, ours): members are
+    // sorted, so `part[0]` is the smallest.
+    parts.retain(|p| !p.is_empty());
+    parts.sort_unstable_by_key(|p| p[0]);
+    let mut clusters: Vec<(usize, Vec<usize>)> = parts.into_iter().enumerate().collect();
+    let mut next_id = clusters.len();
     let mut level = 0;
     let mut split = std::collections::HashSet::new();
     let mut records: Vec<ClusterRecord> = Vec::new();
@@ -158,13 +169,13 @@ pub fn hierarchical_leiden(
         }
     }
     loop {
-        let mut children: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut split_any = false;
+        // (parent, members) of every split at this level; numbered once the level is complete.
+        let mut pieces: Vec<(usize, Vec<usize>)> = Vec::new();
         for (id, members) in &clusters {
             if members.len() < config.max_cluster_size.max(2) {
                 continue;
             }
-            let sub = induced(graph, members)?;
+            let sub = induced(graph, members, &mut position)?;
             let cfg = LeidenConfig {
                 seed: config.leiden.seed ^ (*id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
                 ..config.leiden
@@ -174,29 +185,36 @@ pub fn hierarchical_leiden(
                 out.unsplittable.push(*id);
                 continue;
             }
-            split_any = true;
             split.insert(*id);
             let mut parts: Vec<Vec<usize>> = vec![Vec::new(); p.communities];
             for (i, &c) in p.membership.iter().enumerate() {
                 parts[c].push(members[i]);
             }
-            for part in parts {
-                let cid = next_id;
-                next_id += 1;
-                for &v in &part {
-                    records.push(ClusterRecord {
-                        node: v,
-                        cluster: cid,
-                        parent: Some(*id),
-                        level: level + 1,
-                        is_final: true,
-                    });
-                }
-                children.push((cid, part));
-            }
+            pieces.extend(
+                parts
+                    .into_iter()
+                    .filter(|p| !p.is_empty())
+                    .map(|p| (*id, p)),
+            );
         }
-        if !split_any {
+        if pieces.is_empty() {
             break;
+        }
+        pieces.sort_unstable_by_key(|(_, part)| part[0]);
+        let mut children: Vec<(usize, Vec<usize>)> = Vec::with_capacity(pieces.len());
+        for (parent, part) in pieces {
+            let cid = next_id;
+            next_id += 1;
+            for &v in &part {
+                records.push(ClusterRecord {
+                    node: v,
+                    cluster: cid,
+                    parent: Some(parent),
+                    level: level + 1,
+                    is_final: true,
+                });
+            }
+            children.push((cid, part));
         }
         level += 1;
         clusters = children;

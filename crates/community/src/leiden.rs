@@ -18,21 +18,44 @@
 
 use crate::{CommunityError, Result};
 
-/// A weighted undirected graph in adjacency form. Parallel edges are summed; self-loops are allowed.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// A weighted undirected graph in compressed adjacency form. Parallel edges are summed; self-loops are
+/// allowed.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Graph {
-    adj: Vec<Vec<(u32, f64)>>,
+    /// `targets[offsets[v]..offsets[v + 1]]` are v's neighbours, sorted.
+    offsets: Vec<usize>,
+    targets: Vec<(u32, f64)>,
     /// Weighted degree of each node (a self-loop counts twice).
     degree: Vec<f64>,
     /// Sum of degrees = 2m.
     total: f64,
 }
 
+impl Default for Graph {
+    fn default() -> Self {
+        Self {
+            offsets: vec![0],
+            targets: Vec::new(),
+            degree: Vec::new(),
+            total: 0.0,
+        }
+    }
+}
+
 impl Graph {
     /// A graph of `n` nodes from `(a, b, weight)` edges. Weights must be finite and non-negative; edges
     /// with weight 0 are dropped.
+    ///
+    /// # Errors
+    /// [`CommunityError::Input`] naming the first edge with an endpoint ≥ `n` or an unusable weight, or
+    /// when `n` does not fit the 32-bit node ids.
     pub fn from_edges(n: usize, edges: &[(usize, usize, f64)]) -> Result<Self> {
-        let mut adj: Vec<Vec<(u32, f64)>> = vec![Vec::new(); n];
+        if u32::try_from(n).is_err() {
+            return Err(CommunityError::Input(format!(
+                "{n} nodes exceed the 2^32 node ids of a graph"
+            )));
+        }
+        let mut count = vec![0usize; n + 1];
         for (i, &(a, b, w)) in edges.iter().enumerate() {
             if a >= n || b >= n {
                 return Err(CommunityError::Input(format!(
@@ -47,63 +70,114 @@ impl Graph {
             if w == 0.0 {
                 continue;
             }
-            adj[a].push((b as u32, w));
+            count[a + 1] += 1;
             if a != b {
-                adj[b].push((a as u32, w));
+                count[b + 1] += 1;
             }
         }
-        for list in &mut adj {
+        for v in 0..n {
+            count[v + 1] += count[v];
+        }
+        let mut cursor = count.clone();
+        let mut raw = vec![(0u32, 0.0f64); count[n]];
+        for &(a, b, w) in edges {
+            if w == 0.0 {
+                continue;
+            }
+            raw[cursor[a]] = (b as u32, w);
+            cursor[a] += 1;
+            if a != b {
+                raw[cursor[b]] = (a as u32, w);
+                cursor[b] += 1;
+            }
+        }
+        // Sort each node's list (stable: repeated pairs are summed in input order) and merge repeats.
+        let mut offsets = Vec::with_capacity(n + 1);
+        offsets.push(0);
+        let mut targets: Vec<(u32, f64)> = Vec::with_capacity(raw.len());
+        let mut degree = Vec::with_capacity(n);
+        for v in 0..n {
+            let list = &mut raw[count[v]..count[v + 1]];
             list.sort_by_key(|e| e.0);
-            let mut merged: Vec<(u32, f64)> = Vec::with_capacity(list.len());
-            for &(v, w) in list.iter() {
-                match merged.last_mut() {
-                    Some(last) if last.0 == v => last.1 += w,
-                    _ => merged.push((v, w)),
+            let start = targets.len();
+            for &(u, w) in list.iter() {
+                match targets[start..].last_mut() {
+                    Some(last) if last.0 == u => last.1 += w,
+                    _ => targets.push((u, w)),
                 }
             }
-            *list = merged;
+            let d: f64 = targets[start..]
+                .iter()
+                .map(|&(u, w)| if u as usize == v { 2.0 * w } else { w })
+                .sum();
+            degree.push(d);
+            offsets.push(targets.len());
         }
-        let degree: Vec<f64> = adj
-            .iter()
-            .enumerate()
-            .map(|(v, list)| {
-                list.iter()
-                    .map(|&(u, w)| if u as usize == v { 2.0 * w } else { w })
-                    .sum()
-            })
-            .collect();
         let total = degree.iter().sum();
-        Ok(Self { adj, degree, total })
+        Ok(Self {
+            offsets,
+            targets,
+            degree,
+            total,
+        })
     }
 
     /// Number of nodes.
     pub fn node_count(&self) -> usize {
-        self.adj.len()
+        self.degree.len()
     }
 
     /// Neighbours of `v` with edge weights (sorted by neighbour; a self-loop appears once).
+    ///
+    /// # Panics
+    /// When `v` is not a node (`v >= node_count()`), as slice indexing does.
     pub fn neighbours(&self, v: usize) -> &[(u32, f64)] {
-        &self.adj[v]
+        &self.targets[self.offsets[v]..self.offsets[v + 1]]
     }
 
-    /// Weighted degree of `v`.
+    /// Weighted degree of `v` (a self-loop counts twice).
+    ///
+    /// # Panics
+    /// When `v` is not a node (`v >= node_count()`), as slice indexing does.
     pub fn degree(&self, v: usize) -> f64 {
         self.degree[v]
     }
 
-    /// Modularity of `membership` with resolution γ: `Σ_c [ 2·e_c / 2m − γ (K_c / 2m)² ]`, where `e_c` is the
-    /// weight inside community c (each internal edge once, self-loops once).
-    pub fn modularity(&self, membership: &[usize], resolution: f64) -> f64 {
+    /// Modularity of `membership` (one community id per node) with resolution γ:
+    /// `Σ_c [ 2·e_c / 2m − γ (K_c / 2m)² ]`, where `e_c` is the weight inside community c (each internal
+    /// edge once, self-loops once). A graph without edges has modularity 0.
+    ///
+    /// # Errors
+    /// [`CommunityError::Input`] when `membership` does not have one entry per node.
+    pub fn modularity(&self, membership: &[usize], resolution: f64) -> Result<f64> {
+        self.check_membership(membership)?;
+        Ok(self.quality(membership, resolution))
+    }
+
+    fn check_membership(&self, membership: &[usize]) -> Result<()> {
+        if membership.len() == self.node_count() {
+            Ok(())
+        } else {
+            Err(CommunityError::Input(format!(
+                "the membership lists {} nodes, but the graph has {}",
+                membership.len(),
+                self.node_count()
+            )))
+        }
+    }
+
+    /// Modularity of a membership known to cover every node.
+    pub(crate) fn quality(&self, membership: &[usize], resolution: f64) -> f64 {
         if self.total == 0.0 {
             return 0.0;
         }
         let k = membership.iter().copied().max().map_or(0, |m| m + 1);
         let mut inside = vec![0.0; k];
         let mut tot = vec![0.0; k];
-        for v in 0..self.adj.len() {
+        for v in 0..self.node_count() {
             let c = membership[v];
             tot[c] += self.degree[v];
-            for &(u, w) in &self.adj[v] {
+            for &(u, w) in self.neighbours(v) {
                 if membership[u as usize] == c {
                     // Each non-loop edge is seen from both ends; a loop once but counts twice in 2e.
                     inside[c] += if u as usize == v { 2.0 * w } else { w };
@@ -202,13 +276,13 @@ pub fn leiden(graph: &Graph, config: &LeidenConfig) -> Result<Partition> {
     let n = graph.node_count();
     let mut rng = Rng::new(config.seed);
     let mut membership: Vec<usize> = (0..n).collect();
-    let mut quality = graph.modularity(&membership, config.resolution);
+    let mut quality = graph.quality(&membership, config.resolution);
     let mut iterations = 0;
     for _ in 0..config.max_iterations.max(1) {
         iterations += 1;
         let next = one_iteration(graph, &membership, config, &mut rng);
-        let next = split_disconnected(graph, &next);
-        let q = graph.modularity(&next, config.resolution);
+        let next = components_of(graph, &next);
+        let q = graph.quality(&next, config.resolution);
         let improved = q > quality + config.tolerance.max(0.0);
         if q >= quality {
             membership = next;
@@ -221,21 +295,26 @@ pub fn leiden(graph: &Graph, config: &LeidenConfig) -> Result<Partition> {
     let membership = renumber(&membership);
     let communities = membership.iter().copied().max().map_or(0, |m| m + 1);
     Ok(Partition {
-        quality: graph.modularity(&membership, config.resolution),
+        quality: graph.quality(&membership, config.resolution),
         membership,
         communities,
         iterations,
     })
 }
 
-/// Renumbers communities 0.. in order of first appearance.
+/// Renumbers communities 0.. in order of first appearance (ids are below the node count).
 fn renumber(membership: &[usize]) -> Vec<usize> {
-    let mut map = std::collections::HashMap::new();
+    let k = membership.iter().copied().max().map_or(0, |m| m + 1);
+    let mut map = vec![usize::MAX; k];
+    let mut next = 0;
     membership
         .iter()
         .map(|&c| {
-            let next = map.len();
-            *map.entry(c).or_insert(next)
+            if map[c] == usize::MAX {
+                map[c] = next;
+                next += 1;
+            }
+            map[c]
         })
         .collect()
 }
@@ -393,9 +472,19 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
         return refined;
     }
     let k = part.iter().copied().max().map_or(0, |m| m + 1);
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
+    // Members of each community in node order (a counting sort: no list per community).
+    let mut start = vec![0usize; k + 1];
+    for &c in part {
+        start[c + 1] += 1;
+    }
+    for c in 0..k {
+        start[c + 1] += start[c];
+    }
+    let mut fill = start.clone();
+    let mut by_community = vec![0usize; n];
     for v in 0..n {
-        members[part[v]].push(v);
+        by_community[fill[part[v]]] = v;
+        fill[part[v]] += 1;
     }
     let mut tot_c = vec![0.0; k];
     for v in 0..n {
@@ -415,11 +504,16 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
     let mut singleton = vec![true; n];
     let mut weight_to = vec![0.0; n];
     let mut touched: Vec<usize> = Vec::new();
-    for (c, nodes) in members.iter().enumerate() {
+    let mut candidates: Vec<(usize, f64)> = Vec::new();
+    let mut weights: Vec<f64> = Vec::new();
+    let mut order: Vec<usize> = Vec::new();
+    for c in 0..k {
+        let nodes = &by_community[start[c]..start[c + 1]];
         if nodes.len() < 2 {
             continue;
         }
-        let mut order = nodes.clone();
+        order.clear();
+        order.extend_from_slice(nodes);
         rng.shuffle(&mut order);
         for &v in &order {
             let kv = g.degree(v);
@@ -441,7 +535,8 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
             }
             // Candidates: well-connected refined clusters T with gain ≥ 0 (v's own singleton: gain 0).
             let own = refined[v];
-            let mut candidates: Vec<(usize, f64)> = vec![(own, 0.0)];
+            candidates.clear();
+            candidates.push((own, 0.0));
             for &t in &touched {
                 if t == own {
                     continue;
@@ -459,10 +554,12 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
                 .iter()
                 .map(|c| c.1)
                 .fold(f64::NEG_INFINITY, f64::max);
-            let weights: Vec<f64> = candidates
-                .iter()
-                .map(|&(_, gain)| ((gain - max) / theta).exp())
-                .collect();
+            weights.clear();
+            weights.extend(
+                candidates
+                    .iter()
+                    .map(|&(_, gain)| ((gain - max) / theta).exp()),
+            );
             let total: f64 = weights.iter().sum();
             let mut r = rng.next_f64() * total;
             let mut chosen = candidates[candidates.len() - 1].0;
@@ -493,8 +590,17 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
     renumber(&refined)
 }
 
-/// Splits every community into its connected components (within the community).
-pub fn split_disconnected(g: &Graph, membership: &[usize]) -> Vec<usize> {
+/// Splits every community of `membership` into its connected components (within the community);
+/// the result numbers the pieces 0.. in order of their smallest node. Never lowers modularity.
+///
+/// # Errors
+/// [`CommunityError::Input`] when `membership` does not have one entry per node.
+pub fn split_disconnected(g: &Graph, membership: &[usize]) -> Result<Vec<usize>> {
+    g.check_membership(membership)?;
+    Ok(components_of(g, membership))
+}
+
+fn components_of(g: &Graph, membership: &[usize]) -> Vec<usize> {
     let n = g.node_count();
     let mut out = vec![usize::MAX; n];
     let mut next = 0;
@@ -517,4 +623,160 @@ pub fn split_disconnected(g: &Graph, membership: &[usize]) -> Vec<usize> {
         next += 1;
     }
     out
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn err_text(r: Result<impl std::fmt::Debug>) -> String {
+        match r {
+            Err(e) => e.to_string(),
+            Ok(v) => panic!("expected an error, got {v:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_edges_are_rejected_naming_the_edge() {
+        let e = err_text(Graph::from_edges(3, &[(0, 1, 1.0), (1, 3, 1.0)]));
+        assert!(e.contains("edge 1") && e.contains("3 nodes"), "{e}");
+        for w in [-1.0, f64::NAN, f64::INFINITY] {
+            let e = err_text(Graph::from_edges(3, &[(0, 1, w)]));
+            assert!(e.contains("edge 0 (0, 1)"), "{e}");
+        }
+    }
+
+    #[test]
+    fn parallel_edges_sum_zero_weights_drop_and_loops_count_twice() {
+        let g =
+            Graph::from_edges(3, &[(0, 1, 1.0), (1, 0, 2.0), (1, 2, 0.0), (2, 2, 1.5)]).unwrap();
+        assert_eq!(g.neighbours(0), &[(1, 3.0)]);
+        assert_eq!(g.neighbours(1), &[(0, 3.0)]);
+        assert_eq!(g.neighbours(2), &[(2, 1.5)]);
+        assert_eq!((g.degree(0), g.degree(1), g.degree(2)), (3.0, 3.0, 3.0));
+        assert_eq!(g.total, 9.0);
+    }
+
+    #[test]
+    fn modularity_matches_the_hand_computation() {
+        // Path 0-1-2-3 (m = 3) split {0,1} {2,3}: e = 1 each, K = 3 each → 2·(1/3 − (3/6)²) = 1/6.
+        let g = Graph::from_edges(4, &[(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0)]).unwrap();
+        let q = g.modularity(&[0, 0, 1, 1], 1.0).unwrap();
+        assert!((q - 1.0 / 6.0).abs() < 1e-12, "{q}");
+        // γ = 2: 2·(1/3 − 2·(1/2)²) = −1/3.
+        let q = g.modularity(&[0, 0, 1, 1], 2.0).unwrap();
+        assert!((q + 1.0 / 3.0).abs() < 1e-12, "{q}");
+        // One community holds everything: 1 − γ.
+        assert!(g.modularity(&[0; 4], 1.0).unwrap().abs() < 1e-12);
+        // A self-loop of weight 1 on node 0: 2m = 8; {0,1} has 2·e = 2 + 2 (the loop twice), K = 5; {2,3}
+        // has 2·e = 2, K = 3.
+        let g =
+            Graph::from_edges(4, &[(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0), (0, 0, 1.0)]).unwrap();
+        let q = g.modularity(&[0, 0, 1, 1], 1.0).unwrap();
+        let expected = (4.0 / 8.0 - (5.0f64 / 8.0).powi(2)) + (2.0 / 8.0 - (3.0f64 / 8.0).powi(2));
+        assert!((q - expected).abs() < 1e-12, "{q} vs {expected}");
+        // No edges → 0; a membership of the wrong length is an error.
+        assert_eq!(
+            Graph::from_edges(2, &[])
+                .unwrap()
+                .modularity(&[0, 1], 1.0)
+                .unwrap(),
+            0.0
+        );
+        let e = err_text(g.modularity(&[0, 0], 1.0));
+        assert!(e.contains("lists 2 nodes") && e.contains("has 4"), "{e}");
+    }
+
+    #[test]
+    fn disconnected_communities_are_split_by_smallest_node() {
+        // Community 7 = {0, 1, 3, 4} is two pieces (0-1 and 3-4); community 2 = {2}.
+        let g =
+            Graph::from_edges(5, &[(0, 1, 1.0), (1, 2, 1.0), (2, 3, 1.0), (3, 4, 1.0)]).unwrap();
+        let split = split_disconnected(&g, &[7, 7, 2, 7, 7]).unwrap();
+        assert_eq!(split, vec![0, 0, 1, 2, 2]);
+        let before = g.quality(&[7, 7, 2, 7, 7], 1.0);
+        assert!(g.quality(&split, 1.0) >= before);
+        assert!(split_disconnected(&g, &[0]).is_err());
+    }
+
+    #[test]
+    fn unusable_settings_and_edge_cases() {
+        let g = Graph::from_edges(3, &[(0, 1, 1.0)]).unwrap();
+        for (resolution, randomness) in [(0.0, 0.001), (f64::NAN, 0.001), (1.0, 0.0), (1.0, -1.0)] {
+            let cfg = LeidenConfig {
+                resolution,
+                randomness,
+                ..LeidenConfig::default()
+            };
+            assert!(matches!(leiden(&g, &cfg), Err(CommunityError::Config(_))));
+        }
+        // No edges: singletons, quality 0. No nodes: nothing.
+        let p = leiden(
+            &Graph::from_edges(3, &[]).unwrap(),
+            &LeidenConfig::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            (p.membership, p.communities, p.quality),
+            (vec![0, 1, 2], 3, 0.0)
+        );
+        let p = leiden(&Graph::default(), &LeidenConfig::default()).unwrap();
+        assert_eq!(p.communities, 0);
+        // The isolated node 2 stays alone; 0-1 join.
+        let p = leiden(&g, &LeidenConfig::default()).unwrap();
+        assert_eq!(p.membership, vec![0, 0, 1]);
+    }
+
+    #[test]
+    fn resolution_trades_community_count() {
+        // A ring of 6 cliques of 5, neighbouring cliques joined by one edge.
+        let mut edges = Vec::new();
+        for c in 0..6 {
+            for a in 0..5 {
+                for b in a + 1..5 {
+                    edges.push((c * 5 + a, c * 5 + b, 1.0));
+                }
+            }
+            edges.push((c * 5, ((c + 1) % 6) * 5 + 1, 1.0));
+        }
+        let g = Graph::from_edges(30, &edges).unwrap();
+        let count = |resolution: f64| {
+            let cfg = LeidenConfig {
+                resolution,
+                ..LeidenConfig::default()
+            };
+            leiden(&g, &cfg).unwrap().communities
+        };
+        assert_eq!(count(1.0), 6, "one community per clique");
+        assert!(count(0.05) < 6, "a low resolution merges cliques");
+        assert_eq!(count(50.0), 30, "a huge resolution leaves singletons");
+    }
+
+    #[test]
+    fn same_seed_same_partition_and_quality_never_drops() {
+        let mut rng = Rng::new(3);
+        let edges: Vec<(usize, usize, f64)> = (0..400)
+            .map(|_| {
+                let a = (rng.next_u64() % 120) as usize;
+                let b = (rng.next_u64() % 120) as usize;
+                (a, b, 1.0 + (rng.next_u64() % 3) as f64)
+            })
+            .collect();
+        let g = Graph::from_edges(120, &edges).unwrap();
+        let cfg = LeidenConfig::default();
+        let a = leiden(&g, &cfg).unwrap();
+        assert_eq!(a, leiden(&g, &cfg).unwrap());
+        assert!((a.quality - g.quality(&a.membership, 1.0)).abs() < 1e-12);
+        let one = leiden(
+            &g,
+            &LeidenConfig {
+                max_iterations: 1,
+                ..cfg
+            },
+        )
+        .unwrap();
+        assert!(a.quality >= one.quality - 1e-12);
+        assert!(a.iterations >= one.iterations);
+    }
 }

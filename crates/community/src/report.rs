@@ -14,6 +14,10 @@ use sha2::{Digest, Sha256};
 
 use crate::Result;
 
+/// HiRAG's community-report input budget in tokens (`report_context_tokens`, spec hirag §6.3): the
+/// `budget` to give [`pack_context`] and [`generate_reports`] unless configured otherwise.
+pub const REPORT_CONTEXT_TOKENS: usize = 32_768;
+
 /// A member entity of a community.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReportEntity {
@@ -537,4 +541,153 @@ pub async fn generate_reports(
         }
     }
     Ok(done.into_iter().collect())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+mod tests {
+    use super::*;
+
+    fn entity(name: &str, degree: usize, description: &str) -> ReportEntity {
+        ReportEntity {
+            name: name.into(),
+            entity_type: "PERSON".into(),
+            description: description.into(),
+            degree,
+        }
+    }
+
+    fn relation(source: &str, target: &str, rank: usize) -> ReportRelation {
+        ReportRelation {
+            source: source.into(),
+            target: target.into(),
+            description: format!("{source} knows {target}"),
+            rank,
+        }
+    }
+
+    #[test]
+    fn csv_cells_follow_the_reference_format() {
+        let table = csv(
+            "Entities",
+            &["id", "entity"],
+            &[
+                vec![Cell::Num("0".into()), Cell::Text("\"ADA\"".into())],
+                vec![Cell::Num("1".into()), Cell::Text("Bob".into())],
+            ],
+        );
+        assert_eq!(
+            table,
+            "-----Entities-----\n```csv\nid,\tentity\n0,\t\"ADA\"\n1,\t\"Bob\"\n```"
+        );
+    }
+
+    #[test]
+    fn tables_are_sorted_by_degree_and_rank_with_name_ties() {
+        let c = CommunityInput {
+            id: 1,
+            entities: vec![
+                entity("B", 1, "b"),
+                entity("C", 2, "c"),
+                entity("A", 1, "a"),
+            ],
+            relations: vec![
+                relation("A", "B", 2),
+                relation("B", "C", 3),
+                relation("A", "C", 3),
+            ],
+            ..CommunityInput::default()
+        };
+        let text = pack_context(&c, &HashMap::new(), &HashMap::new(), 1000);
+        assert_eq!(
+            text,
+            "-----Entities-----\n```csv\nid,\tentity,\ttype,\tdescription,\tdegree\n\
+             0,\t\"C\",\t\"PERSON\",\t\"c\",\t2\n1,\t\"A\",\t\"PERSON\",\t\"a\",\t1\n\
+             2,\t\"B\",\t\"PERSON\",\t\"b\",\t1\n```\n\n\
+             -----Relationships-----\n```csv\nid,\tsource,\ttarget,\tdescription,\trank\n\
+             0,\t\"A\",\t\"C\",\t\"A knows C\",\t3\n1,\t\"B\",\t\"C\",\t\"B knows C\",\t3\n\
+             2,\t\"A\",\t\"B\",\t\"A knows B\",\t2\n```"
+        );
+        // Half the budget each: with 4 tokens, two one-token descriptions fit, the third does not.
+        let cut = pack_context(&c, &HashMap::new(), &HashMap::new(), 4);
+        assert!(
+            cut.contains("\"A\",\t\"PERSON\"") && !cut.contains("\"B\",\t\"PERSON\""),
+            "{cut}"
+        );
+    }
+
+    #[test]
+    fn replies_parse_tolerantly() {
+        let r = parse_report(
+            "Here it is:\n```json\n{\"title\": \" T \", \"summary\": \"S\", \"rating\": \"7.5\", \
+             \"rating_explanation\": \"E\", \"findings\": [{\"summary\": \"F\", \"explanation\": \"X\"}, \
+             {\"explanation\": \"no summary\"}],}\n```",
+        )
+        .unwrap();
+        assert_eq!(
+            (r.title.as_str(), r.summary.as_str(), r.rating),
+            ("T", "S", 7.5)
+        );
+        assert_eq!(r.rating_explanation, "E");
+        assert_eq!(
+            r.findings.len(),
+            1,
+            "a finding without a summary is skipped"
+        );
+        // Python-literal form, out-of-range and non-numeric ratings.
+        let r =
+            parse_report("{'title': 'T', 'summary': 'S', 'rating': 42, 'findings': []}").unwrap();
+        assert_eq!(r.rating, 10.0);
+        let r =
+            parse_report("{\"title\": \"T\", \"summary\": \"S\", \"rating\": \"high\"}").unwrap();
+        assert_eq!((r.rating, r.findings.len()), (0.0, 0));
+        // Unusable replies say why.
+        for (reply, why) in [
+            ("no json here", "no JSON object"),
+            ("{\"title\": \"\", \"summary\": \"S\"}", "must not be empty"),
+            ("{\"title\": \"T\", \"summary\": @}", "does not parse"),
+        ] {
+            let e = parse_report(reply).unwrap_err();
+            assert!(e.contains(why), "{reply}: {e}");
+        }
+    }
+
+    #[test]
+    fn reports_render_as_the_reference_does() {
+        let r = Report {
+            title: "T".into(),
+            summary: "S".into(),
+            findings: vec![
+                Finding {
+                    summary: "F1".into(),
+                    explanation: "X1".into(),
+                },
+                Finding {
+                    summary: "F2".into(),
+                    explanation: "X2".into(),
+                },
+            ],
+            ..Report::default()
+        };
+        assert_eq!(r.render(), "# T\n\nS\n\n## F1\n\nX1\n\n## F2\n\nX2");
+    }
+
+    #[test]
+    fn the_input_hash_ignores_member_order_only() {
+        let a = CommunityInput {
+            level: 1,
+            entities: vec![entity("A", 1, "a"), entity("B", 1, "b")],
+            ..CommunityInput::default()
+        };
+        let mut b = a.clone();
+        b.entities.reverse();
+        assert_eq!(input_hash(&a, "ctx"), input_hash(&b, "ctx"));
+        assert_ne!(input_hash(&a, "ctx"), input_hash(&a, "ctx2"));
+        b.level = 2;
+        assert_ne!(input_hash(&a, "ctx"), input_hash(&b, "ctx"));
+        // Names are delimited: ["AB"] is not ["A", "B"].
+        let mut c = a.clone();
+        c.entities = vec![entity("AB", 1, "")];
+        assert_ne!(input_hash(&a, "ctx"), input_hash(&c, "ctx"));
+    }
 }

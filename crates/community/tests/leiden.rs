@@ -227,7 +227,7 @@ proptest::proptest! {
         proptest::prop_assert_eq!(p.membership.len(), n);
         proptest::prop_assert!(connected(&g, &p.membership));
         let singletons: Vec<usize> = (0..n).collect();
-        proptest::prop_assert!(p.quality >= g.modularity(&singletons, 1.0) - 1e-9);
+        proptest::prop_assert!(p.quality >= g.modularity(&singletons, 1.0).unwrap() - 1e-9);
     }
 }
 
@@ -267,7 +267,7 @@ fn hierarchy_splits_until_clusters_are_small_or_unsplittable() {
                 "cluster {c} of size {s}"
             );
         }
-        // Children are subsets of their parents; every cluster is connected.
+        // Children are subsets of their parents.
         for r in h.records.iter().filter(|r| r.parent.is_some()) {
             let parent = r.parent.unwrap();
             assert!(h
@@ -277,6 +277,28 @@ fn hierarchy_splits_until_clusters_are_small_or_unsplittable() {
         }
         assert!(h.levels >= 2);
         assert_eq!(h, hierarchical_leiden(&g, &cfg).unwrap(), "deterministic");
+        let mut last_id = None;
+        for level in 0..h.levels {
+            // Every cluster of every level is connected (nodes absent from the level are singletons).
+            let mut membership: Vec<usize> = (0..37).map(|v| 1000 + v).collect();
+            let mut smallest: std::collections::BTreeMap<usize, usize> = Default::default();
+            for r in h.records.iter().filter(|r| r.level == level) {
+                membership[r.node] = r.cluster;
+                let m = smallest.entry(r.cluster).or_insert(r.node);
+                *m = (*m).min(r.node);
+            }
+            assert!(connected(&g, &membership), "level {level} connected");
+            // Ids run on across levels and, within a level, follow the smallest member.
+            let ids: Vec<usize> = smallest.keys().copied().collect();
+            assert_eq!(
+                ids.first().copied(),
+                Some(last_id.map_or(0, |l: usize| l + 1))
+            );
+            assert!(ids.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+            let firsts: Vec<usize> = smallest.values().copied().collect();
+            assert!(firsts.windows(2).all(|w| w[0] < w[1]), "{firsts:?}");
+            last_id = ids.last().copied();
+        }
         // The schema: sub-communities are subsets, occurrence is relative to the largest chunk set.
         let sources: Vec<Vec<String>> = (0..37).map(|v| vec![format!("chunk-{}", v % 7)]).collect();
         let schema = community_schema(&g, &h, &sources);
