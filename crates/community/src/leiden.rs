@@ -7,7 +7,8 @@
 //! sub-clusters chosen at random with probability ∝ exp(gain / θ) among those with non-negative gain) →
 //! aggregation of the **refined** partition, whose nodes start in the community of the unrefined partition
 //! → repeat on the aggregate until local moving leaves every aggregate node alone. Iterations repeat from
-//! the previous partition until one improves the quality by at most `tolerance` (or `max_iterations`);
+//! the previous partition until one leaves it unchanged or improves the quality by at most `tolerance`
+//! (default 0: until stable; capped by `max_iterations`);
 //! a worse partition is never kept.
 //!
 //! Own implementation, not `leiden-rs`: its refinement is greedy (no θ-randomised choice), so it can return
@@ -113,7 +114,12 @@ impl Graph {
             degree.push(d);
             offsets.push(targets.len());
         }
-        let total = degree.iter().sum();
+        let total: f64 = degree.iter().sum();
+        if !total.is_finite() {
+            return Err(CommunityError::Input(
+                "the edge weights sum to more than a 64-bit float holds".into(),
+            ));
+        }
         Ok(Self {
             offsets,
             targets,
@@ -143,7 +149,7 @@ impl Graph {
         self.degree[v]
     }
 
-    /// Modularity of `membership` (one community id per node) with resolution γ:
+    /// Modularity of `membership` (one community label per node, any `usize`) with resolution γ:
     /// `Σ_c [ 2·e_c / 2m − γ (K_c / 2m)² ]`, where `e_c` is the weight inside community c (each internal
     /// edge once, self-loops once). A graph without edges has modularity 0.
     ///
@@ -151,7 +157,19 @@ impl Graph {
     /// [`CommunityError::Input`] when `membership` does not have one entry per node.
     pub fn modularity(&self, membership: &[usize], resolution: f64) -> Result<f64> {
         self.check_membership(membership)?;
-        Ok(self.quality(membership, resolution))
+        if membership.iter().all(|&c| c < self.node_count()) {
+            return Ok(self.quality(membership, resolution));
+        }
+        // Arbitrary labels: number them 0.. first (the bookkeeping is indexed by label).
+        let mut ids = std::collections::HashMap::new();
+        let dense: Vec<usize> = membership
+            .iter()
+            .map(|&c| {
+                let next = ids.len();
+                *ids.entry(c).or_insert(next)
+            })
+            .collect();
+        Ok(self.quality(&dense, resolution))
     }
 
     fn check_membership(&self, membership: &[usize]) -> Result<()> {
@@ -201,10 +219,11 @@ pub struct LeidenConfig {
     pub randomness: f64,
     /// Seed (graspologic/HiRAG: 0xDEADBEEF).
     pub seed: u64,
-    /// Cap on whole iterations (10).
+    /// Cap on whole iterations (100). graspologic-native (and so HiRAG's reference) runs exactly one
+    /// iteration, which `max_iterations = 1` reproduces.
     pub max_iterations: usize,
-    /// Iterations stop once one improves the quality by no more than this (1e-4; graspologic runs exactly
-    /// one iteration, which `max_iterations = 1` reproduces).
+    /// Iterations stop once one leaves the partition unchanged or improves the quality by no more than
+    /// this (0: until stable, as `leidenalg` runs with `n_iterations < 0`).
     pub tolerance: f64,
 }
 
@@ -214,8 +233,8 @@ impl Default for LeidenConfig {
             resolution: 1.0,
             randomness: 0.001,
             seed: 0xDEAD_BEEF,
-            max_iterations: 10,
-            tolerance: 1e-4,
+            max_iterations: 100,
+            tolerance: 0.0,
         }
     }
 }
@@ -641,6 +660,8 @@ mod tests {
     fn bad_edges_are_rejected_naming_the_edge() {
         let e = err_text(Graph::from_edges(3, &[(0, 1, 1.0), (1, 3, 1.0)]));
         assert!(e.contains("edge 1") && e.contains("3 nodes"), "{e}");
+        let e = err_text(Graph::from_edges(2, &[(0, 1, f64::MAX), (0, 1, f64::MAX)]));
+        assert!(e.contains("sum to more"), "{e}");
         for w in [-1.0, f64::NAN, f64::INFINITY] {
             let e = err_text(Graph::from_edges(3, &[(0, 1, w)]));
             assert!(e.contains("edge 0 (0, 1)"), "{e}");
@@ -684,6 +705,11 @@ mod tests {
                 .unwrap(),
             0.0
         );
+        // Labels need not be small: the same partition under huge labels.
+        let big = g
+            .modularity(&[usize::MAX, usize::MAX, 1 << 40, 1 << 40], 1.0)
+            .unwrap();
+        assert_eq!(big, q);
         let e = err_text(g.modularity(&[0, 0], 1.0));
         assert!(e.contains("lists 2 nodes") && e.contains("has 4"), "{e}");
     }

@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use futures_util::{stream, StreamExt};
+use kgrag_openie::graphrag::MERGE_SEPARATOR;
 use kgrag_openie::lenient::{find_object_with_key, parse_value, strip_fences};
 use kgrag_text::{Budget, Encoding, ExtractiveSummarizer};
 use kgrag_types::{ChatModel, ChatRequest, GenerationSettings, Message, ResponseFormat};
@@ -256,7 +257,11 @@ pub fn pack_context(
     });
     let mut used = 0;
     let mut rows = Vec::new();
+    // What the included sub-communities cover (the reference's `contain_nodes` / `contain_edges`): their
+    // members, and their relations (every edge incident to a member, spec §6.2).
     let mut covered = std::collections::HashSet::new();
+    let mut covered_pairs: std::collections::HashSet<(&str, &str)> =
+        std::collections::HashSet::new();
     for (i, (sub, report)) in subs.iter().enumerate() {
         let text = report.render();
         used += tokens(&text);
@@ -266,10 +271,14 @@ pub fn pack_context(
         rows.push(vec![
             Cell::Num(i.to_string()),
             Cell::Text(text),
-            Cell::Num(format!("{}", report.rating)),
-            Cell::Num(format!("{:.4}", sub.occurrence)),
+            Cell::Num(format!("{:?}", report.rating)),
+            Cell::Num(format!("{:?}", sub.occurrence)),
         ]);
-        covered.extend(sub.entities.iter().map(|e| e.name.clone()));
+        covered.extend(sub.entities.iter().map(|e| e.name.as_str()));
+        for r in &sub.relations {
+            covered_pairs.insert((r.source.as_str(), r.target.as_str()));
+            covered_pairs.insert((r.target.as_str(), r.source.as_str()));
+        }
     }
     if rows.is_empty() {
         // Not even one sub-report fits: the raw tables.
@@ -279,12 +288,13 @@ pub fn pack_context(
     let rest = budget.saturating_sub(tokens(&reports_table)) / 2;
     // Refill preferring what the included sub-communities do not cover: uncovered items first (each group
     // keeps its own order), covered ones after them.
-    let (mut e_order, covered_e): (Vec<&ReportEntity>, Vec<&ReportEntity>) =
-        entities.iter().partition(|e| !covered.contains(&e.name));
+    let (mut e_order, covered_e): (Vec<&ReportEntity>, Vec<&ReportEntity>) = entities
+        .iter()
+        .partition(|e| !covered.contains(e.name.as_str()));
     e_order.extend(covered_e);
     let (mut r_order, covered_r): (Vec<&ReportRelation>, Vec<&ReportRelation>) = relations
         .iter()
-        .partition(|r| !(covered.contains(&r.source) && covered.contains(&r.target)));
+        .partition(|r| !covered_pairs.contains(&(r.source.as_str(), r.target.as_str())));
     r_order.extend(covered_r);
     let (e_table, _) = entity_table(&e_order, rest);
     let (r_table, _) = relation_table(&r_order, rest);
@@ -379,6 +389,14 @@ fn parse_report(reply: &str) -> std::result::Result<Report, String> {
     })
 }
 
+/// The non-empty parts of a `<SEP>`-joined description, trimmed.
+fn description_parts(description: &str) -> impl Iterator<Item = &str> {
+    description
+        .split(MERGE_SEPARATOR)
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+}
+
 /// The offline kit's report (spec hirag §10): title `Community <id>: ` + top-3 members by degree, summary =
 /// extractive (≤ 150 tokens) of member descriptions, rating 0, findings = top-5 members by degree.
 pub async fn extractive_report(
@@ -388,10 +406,11 @@ pub async fn extractive_report(
     let mut by_degree: Vec<&ReportEntity> = community.entities.iter().collect();
     by_degree.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
     let top: Vec<&str> = by_degree.iter().take(3).map(|e| e.name.as_str()).collect();
+    // Merged descriptions are `<SEP>`-joined parts (spec §3): summarise the parts.
     let descriptions: Vec<&str> = community
         .entities
         .iter()
-        .map(|e| e.description.as_str())
+        .flat_map(|e| description_parts(&e.description))
         .collect();
     let summary = text
         .summarize_texts(
@@ -408,9 +427,10 @@ pub async fn extractive_report(
         .take(5)
         .map(|e| Finding {
             summary: e.name.clone(),
-            explanation: kgrag_text::sentences(&e.description)
-                .first()
-                .map_or_else(String::new, |s| (*s).to_owned()),
+            explanation: description_parts(&e.description)
+                .next()
+                .and_then(|part| kgrag_text::sentences(part).first().map(|s| (*s).to_owned()))
+                .unwrap_or_default(),
         })
         .collect();
     Ok(Report {
@@ -670,6 +690,75 @@ mod tests {
             ..Report::default()
         };
         assert_eq!(r.render(), "# T\n\nS\n\n## F1\n\nX1\n\n## F2\n\nX2");
+    }
+
+    #[test]
+    fn the_refill_puts_relations_the_sub_communities_hold_last() {
+        // Sub-community 1 holds A; its relations include the edge A–X leaving it (spec §6.2), so the
+        // parent's refill lists the uncovered Y–Z first although A–X ranks higher.
+        let long = "word ".repeat(300);
+        let sub = CommunityInput {
+            id: 1,
+            level: 1,
+            entities: vec![entity("A", 3, "a")],
+            relations: vec![relation("A", "X", 10)],
+            occurrence: 1.0,
+            ..CommunityInput::default()
+        };
+        let parent = CommunityInput {
+            id: 0,
+            entities: vec![
+                entity("A", 3, &long),
+                entity("X", 1, "x"),
+                entity("Y", 1, "y"),
+                entity("Z", 1, "z"),
+            ],
+            relations: vec![relation("A", "X", 10), relation("Y", "Z", 1)],
+            sub_communities: vec![1],
+            ..CommunityInput::default()
+        };
+        let communities = HashMap::from([(1, &sub)]);
+        let report = Report {
+            title: "Sub".into(),
+            summary: "S".into(),
+            rating: 7.0,
+            ..Report::default()
+        };
+        let reports = HashMap::from([(1, report)]);
+        let ctx = pack_context(&parent, &communities, &reports, 400);
+        assert!(ctx.starts_with("-----Reports-----"), "{ctx}");
+        assert!(ctx.contains(",\t7.0,\t1.0\n"), "Python float forms: {ctx}");
+        let yz = ctx.find("\"Y knows Z\"").unwrap();
+        let ax = ctx.find("\"A knows X\"").unwrap();
+        assert!(yz < ax, "{ctx}");
+        // The uncovered entities come before A (which does not fit anyway).
+        assert!(!ctx.contains(&long));
+    }
+
+    #[tokio::test]
+    async fn extractive_reports_read_sep_joined_descriptions_as_parts() {
+        let c = CommunityInput {
+            id: 4,
+            entities: vec![
+                entity(
+                    "ADA",
+                    2,
+                    "Ada wrote notes on the engine.<SEP>Ada met Bob in London.",
+                ),
+                entity("BOB", 1, "Bob built the engine."),
+            ],
+            ..CommunityInput::default()
+        };
+        let text = ExtractiveSummarizer::new(
+            std::sync::Arc::new(kgrag_types::testing::HashingEmbedder::new(32)),
+            Encoding::O200kBase,
+        );
+        let r = extractive_report(&c, &text).await.unwrap();
+        assert_eq!(r.title, "Community 4: ADA, BOB");
+        assert_eq!(r.findings[0].explanation, "Ada wrote notes on the engine.");
+        assert_eq!(r.findings[1].explanation, "Bob built the engine.");
+        assert!(!r.summary.contains("<SEP>") && r.summary.contains("Bob built the engine."));
+        assert_eq!((r.rating, r.outcome), (0.0, ReportOutcome::Extractive));
     }
 
     #[test]

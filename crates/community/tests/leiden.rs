@@ -316,3 +316,46 @@ fn hierarchy_splits_until_clusters_are_small_or_unsplittable() {
         assert!(schema.iter().any(|c| (c.occurrence - 1.0).abs() < 1e-12));
     }
 }
+
+#[test]
+fn clusters_of_exactly_max_cluster_size_are_split_as_graspologic_does() {
+    // 40 groups of two 5-cliques joined by 3 edges, the groups in a ring: level 0 finds the 40 groups of
+    // 10. graspologic-native 1.2.5 re-splits them with max_cluster_size 10 (its filter is `>=`: 80
+    // level-1 clusters) and not with 11 — checked with `gn.hierarchical_leiden` on this graph.
+    let mut edges = Vec::new();
+    for g in 0..40usize {
+        let base = g * 10;
+        for half in [base, base + 5] {
+            for a in 0..5 {
+                for b in a + 1..5 {
+                    edges.push((half + a, half + b, 1.0));
+                }
+            }
+        }
+        for k in 0..3 {
+            edges.push((base + k, base + 5 + k, 1.0));
+        }
+        edges.push((base + 9, (g + 1) % 40 * 10, 1.0));
+    }
+    let g = Graph::from_edges(400, &edges).unwrap();
+    let count = |level: usize, h: &kgrag_community::CommunityHierarchy| {
+        h.records
+            .iter()
+            .filter(|r| r.level == level)
+            .map(|r| r.cluster)
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+    };
+    for (max, levels, deeper) in [(10, 2, 80), (11, 1, 0)] {
+        let h = hierarchical_leiden(
+            &g,
+            &HierarchicalConfig {
+                max_cluster_size: max,
+                ..HierarchicalConfig::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(count(0, &h), 40, "max {max}");
+        assert_eq!((h.levels, count(1, &h)), (levels, deeper), "max {max}");
+    }
+}
