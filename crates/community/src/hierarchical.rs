@@ -15,7 +15,7 @@
 //! quality stops improving instead of running one pass; `largest_component_only = false` clusters every
 //! connected component instead of the largest one only (the reference's behaviour is the default).
 
-use crate::leiden::{leiden, Graph, LeidenConfig};
+use crate::leiden::{components_of, leiden, Graph, LeidenConfig};
 use crate::Result;
 
 /// Hierarchical Leiden settings (HiRAG: max size 10, seed 0xDEADBEEF, largest component only).
@@ -66,29 +66,12 @@ pub struct CommunityHierarchy {
     pub levels: usize,
 }
 
+/// Connected components in order of their smallest node, each sorted.
 fn components(g: &Graph) -> Vec<Vec<usize>> {
-    let n = g.node_count();
-    let mut seen = vec![false; n];
-    let mut out = Vec::new();
-    for s in 0..n {
-        if seen[s] {
-            continue;
-        }
-        seen[s] = true;
-        let mut comp = vec![s];
-        let mut i = 0;
-        while i < comp.len() {
-            let v = comp[i];
-            i += 1;
-            for &(u, _) in g.neighbours(v) {
-                if !seen[u as usize] {
-                    seen[u as usize] = true;
-                    comp.push(u as usize);
-                }
-            }
-        }
-        comp.sort_unstable();
-        out.push(comp);
+    let labels = components_of(g, &vec![0; g.node_count()]);
+    let mut out = vec![Vec::new(); labels.iter().copied().max().map_or(0, |m| m + 1)];
+    for (v, &c) in labels.iter().enumerate() {
+        out[c].push(v);
     }
     out
 }

@@ -619,7 +619,8 @@ pub fn split_disconnected(g: &Graph, membership: &[usize]) -> Result<Vec<usize>>
     Ok(components_of(g, membership))
 }
 
-fn components_of(g: &Graph, membership: &[usize]) -> Vec<usize> {
+/// [`split_disconnected`] without the length check (pieces numbered by smallest node).
+pub(crate) fn components_of(g: &Graph, membership: &[usize]) -> Vec<usize> {
     let n = g.node_count();
     let mut out = vec![usize::MAX; n];
     let mut next = 0;

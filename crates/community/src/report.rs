@@ -404,7 +404,7 @@ pub async fn extractive_report(
     text: &ExtractiveSummarizer,
 ) -> Result<Report> {
     let mut by_degree: Vec<&ReportEntity> = community.entities.iter().collect();
-    by_degree.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
+    sort_entities(&mut by_degree);
     let top: Vec<&str> = by_degree.iter().take(3).map(|e| e.name.as_str()).collect();
     // Merged descriptions are `<SEP>`-joined parts (spec §3): summarise the parts.
     let descriptions: Vec<&str> = community
