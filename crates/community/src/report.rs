@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use futures_util::{stream, StreamExt};
 use kgrag_openie::graphrag::MERGE_SEPARATOR;
 use kgrag_openie::lenient::{find_object_with_key, parse_value, strip_fences};
+use kgrag_text::table::{csv_table as csv, Cell};
 use kgrag_text::{Budget, Encoding, ExtractiveSummarizer};
 use kgrag_types::{ChatModel, ChatRequest, GenerationSettings, Message, ResponseFormat};
 use serde::{Deserialize, Serialize};
@@ -128,28 +129,6 @@ impl Report {
     }
 }
 
-enum Cell {
-    Num(String),
-    Text(String),
-}
-
-fn csv(name: &str, header: &[&str], rows: &[Vec<Cell>]) -> String {
-    let mut out = format!("-----{name}-----\n```csv\n{}", header.join(",\t"));
-    for row in rows {
-        out.push('\n');
-        let cells: Vec<String> = row
-            .iter()
-            .map(|c| match c {
-                Cell::Num(n) => n.clone(),
-                Cell::Text(t) => format!("\"{}\"", t.trim_matches('"')),
-            })
-            .collect();
-        out.push_str(&cells.join(",\t"));
-    }
-    out.push_str("\n```");
-    out
-}
-
 fn tokens(text: &str) -> usize {
     Encoding::O200kBase
         .count(text)
@@ -181,11 +160,11 @@ fn entity_table(ordered: &[&ReportEntity], budget: usize) -> (String, bool) {
             break;
         }
         rows.push(vec![
-            Cell::Num(i.to_string()),
+            Cell::num(i),
             Cell::Text(e.name.clone()),
             Cell::Text(e.entity_type.clone()),
             Cell::Text(e.description.clone()),
-            Cell::Num(e.degree.to_string()),
+            Cell::num(e.degree),
         ]);
     }
     (
@@ -210,11 +189,11 @@ fn relation_table(ordered: &[&ReportRelation], budget: usize) -> (String, bool) 
             break;
         }
         rows.push(vec![
-            Cell::Num(i.to_string()),
+            Cell::num(i),
             Cell::Text(r.source.clone()),
             Cell::Text(r.target.clone()),
             Cell::Text(r.description.clone()),
-            Cell::Num(r.rank.to_string()),
+            Cell::num(r.rank),
         ]);
     }
     (
@@ -269,7 +248,7 @@ pub fn pack_context(
             break;
         }
         rows.push(vec![
-            Cell::Num(i.to_string()),
+            Cell::num(i),
             Cell::Text(text),
             Cell::Num(format!("{:?}", report.rating)),
             Cell::Num(format!("{:?}", sub.occurrence)),
@@ -584,22 +563,6 @@ mod tests {
             description: format!("{source} knows {target}"),
             rank,
         }
-    }
-
-    #[test]
-    fn csv_cells_follow_the_reference_format() {
-        let table = csv(
-            "Entities",
-            &["id", "entity"],
-            &[
-                vec![Cell::Num("0".into()), Cell::Text("\"ADA\"".into())],
-                vec![Cell::Num("1".into()), Cell::Text("Bob".into())],
-            ],
-        );
-        assert_eq!(
-            table,
-            "-----Entities-----\n```csv\nid,\tentity\n0,\t\"ADA\"\n1,\t\"Bob\"\n```"
-        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use kgrag_openie::graphrag::{
     parse_records, Record, COMPLETION_DELIMITER, RECORD_DELIMITER, TUPLE_DELIMITER,
 };
 use kgrag_openie::lenient::{find_object_with_key, parse_value, strip_fences};
+use kgrag_text::table::{csv_table, Cell};
 use kgrag_text::{Budget, Encoding, ExtractiveSummarizer};
 use kgrag_types::{ChatModel, ChatRequest, GenerationSettings, Message, ResponseFormat};
 use serde::{Deserialize, Serialize};
@@ -600,30 +601,6 @@ fn parse_attributes(
     Ok(out)
 }
 
-/// A CSV table in the specs' format: header of bare names, cells joined by `,\t`, strings quoted after
-/// stripping surrounding quotes, numbers bare, inside a csv fence under `-----Name-----`.
-fn csv_table(name: &str, header: &[&str], rows: &[Vec<Cell>]) -> String {
-    let mut out = format!("-----{name}-----\n```csv\n{}", header.join(",\t"));
-    for row in rows {
-        out.push('\n');
-        let cells: Vec<String> = row
-            .iter()
-            .map(|c| match c {
-                Cell::Num(n) => n.to_string(),
-                Cell::Text(t) => format!("\"{}\"", t.trim_matches('"')),
-            })
-            .collect();
-        out.push_str(&cells.join(",\t"));
-    }
-    out.push_str("\n```");
-    out
-}
-
-enum Cell {
-    Num(usize),
-    Text(String),
-}
-
 fn count_tokens(text: &str) -> usize {
     Encoding::Cl100kBase
         .count(text)
@@ -644,11 +621,11 @@ pub fn aggregate_tables(request: &AggregateRequest) -> String {
             break;
         }
         rows.push(vec![
-            Cell::Num(i),
+            Cell::num(i),
             Cell::Text(m.name.clone()),
             Cell::Text(m.entity_type.clone()),
             Cell::Text(description),
-            Cell::Num(m.degree),
+            Cell::num(m.degree),
         ]);
     }
     let entities = csv_table(
@@ -670,11 +647,11 @@ pub fn aggregate_tables(request: &AggregateRequest) -> String {
             break;
         }
         rows.push(vec![
-            Cell::Num(i),
+            Cell::num(i),
             Cell::Text(r.source.clone()),
             Cell::Text(r.target.clone()),
             Cell::Text(r.description.clone()),
-            Cell::Num(r.rank),
+            Cell::num(r.rank),
         ]);
     }
     let relations = csv_table(

@@ -6,6 +6,7 @@
 //!   for LeanRAG), vocabularies bundled in the binary: no download at run time.
 //! * [`sentences`] and [`ExtractiveSummarizer`] — the offline kit's sentence splitter and extractive summary
 //!   (a [`Summarizer`](kgrag_types::Summarizer) for runs without an LLM).
+//! * [`table`] — prompt tables in the CSV form of HiRAG and LeanRAG.
 //! * [`Chunker`] — HiRAG/LeanRAG token windows with overlap, or HippoRAG's one chunk per passage, keeping each
 //!   chunk's byte, character and token offsets in its document.
 //!
@@ -25,6 +26,7 @@ mod chunk;
 mod encoding;
 pub mod extractive;
 mod sentence;
+pub mod table;
 
 pub use chunk::{Chunker, ChunkerConfig};
 pub use encoding::Encoding;
