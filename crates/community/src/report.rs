@@ -72,20 +72,8 @@ pub struct Finding {
     pub explanation: String,
 }
 
-/// How a report was written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ReportOutcome {
-    /// The model's first reply.
-    #[default]
-    Llm,
-    /// The model's reply to the corrective retry.
-    Retried,
-    /// Extractive after two failed attempts.
-    Fallback,
-    /// Extractive (no model).
-    Extractive,
-}
+/// How a report was written (shared with the hierarchy's summaries).
+pub use kgrag_types::Outcome;
 
 /// A community report.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -101,7 +89,7 @@ pub struct Report {
     /// Findings.
     pub findings: Vec<Finding>,
     /// How it was written.
-    pub outcome: ReportOutcome,
+    pub outcome: Outcome,
     /// Hash of the input it was written from.
     pub input_hash: String,
     /// Whether this run reused it from an earlier build (its `outcome` says how it was first written).
@@ -361,7 +349,7 @@ fn parse_report(reply: &str) -> std::result::Result<Report, String> {
         rating,
         rating_explanation: s("rating_explanation"),
         findings,
-        outcome: ReportOutcome::Llm,
+        outcome: Outcome::Llm,
         input_hash: String::new(),
         reused: false,
         failure: None,
@@ -418,7 +406,7 @@ pub async fn extractive_report(
         rating: 0.0,
         rating_explanation: String::new(),
         findings,
-        outcome: ReportOutcome::Extractive,
+        outcome: Outcome::Extractive,
         input_hash: String::new(),
         reused: false,
         failure: None,
@@ -450,9 +438,9 @@ async fn write_report(
             Ok(reply) => match parse_report(&reply.content) {
                 Ok(mut r) => {
                     r.outcome = if attempt == 0 {
-                        ReportOutcome::Llm
+                        Outcome::Llm
                     } else {
-                        ReportOutcome::Retried
+                        Outcome::Retried
                     };
                     return Ok(r);
                 }
@@ -468,7 +456,7 @@ async fn write_report(
         }
     }
     let mut r = extractive_report(community, text).await?;
-    r.outcome = ReportOutcome::Fallback;
+    r.outcome = Outcome::Fallback;
     r.failure = failure;
     Ok(r)
 }
@@ -516,8 +504,7 @@ pub async fn generate_reports(
                     // An extractive or fallback report is only reused when there is still no model to
                     // write a better one.
                     if let Some(r) = previous.get(&hash).filter(|r| {
-                        chat.is_none()
-                            || matches!(r.outcome, ReportOutcome::Llm | ReportOutcome::Retried)
+                        chat.is_none() || matches!(r.outcome, Outcome::Llm | Outcome::Retried)
                     }) {
                         let mut r = r.clone();
                         r.reused = true;
@@ -721,7 +708,7 @@ mod tests {
         assert_eq!(r.findings[0].explanation, "Ada wrote notes on the engine.");
         assert_eq!(r.findings[1].explanation, "Bob built the engine.");
         assert!(!r.summary.contains("<SEP>") && r.summary.contains("Bob built the engine."));
-        assert_eq!((r.rating, r.outcome), (0.0, ReportOutcome::Extractive));
+        assert_eq!((r.rating, r.outcome), (0.0, Outcome::Extractive));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use kgrag_community::report::{
-    generate_reports, CommunityInput, Report, ReportEntity, ReportOutcome, ReportRelation,
+    generate_reports, CommunityInput, Outcome, Report, ReportEntity, ReportRelation,
     REPORT_CONTEXT_TOKENS,
 };
 use kgrag_community::{
@@ -285,7 +285,7 @@ async fn musique_hierarchy_and_offline_reports() {
     assert_eq!(reports.len(), schema.len());
     for c in &inputs {
         let r = &reports[&c.id];
-        assert_eq!(r.outcome, ReportOutcome::Extractive);
+        assert_eq!(r.outcome, Outcome::Extractive);
         assert!(r.title.starts_with(&format!("Community {}: ", c.id)));
         assert!(!r.summary.is_empty() && !r.findings.is_empty() && r.findings.len() <= 5);
         assert_eq!(r.input_hash.len(), 64);

@@ -5,8 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kgrag_community::report::{
-    generate_reports, pack_context, CommunityInput, Report, ReportEntity, ReportOutcome,
-    ReportRelation,
+    generate_reports, pack_context, CommunityInput, Outcome, Report, ReportEntity, ReportRelation,
 };
 use kgrag_text::{Encoding, ExtractiveSummarizer};
 use kgrag_types::testing::{HashingEmbedder, ScriptedChatModel};
@@ -107,7 +106,7 @@ async fn deepest_level_first_and_reuse_of_unchanged_communities() {
     assert_eq!(order, vec![false, false, true]);
     assert!(reports
         .values()
-        .all(|r| r.outcome == ReportOutcome::Llm && r.rating == 7.5));
+        .all(|r| r.outcome == Outcome::Llm && r.rating == 7.5));
     assert!(reports[&0].render().starts_with("# T "));
     // A rebuild with the same inputs sends nothing to the model.
     let previous: HashMap<String, Report> = reports
@@ -121,7 +120,7 @@ async fn deepest_level_first_and_reuse_of_unchanged_communities() {
     assert_eq!(chat2.calls(), 0);
     assert!(again
         .values()
-        .all(|r| r.reused && r.outcome == ReportOutcome::Llm));
+        .all(|r| r.reused && r.outcome == Outcome::Llm));
     // A changed sub-community changes its hash and its parent's (the parent's context holds no sub-report
     // while the raw tables fit, but its members' descriptions changed too).
     let mut changed = communities(3);
@@ -179,7 +178,7 @@ async fn broken_json_is_retried_then_falls_back_to_the_extractive_report() {
         .await
         .unwrap();
     let r = &reports[&1];
-    assert_eq!(r.outcome, ReportOutcome::Fallback);
+    assert_eq!(r.outcome, Outcome::Fallback);
     assert!(r
         .failure
         .as_deref()
@@ -205,13 +204,13 @@ async fn broken_json_is_retried_then_falls_back_to_the_extractive_report() {
         .unwrap();
     assert_eq!(
         (reports[&1].outcome, reports[&1].rating),
-        (ReportOutcome::Retried, 4.0)
+        (Outcome::Retried, 4.0)
     );
     // Offline: the extractive report.
     let offline = generate_reports(&one, None, &text(), &HashMap::new(), 32768, 1)
         .await
         .unwrap();
-    assert_eq!(offline[&1].outcome, ReportOutcome::Extractive);
+    assert_eq!(offline[&1].outcome, Outcome::Extractive);
     assert!(!offline[&1].summary.is_empty());
     // An offline report is reused offline, but rewritten once a model is available.
     let previous: HashMap<String, Report> = offline
@@ -228,7 +227,7 @@ async fn broken_json_is_retried_then_falls_back_to_the_extractive_report() {
         .unwrap();
     assert_eq!(
         (upgraded[&1].outcome, upgraded[&1].reused, chat.calls()),
-        (ReportOutcome::Llm, false, 1)
+        (Outcome::Llm, false, 1)
     );
     // Duplicate ids are rejected.
     let twice = vec![one[0].clone(), one[0].clone()];

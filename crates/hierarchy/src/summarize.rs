@@ -73,20 +73,8 @@ pub struct SummaryRelation {
     pub strength: f64,
 }
 
-/// How a summary was produced.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// The model's first reply.
-    #[default]
-    Llm,
-    /// The model's reply to the corrective retry.
-    Retried,
-    /// The extractive summary after two failed model attempts.
-    Fallback,
-    /// The extractive summariser (no model configured).
-    Extractive,
-}
+/// How a summary was produced (shared with community reports).
+pub use kgrag_types::Outcome;
 
 /// HiRAG: the attribute entities of one cluster and the member relations.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -41,8 +41,8 @@ pub use error::{BoxError, Error, Result};
 pub use id::{md5_hex, ChunkId, DocId, EntityId, FactId};
 pub use model::{
     Chunk, ContextEntity, ContextRelation, ContextReport, Diagnostics, Document, Entity,
-    Extraction, IssueSeverity, ParseIssue, Relation, RetrievedContext, ScoredChunk, ScoredTriple,
-    Span, Triple,
+    Extraction, IssueSeverity, Outcome, ParseIssue, Relation, RetrievedContext, ScoredChunk,
+    ScoredTriple, Span, Triple,
 };
 pub use normalize::{is_python_whitespace, python_strip, Normalisation};
 pub use traits::{

@@ -413,3 +413,20 @@ mod tests {
         assert_eq!(back.diagnostics.count(IssueSeverity::Skipped), 1);
     }
 }
+
+/// How a model-written text (a summary, a community report) came about: the model's first reply, its
+/// reply to one corrective retry, or the offline kit's extractive text — as a fallback after two failed
+/// attempts, or because no model is configured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The model's first reply.
+    #[default]
+    Llm,
+    /// The model's reply to the corrective retry.
+    Retried,
+    /// The extractive text after two failed model attempts.
+    Fallback,
+    /// The extractive text (no model configured).
+    Extractive,
+}
