@@ -1,7 +1,7 @@
 //! Ollama chat and embeddings through `ollama-rs` (`/api/chat`, `/api/embed`).
 //!
 //! Ollama cannot run in this project's CI, so this client is tested against recorded exchanges in the shape
-//! Ollama's API documents, served by a local test server (`tests/providers.rs`), which also checks the request
+//! Ollama's API documents, served by a local test server (`tests/it/providers.rs`), which also checks the request
 //! bodies. `ollama-rs` reports HTTP errors as text without the status code; a reply that says the server is
 //! busy (Ollama's queue-full answer) is treated as retryable, everything else as final.
 

@@ -31,7 +31,7 @@ pub(super) const KIND: &str = "hnsw-index";
 const FORMAT: u32 = 1;
 
 /// HNSW parameters. The defaults reach recall@10 ≥ 0.95 against exact search on 20,000 random 384-d unit
-/// vectors — the hardest case, with no cluster structure — (tested in `tests/vectors.rs`; 0.993 measured
+/// vectors — the hardest case, with no cluster structure — (tested in `tests/it/vectors.rs`; 0.993 measured
 /// with `cargo run --release -p kgrag-graph-store --example hnsw_tune`, where M = 16 or `ef_search` = 400
 /// fell below 0.95). Real embeddings are clustered and need less.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

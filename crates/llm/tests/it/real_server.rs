@@ -3,8 +3,7 @@
 //! variable these tests say so and pass, unless `KGRAG_REQUIRE_LLM_SERVER` is set (xtask and CI set it).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
+use crate::common;
 use kgrag_llm::{
     build_chat, build_embedder, ChatConfig, EmbedderConfig, Limits, OpenAiConfig, ResponseCache,
 };

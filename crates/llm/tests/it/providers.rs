@@ -2,9 +2,7 @@
 //! request/response handling against exchanges recorded in the shape Ollama's API documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod common;
-
-use common::{openai_reply, refused_port, ScriptedServer};
+use crate::common::{openai_reply, refused_port, ScriptedServer};
 use kgrag_llm::{
     build_chat, build_embedder, ChatConfig, EmbedderConfig, Limits, OllamaConfig, OpenAiConfig,
 };
