@@ -214,6 +214,11 @@ impl Stages {
         result
     }
 
+    /// Runs one command as a stage (see [`run_step`]).
+    fn step(&mut self, name: &str, command: &mut Command) -> TaskResult {
+        self.run(name, || run_step(name, command))
+    }
+
     /// Prints the table of stage times and their total.
     fn print(&self, total: f64) {
         println!("xtask: stage times");
@@ -279,45 +284,39 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             data.display()
         );
     }
-    stages.run("cargo fmt --check", || {
-        run_step(
-            "cargo fmt --check",
-            cargo_command().args(["fmt", "--all", "--check"]),
-        )
-    })?;
+    stages.step(
+        "cargo fmt --check",
+        cargo_command().args(["fmt", "--all", "--check"]),
+    )?;
     let clippy = ClippyWrapper::find()?;
     // Clippy lints every target while the tests are compiled (see `ClippyWrapper`), before the server
     // starts, so it does not wait through the compile. `--all-targets` adds the benches to what is built
     // and linted; the timings land in target/cargo-timings/.
-    stages.run("clippy -D warnings + test build", || {
-        run_step(
-            "clippy -D warnings + cargo test --no-run",
-            clippy.apply(&mut cargo_command()).args([
-                "test",
-                "--workspace",
-                "--all-features",
-                "--all-targets",
-                "--no-run",
-                "--timings",
-            ]),
-        )
-    })?;
+    stages.step(
+        "clippy -D warnings + cargo test --no-run",
+        clippy.apply(&mut cargo_command()).args([
+            "test",
+            "--workspace",
+            "--all-features",
+            "--all-targets",
+            "--no-run",
+            "--timings",
+        ]),
+    )?;
     let server = stages.run("llama.cpp server start", || {
         server::start(&assets, &python())
     })?;
-    let result = stages.run("cargo test", || {
-        run_step(
-            "cargo test",
-            clippy
-                .apply(&mut cargo_command())
-                .args(["test", "--workspace", "--all-features"])
-                .args(extra)
-                .env("KGRAG_ASSETS", &assets)
-                .env("KGRAG_DATA_DIR", &data)
-                .env("KGRAG_TEST_LLM_URL", &server.url)
-                .env("KGRAG_REQUIRE_LLM_SERVER", "1"),
-        )
-    });
+    let result = stages.step(
+        "cargo test",
+        clippy
+            .apply(&mut cargo_command())
+            .args(["test", "--workspace", "--all-features"])
+            .args(extra)
+            .env("KGRAG_ASSETS", &assets)
+            .env("KGRAG_DATA_DIR", &data)
+            .env("KGRAG_TEST_LLM_URL", &server.url)
+            .env("KGRAG_REQUIRE_LLM_SERVER", "1"),
+    );
     drop(server);
     result?;
     stages.run("CI bench", || ci_bench(&assets, &data))
