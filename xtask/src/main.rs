@@ -143,7 +143,7 @@ fn set_by_cargo_run(name: &str) -> bool {
         )
 }
 
-/// A `cargo` command in the workspace root, with the variables of our own `cargo run` removed.
+/// A `cargo` command with the variables of our own `cargo run` removed (`run_step` sets the folder).
 fn cargo_command() -> Command {
     let mut command = Command::new(cargo());
     for (name, _) in std::env::vars_os() {
@@ -277,10 +277,7 @@ fn test(extra: &[OsString]) -> TaskResult {
         );
     }
     result?;
-    println!(
-        "xtask: all checks passed in {:.1}s",
-        started.elapsed().as_secs_f64()
-    );
+    println!("xtask: all checks passed in {total:.1}s");
     Ok(())
 }
 
