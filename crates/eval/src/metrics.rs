@@ -335,6 +335,15 @@ impl MethodAccumulator {
             p95: percentile(&latencies, 95.0).unwrap_or(0.0),
         };
 
+        let after: Vec<f64> = succeeded
+            .iter()
+            .filter_map(|r| r.stats.get("embed_ms").map(|e| (r.latency_ms - e).max(0.0)))
+            .collect();
+        let latency_after_embedding_ms = (!after.is_empty()).then(|| Latency {
+            p50: percentile(&after, 50.0).unwrap_or(0.0),
+            p95: percentile(&after, 95.0).unwrap_or(0.0),
+        });
+
         let mut stats: BTreeMap<String, f64> = BTreeMap::new();
         for r in &succeeded {
             for (k, v) in &r.stats {
@@ -353,6 +362,7 @@ impl MethodAccumulator {
             f1,
             failures: self.rows.iter().filter(|r| r.failed).count() as u64,
             stats,
+            latency_after_embedding_ms,
         }
     }
 }

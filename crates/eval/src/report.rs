@@ -91,6 +91,10 @@ pub struct MethodReport {
     /// Added after the first contract; absent in older reports.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub stats: BTreeMap<String, f64>,
+    /// Latency percentiles without the query embedding, for methods that report the embedding's time
+    /// per query (stat `embed_ms`). Added after the first contract; absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_after_embedding_ms: Option<Latency>,
 }
 
 /// Latency percentiles in milliseconds.
@@ -188,6 +192,23 @@ impl Report {
             .iter()
             .filter(|(_, m)| !m.stats.is_empty())
             .collect();
+        let after: Vec<_> = self
+            .methods
+            .iter()
+            .filter_map(|(n, m)| m.latency_after_embedding_ms.map(|l| (n, l)))
+            .collect();
+        if !after.is_empty() {
+            out.push('\n');
+            for (name, l) in after {
+                let _ = writeln!(
+                    out,
+                    "- {} after the query embedding: p50 {:.2} ms, p95 {:.2} ms",
+                    cell(name),
+                    l.p50,
+                    l.p95
+                );
+            }
+        }
         if !with_stats.is_empty() {
             out.push('\n');
             for (name, m) in with_stats {
@@ -370,6 +391,7 @@ mod tests {
                     p50: 10.0,
                     p95: 20.5,
                 },
+                latency_after_embedding_ms: None,
                 em: None,
                 f1: None,
                 failures: 0,
@@ -385,6 +407,7 @@ mod tests {
                     p50: 30.0,
                     p95: 45.0,
                 },
+                latency_after_embedding_ms: None,
                 em: Some(0.4),
                 f1: Some(0.5123),
                 failures: 2,

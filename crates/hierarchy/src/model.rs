@@ -290,9 +290,11 @@ impl Hierarchy {
         out
     }
 
-    /// Writes the hierarchy into `graph`: summary nodes (kind `Summary`, with their layer), membership
-    /// edges child → parent, HiRAG member relations as relation facets, LeanRAG inter-aggregate relations as
-    /// aggregate facets. Base nodes must already be in the graph under their keys; copies map to their
+    /// Writes the hierarchy into `graph`: summary nodes (kind `Summary`, with their layer), HiRAG member
+    /// relations as relation facets, LeanRAG membership edges child → parent and inter-aggregate relations
+    /// as aggregate facets. A HiRAG graph gets no membership edges: its hierarchy exists in the graph only as
+    /// the member → summary relations the summariser wrote (spec hirag §3, §5.5), which is the graph Leiden
+    /// and the bridge path see; the parent/children links stay in the [`Hierarchy`]. Base nodes must already be in the graph under their keys; copies map to their
     /// origin's node. A HiRAG attribute entity whose name equals an existing node's name merges into it
     /// (spec hirag §5.5; the node keeps its lower layer); LeanRAG aggregates get keys
     /// `leanrag:L<layer>:<idx>`, so names never merge them.
@@ -366,7 +368,12 @@ impl Hierarchy {
                 *slot = Some(idx);
             }
         }
-        for layer in self.layers.iter().skip(1) {
+        let memberships = if self.method == Method::Leanrag {
+            &self.layers[..]
+        } else {
+            &[]
+        };
+        for layer in memberships.iter().skip(1) {
             for node in layer {
                 let Some(parent) = links.get(node.id) else {
                     continue;

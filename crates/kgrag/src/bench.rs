@@ -25,9 +25,10 @@ use kgrag_dense::DenseRetriever;
 use kgrag_eval::{Dataset, ExtractionSource, MethodAccumulator, QuestionResult, Report};
 use kgrag_graph_store::EmbeddingStore;
 use kgrag_hipporag::{FilterMode, HippoIndex, HippoRetriever, IndexProgress};
+use kgrag_hirag::{BaseSource, ExtractionMode, HiragIndex, HiragRetriever, Mode};
 use kgrag_llm::{build_chat, build_embedder, ManagedChatModel, ManagedEmbedder, ResponseCache};
 use kgrag_openie::{read_openie_file, run_extraction, ExtractionStore, RunnerConfig};
-use kgrag_text::{Chunker, ChunkerConfig};
+use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
 use kgrag_types::{
     ChatModel, ChunkId, Document, EmbedKind, Embedder, Extraction, Extractor, RetrievalRequest,
     Retriever,
@@ -37,17 +38,18 @@ use crate::config::{Config, OpenIeMode, ReaderMode};
 use crate::{KgragError, Result};
 
 /// Methods `kgrag bench` can run today, in report order.
-pub const METHODS: &[&str] = &["dense", "hipporag2"];
-
-/// Method names of the report contract that later issues add.
-pub const PLANNED_METHODS: &[&str] = &[
+pub const METHODS: &[&str] = &[
+    "dense",
+    "hipporag2",
     "hirag",
     "hirag-local",
     "hirag-global",
     "hirag-bridge",
     "hirag-nobridge",
-    "leanrag",
 ];
+
+/// Method names of the report contract that later issues add.
+pub const PLANNED_METHODS: &[&str] = &["leanrag"];
 
 /// The dataset used when none is named and `musique-100` is not present.
 pub const FALLBACK_DATASET: &str = "kgrag-fixture";
@@ -240,8 +242,14 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         .filter(|(id, _)| seen.insert(id.clone()))
         .collect();
 
-    // Extraction (HippoRAG 2 only).
-    let extractions = if methods.iter().any(|m| m == "hipporag2") {
+    // Extraction: HippoRAG 2's triples, also HiRAG's base graph with `base = "openie_cache"`.
+    let hirag_modes: Vec<Mode> = methods
+        .iter()
+        .filter_map(|m| Mode::from_method_name(m))
+        .collect();
+    let needs_triples = methods.iter().any(|m| m == "hipporag2")
+        || (!hirag_modes.is_empty() && config.hirag.base == BaseSource::OpenieCache);
+    let extractions = if needs_triples {
         let t = Instant::now();
         let ex = extractions_for(
             &dataset,
@@ -304,6 +312,26 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         hippo_index = Some(Arc::new(index));
     }
 
+    let mut hirag_index = None;
+    if !hirag_modes.is_empty() {
+        let index = build_hirag(
+            &passages,
+            &extractions,
+            &config,
+            embedder_dyn.clone(),
+            chat_dyn.clone(),
+            args.progress,
+            &mut stages,
+            &mut notes,
+        )
+        .await?;
+        if hippo_index.is_none() {
+            entities = index.graph().node_count() as u64;
+            relations = index.graph().edges().len() as u64;
+        }
+        hirag_index = Some(Arc::new(index));
+    }
+
     let index_usage = chat.as_ref().map(|c| c.usage()).unwrap_or_default();
 
     // Reader.
@@ -320,13 +348,24 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
 
     // Methods.
     let mut reports = BTreeMap::new();
+    let answer_text = ExtractiveSummarizer::new(embedder_dyn.clone(), Encoding::O200kBase);
     for method in &methods {
+        let mut hirag_retriever = None;
         let retriever: Box<dyn Retriever> = match method.as_str() {
             "dense" => Box::new(DenseRetriever::new(
                 store.clone(),
                 embedder_dyn.clone(),
                 config.dense.clone(),
             )),
+            m if Mode::from_method_name(m).is_some() => {
+                let (Some(index), Some(mode)) = (hirag_index.clone(), Mode::from_method_name(m))
+                else {
+                    return Err(KgragError::Config("the HiRAG index was not built".into()));
+                };
+                let r = Arc::new(HiragRetriever::new(index, embedder_dyn.clone(), mode));
+                hirag_retriever = Some(r.clone());
+                Box::new(r)
+            }
             _ => {
                 let index = hippo_index.clone().ok_or_else(|| {
                     KgragError::Config("the HippoRAG 2 index was not built".into())
@@ -352,6 +391,10 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         } else {
             config.hipporag.qa_top_k
         };
+        let hirag_reader = hirag_retriever.as_deref().map(|r| HiragReader {
+            retriever: r,
+            text: &answer_text,
+        });
         let report = run_method(
             retriever.as_ref(),
             &dataset,
@@ -361,6 +404,7 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
             qa_top_k,
             embedder_dyn.as_ref(),
             chat_dyn.as_deref(),
+            hirag_reader,
             args.progress,
         )
         .await?;
@@ -414,6 +458,12 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     Ok(BenchOutcome { report, path })
 }
 
+/// HiRAG's reader: its own answer prompt, or the extractive answer over the assembled context.
+struct HiragReader<'a> {
+    retriever: &'a HiragRetriever,
+    text: &'a ExtractiveSummarizer,
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn run_method(
     retriever: &dyn Retriever,
@@ -424,6 +474,7 @@ async fn run_method(
     qa_top_k: usize,
     embedder: &dyn Embedder,
     chat: Option<&dyn ChatModel>,
+    hirag: Option<HiragReader<'_>>,
     progress: bool,
 ) -> Result<kgrag_eval::MethodReport> {
     let name = retriever.name().to_owned();
@@ -461,8 +512,18 @@ async fn run_method(
             QuestionResult::retrieval(retrieved, q.gold.clone(), ctx.context_tokens, latency_ms);
         result.stats = ctx.stats.clone();
         let top: Vec<String> = result.retrieved.iter().take(qa_top_k).cloned().collect();
-        let answer = match (reader, chat) {
-            (ReaderMode::Llm, Some(chat)) => {
+        let answer = match (reader, chat, &hirag) {
+            (ReaderMode::Llm, Some(chat), Some(_)) => Some(
+                kgrag_hirag::answer::answer(chat, &ctx, &q.question, &config.hirag.response_type)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            (ReaderMode::Extractive, _, Some(h)) => Some(
+                kgrag_hirag::answer::extractive_answer(h.text, h.retriever, &ctx, &q.question)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            (ReaderMode::Llm, Some(chat), None) => {
                 let reader_config = kgrag_hipporag::HippoConfig {
                     qa_top_k,
                     ..config.hipporag.clone()
@@ -474,7 +535,7 @@ async fn run_method(
                         .map_err(|e| e.to_string()),
                 )
             }
-            (ReaderMode::Extractive, _) => Some(
+            (ReaderMode::Extractive, _, None) => Some(
                 extractive_answer(embedder, &q.question, &top, &config.hipporag)
                     .await
                     .map_err(|e| e.to_string()),
@@ -647,4 +708,130 @@ async fn extractions_for(
         .iter()
         .filter_map(|(id, _)| by_id.remove(id))
         .collect())
+}
+
+/// Builds the HiRAG index the five modes share: the base graph from the dataset's triples
+/// (`base = "openie_cache"`, one chunk per passage) or from HiRAG's own chunking and extraction
+/// (`base = "extract"`: the LLM extractor with a `[chat]` model, else the rule extractor), then HiIndex,
+/// communities and reports. Reports of earlier runs are kept in the cache folder and reused when their
+/// input is unchanged.
+#[allow(clippy::too_many_arguments)]
+async fn build_hirag(
+    passages: &[(ChunkId, String)],
+    extractions: &[Extraction],
+    config: &Config,
+    embedder: Arc<dyn Embedder>,
+    chat: Option<Arc<dyn ChatModel>>,
+    progress: bool,
+    stages: &mut Stages,
+    notes: &mut Vec<String>,
+) -> Result<HiragIndex> {
+    let hc = &config.hirag;
+    let t = Instant::now();
+    let (chunks, hirag_extractions) = match hc.base {
+        BaseSource::OpenieCache => {
+            let chunker = Chunker::new(ChunkerConfig::hipporag())?;
+            let mut chunks = Vec::with_capacity(passages.len());
+            for (_, text) in passages {
+                chunks.extend(chunker.chunk(&Document::new(text.clone()))?);
+            }
+            let triples: Vec<(ChunkId, Vec<kgrag_types::Triple>)> = extractions
+                .iter()
+                .map(|e| (e.chunk_id.clone(), e.triples.clone()))
+                .collect();
+            (chunks, kgrag_hirag::openie_extractions(&triples))
+        }
+        BaseSource::Extract => {
+            let chunker = Chunker::new(ChunkerConfig::TokenWindow {
+                encoding: Encoding::O200kBase,
+                size: hc.chunk_token_size,
+                overlap: hc.chunk_overlap,
+            })?;
+            let mut chunks = Vec::new();
+            for (_, text) in passages {
+                chunks.extend(chunker.chunk(&Document::new(text.clone()))?);
+            }
+            let extractor: Box<dyn Extractor> = match (hc.extraction, &chat) {
+                (ExtractionMode::Llm, Some(chat)) => {
+                    Box::new(kgrag_openie::GraphRagExtractor::new(
+                        chat.clone(),
+                        kgrag_openie::GraphRagConfig {
+                            entity_types: hc.entity_types.clone(),
+                            max_gleaning: hc.max_gleaning,
+                            gleaning: hc.gleaning,
+                            ..kgrag_openie::GraphRagConfig::default()
+                        },
+                    ))
+                }
+                (ExtractionMode::Llm, None) => {
+                    notes.push(
+                        "hirag: no [chat] model configured, so extraction = \"rules\" (the offline kit)"
+                            .to_owned(),
+                    );
+                    Box::new(kgrag_openie::RuleExtractor)
+                }
+                (ExtractionMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
+            };
+            let store = ExtractionStore::open(config.cache_dir.join("extractions.redb"))?;
+            let (found, summary) = run_extraction(
+                extractor.as_ref(),
+                &chunks,
+                &store,
+                &RunnerConfig {
+                    progress,
+                    ..RunnerConfig::default()
+                },
+            )
+            .await?;
+            if !summary.failed.is_empty() {
+                notes.push(format!(
+                    "hirag: extraction failed for {} of {} chunks; they have no entities (a rerun retries them)",
+                    summary.failed.len(),
+                    chunks.len()
+                ));
+            }
+            (chunks, found)
+        }
+    };
+    stages.record("hirag_extraction", t.elapsed().as_secs_f64());
+
+    let reports_file = config.cache_dir.join("hirag-reports.json");
+    let previous: HashMap<String, kgrag_hirag::CommunityReport> = match std::fs::read(&reports_file)
+    {
+        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
+            notes.push(format!(
+                "hirag: {} could not be read ({e}); every community report is written again",
+                reports_file.display()
+            ));
+            HashMap::new()
+        }),
+        Err(_) => HashMap::new(),
+    };
+    let models = kgrag_hirag::Models {
+        embedder,
+        chat,
+        cheap_chat: None,
+    };
+    let index = HiragIndex::build(&chunks, &hirag_extractions, &models, hc, &previous).await?;
+    for (stage, secs) in &index.stats().secs {
+        stages.record(stage, *secs);
+    }
+    let bytes = serde_json::to_vec(&index.reports_by_hash())
+        .map_err(|e| KgragError::Config(format!("serialising HiRAG reports: {e}")))?;
+    kgrag_graph_store::persist::write_atomic(&reports_file, &bytes)?;
+    let s = index.stats();
+    eprintln!(
+        "kgrag: hirag graph: {} chunks, {} nodes per layer {:?}, {} relations, {} embedded entities, \
+         communities per level {:?}, reports {} written / {} reused {:?}",
+        s.chunks,
+        index.graph().node_count(),
+        s.entities_per_layer,
+        s.relations,
+        s.embedded_entities,
+        s.communities_per_level,
+        s.reports_written,
+        s.reports_reused,
+        s.report_outcomes
+    );
+    Ok(index)
 }

@@ -19,12 +19,17 @@
 //!
 //! [dense]
 //! qa_top_k = 5
+//!
+//! [hirag]                            # kgrag-hirag HiragConfig: every key of the HiRAG spec §2
+//! base = "openie_cache"              # the facade's default: HippoRAG 2's triples; "extract" chunks and extracts
+//! extraction = "llm"                 # with base = "extract": "llm" (needs [chat]; offline: rules) | "rules"
 //! ```
 
 use std::path::{Path, PathBuf};
 
 use kgrag_dense::DenseConfig;
 use kgrag_hipporag::HippoConfig;
+use kgrag_hirag::{BaseSource, HiragConfig};
 use kgrag_llm::{ChatConfig, EmbedderConfig, LocalEmbedderConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -34,6 +39,9 @@ use crate::{KgragError, Result};
 // Defaults that differ from the HippoRAG 2 spec's first values (`openie = "llm"`, a reader LLM): the facade
 // defaults to what runs offline — the dataset's OpenIE cache and the extractive reader when no chat model
 // is configured. With a `[chat]` model, `reader = "auto"` uses it; `openie = "llm"` must be asked for.
+// HiRAG's `base` defaults to `openie_cache` here (the library's default is `extract`): on a dataset with
+// an OpenIE cache, HiRAG then runs on the very triples and one-chunk-per-passage index HippoRAG 2 uses, so
+// the methods are compared on one graph; `base = "extract"` runs HiRAG's own chunking and extraction.
 
 /// How chunks that the dataset's OpenIE cache does not cover are extracted (HippoRAG 2 spec §2 `openie`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -81,6 +89,8 @@ pub struct Config {
     pub hipporag: HippoConfig,
     /// Dense retrieval.
     pub dense: DenseConfig,
+    /// HiRAG (all five modes share it).
+    pub hirag: HiragConfig,
 }
 
 impl Default for Config {
@@ -93,6 +103,10 @@ impl Default for Config {
             chat: None,
             hipporag: HippoConfig::default(),
             dense: DenseConfig::default(),
+            hirag: HiragConfig {
+                base: BaseSource::OpenieCache,
+                ..HiragConfig::default()
+            },
         }
     }
 }

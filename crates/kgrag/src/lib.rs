@@ -7,9 +7,11 @@
 //!
 //! The `kgrag` binary exposes it as `kgrag bench`; `cargo xtask bench` builds and runs that.
 //!
-//! Methods available: `dense` ([`kgrag_dense`]) and `hipporag2` ([`kgrag_hipporag`]). Without a chat model
-//! the whole pipeline runs offline: triples from the dataset's OpenIE cache (or the rule extractor),
-//! MiniLM embeddings on the CPU, HippoRAG 2 without its LLM filter, extractive answers.
+//! Methods available: `dense` ([`kgrag_dense`]), `hipporag2` ([`kgrag_hipporag`]) and HiRAG's five modes
+//! `hirag`, `hirag-local`, `hirag-global`, `hirag-bridge`, `hirag-nobridge` ([`kgrag_hirag`], one index
+//! shared by the five). Without a chat model the whole pipeline runs offline: triples from the dataset's
+//! OpenIE cache (or the rule extractor), MiniLM embeddings on the CPU, HippoRAG 2 without its LLM filter,
+//! HiRAG with extractive cluster summaries and community reports, extractive answers.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
@@ -20,6 +22,7 @@ pub use kgrag_dense as dense;
 pub use kgrag_eval as eval;
 pub use kgrag_graph_store as graph_store;
 pub use kgrag_hipporag as hipporag;
+pub use kgrag_hirag as hirag;
 pub use kgrag_llm as llm;
 pub use kgrag_openie as openie;
 pub use kgrag_types as types;
@@ -56,6 +59,9 @@ pub enum KgragError {
     /// HippoRAG 2 failed.
     #[error(transparent)]
     Hippo(#[from] kgrag_hipporag::HippoError),
+    /// HiRAG failed.
+    #[error(transparent)]
+    Hirag(#[from] kgrag_hirag::HiragError),
     /// Reading the OpenIE cache or extraction failed.
     #[error(transparent)]
     OpenIe(#[from] kgrag_openie::OpenIeError),

@@ -201,6 +201,13 @@ fn clean(s: &str) -> String {
         .to_owned()
 }
 
+/// HiRAG's name normalisation (spec hirag §4.3): cleaned as the parser cleans record fields (HTML
+/// entities unescaped, control characters dropped, trimmed, one pair of surrounding double quotes stripped),
+/// then upper-cased. Idempotent, so names the parser already produced pass through unchanged.
+pub fn normalise_name(s: &str) -> String {
+    clean(s).to_uppercase()
+}
+
 fn is_number(s: &str) -> bool {
     let t = s.strip_prefix(['-', '+']).unwrap_or(s);
     let (int, frac) = match t.split_once('.') {

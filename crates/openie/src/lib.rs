@@ -35,8 +35,8 @@ pub mod rules;
 pub mod runner;
 
 pub use graphrag::{
-    add_missing_endpoints, merge_entities, merge_relations, summarise_long_descriptions, Gleaning,
-    GraphRagConfig, GraphRagExtractor,
+    add_missing_endpoints, merge_entities, merge_relations, normalise_name,
+    summarise_long_descriptions, Gleaning, GraphRagConfig, GraphRagExtractor,
 };
 pub use hipporag::HippoOpenIe;
 pub use interop::{read_openie_file, write_openie_file, OpenIeDoc};

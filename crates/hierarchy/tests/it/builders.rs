@@ -358,7 +358,13 @@ async fn hirag_layers_stop_rule_and_graph_insertion() {
     let node = g.node(links.get(a.id).unwrap()).unwrap();
     assert_eq!((node.kind, node.layer), (NodeKind::Summary, 1));
     assert_eq!(links.relations, h.relations.len());
-    assert!(g.counts().edges_of(EdgeKind::Membership) >= 100);
+    // HiRAG's graph holds the member relations only (spec hirag §3, §5.5): no membership edges.
+    assert_eq!(g.counts().edges_of(EdgeKind::Membership), 0);
+    assert_eq!(links.memberships, 0);
+    assert_eq!(
+        g.counts().edge_pairs,
+        g.counts().edges_of(EdgeKind::Relation)
+    );
 }
 
 #[tokio::test]
@@ -442,6 +448,42 @@ async fn hirag_llm_summaries_resolve_endpoints_and_merge_names() {
     assert!(chat.requests().iter().all(|r| r.messages[0]
         .content
         .contains("Meta attributes: [organization, person")));
+    // The graph Leiden and the bridge path see: exactly the relations the summariser wrote — every member
+    // to EVERYTHING (weight 7), EVERYTHING to LATER (3) and to MYSTERY (2 from each of the five replies,
+    // merged by summing) — and no membership edge.
+    let mut g = KnowledgeGraph::new();
+    for b in five_groups() {
+        g.add_entity(&b.key, &b.name);
+    }
+    let links = h.insert_into(&mut g).unwrap();
+    assert_eq!(links.memberships, 0);
+    let mut edges: Vec<(String, String, f64)> = g
+        .edges()
+        .map(|(_, a, b, e)| {
+            assert!(!e.has(EdgeKind::Membership));
+            let (a, b) = (&g.node(a).unwrap().name, &g.node(b).unwrap().name);
+            let (a, b) = if a <= b { (a, b) } else { (b, a) };
+            (a.clone(), b.clone(), e.relation.as_ref().unwrap().weight)
+        })
+        .collect();
+    edges.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
+    let mut expected: Vec<(String, String, f64)> = five_groups()
+        .iter()
+        .map(|b| {
+            let (a, c) = if b.name.as_str() <= "EVERYTHING" {
+                (b.name.clone(), "EVERYTHING".to_owned())
+            } else {
+                ("EVERYTHING".to_owned(), b.name.clone())
+            };
+            (a, c, 7.0)
+        })
+        .chain([
+            ("EVERYTHING".to_owned(), "LATER".to_owned(), 3.0),
+            ("EVERYTHING".to_owned(), "MYSTERY".to_owned(), 10.0),
+        ])
+        .collect();
+    expected.sort_by(|x, y| (&x.0, &x.1).cmp(&(&y.0, &y.1)));
+    assert_eq!(edges, expected);
 }
 
 #[tokio::test]

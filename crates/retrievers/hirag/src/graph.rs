@@ -1,0 +1,387 @@
+//! HiRAG's graph as retrieval reads it: one flat undirected simple graph of base and summary entities
+//! (spec §3), nodes indexed in name order — so "neighbours in name order" is index order and the
+//! lexicographically first shortest path falls out of a plain breadth-first search — with adjacency lists,
+//! degrees and the edges' relation data. Built once from the [`KnowledgeGraph`] the index writes into.
+
+use std::collections::HashMap;
+
+use kgrag_graph_store::{KnowledgeGraph, NodeKind};
+use serde::{Deserialize, Serialize};
+
+use crate::config::BridgeEdges;
+
+/// A node: a base entity, a summary entity or an `UNKNOWN` relation endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HiNode {
+    /// Name (the node's identity in HiRAG).
+    pub name: String,
+    /// Entity type.
+    pub entity_type: String,
+    /// Description (merged parts joined by `<SEP>`).
+    pub description: String,
+    /// Source chunks as positions in [`HiragIndex::chunks`](crate::HiragIndex::chunks), ascending (= by
+    /// chunk id).
+    pub sources: Vec<u32>,
+    /// 0 for base entities, L ≥ 1 for summary entities created while summarising layer L − 1.
+    pub layer: u32,
+    /// Every `(level, community id)` the node belongs to, by level.
+    pub clusters: Vec<(u32, u32)>,
+    /// Whether the node is in the entity vectors (entity records and summary entities; not `UNKNOWN`
+    /// endpoints).
+    pub embedded: bool,
+}
+
+/// An edge between nodes `a < b`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HiEdge {
+    /// Lower endpoint (node index).
+    pub a: u32,
+    /// Higher endpoint.
+    pub b: u32,
+    /// Summed strength.
+    pub weight: f64,
+    /// Merged descriptions joined by `<SEP>`.
+    pub description: String,
+    /// o200k tokens of `description` (budgets are walked on these).
+    pub description_tokens: u32,
+    /// Source chunks (positions in the index's chunk list), ascending.
+    pub sources: Vec<u32>,
+    /// HiRAG's `order` (minimum of the merged records; 1).
+    pub order: u32,
+}
+
+/// The graph. See the module docs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HiGraph {
+    nodes: Vec<HiNode>,
+    edges: Vec<HiEdge>,
+    /// Per node: `(neighbour, edge)` ascending by neighbour.
+    adj: Vec<Vec<(u32, u32)>>,
+    #[serde(skip)]
+    by_name: HashMap<String, u32>,
+}
+
+impl HiGraph {
+    /// A graph from nodes and edges; nodes are re-ordered by name (then by their input position), edges
+    /// mapped accordingly and sorted by endpoints. Edges must join distinct existing nodes; a repeated pair
+    /// is an error.
+    pub fn new(nodes: Vec<HiNode>, edges: Vec<(usize, usize, HiEdge)>) -> crate::Result<Self> {
+        let mut order: Vec<usize> = (0..nodes.len()).collect();
+        order.sort_by(|&x, &y| nodes[x].name.cmp(&nodes[y].name).then(x.cmp(&y)));
+        let mut position = vec![0u32; nodes.len()];
+        for (new, &old) in order.iter().enumerate() {
+            position[old] = new as u32;
+        }
+        let mut slots: Vec<Option<HiNode>> = nodes.into_iter().map(Some).collect();
+        let nodes: Vec<HiNode> = order.iter().filter_map(|&o| slots[o].take()).collect();
+        let n = nodes.len();
+        let mut mapped = Vec::with_capacity(edges.len());
+        for (i, (x, y, mut e)) in edges.into_iter().enumerate() {
+            if x >= n || y >= n || x == y {
+                return Err(crate::HiragError::Input(format!(
+                    "edge {i} joins nodes {x} and {y} of a graph of {n} nodes"
+                )));
+            }
+            let (a, b) = (position[x].min(position[y]), position[x].max(position[y]));
+            e.a = a;
+            e.b = b;
+            mapped.push(e);
+        }
+        mapped.sort_by_key(|e| (e.a, e.b));
+        if let Some(w) = mapped
+            .windows(2)
+            .find(|w| (w[0].a, w[0].b) == (w[1].a, w[1].b))
+        {
+            return Err(crate::HiragError::Input(format!(
+                "the pair {:?} – {:?} has two edges",
+                nodes[w[0].a as usize].name, nodes[w[0].b as usize].name
+            )));
+        }
+        let mut g = Self {
+            nodes,
+            edges: mapped,
+            adj: Vec::new(),
+            by_name: HashMap::new(),
+        };
+        g.rebuild();
+        Ok(g)
+    }
+
+    /// Re-derives the adjacency and the name map (after deserialising).
+    pub fn rebuild(&mut self) {
+        let mut adj = vec![Vec::new(); self.nodes.len()];
+        for (i, e) in self.edges.iter().enumerate() {
+            adj[e.a as usize].push((e.b, i as u32));
+            adj[e.b as usize].push((e.a, i as u32));
+        }
+        for list in &mut adj {
+            list.sort_unstable();
+        }
+        self.adj = adj;
+        self.by_name = self
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i as u32))
+            .collect();
+    }
+
+    /// Copies the entity and summary nodes of `kg` (passages are not HiRAG nodes) and its relation edges.
+    /// `sources` maps a chunk id to its position in the index's chunk list (unknown chunks are dropped).
+    pub(crate) fn from_knowledge_graph(
+        kg: &KnowledgeGraph,
+        sources: &HashMap<String, u32>,
+        embedded: impl Fn(&str) -> bool,
+    ) -> crate::Result<Self> {
+        let map_sources = |s: &std::collections::BTreeSet<kgrag_types::ChunkId>| -> Vec<u32> {
+            let mut v: Vec<u32> = s
+                .iter()
+                .filter_map(|c| sources.get(c.as_str()).copied())
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let mut dense: HashMap<kgrag_graph_store::NodeIndex, usize> = HashMap::new();
+        let mut nodes = Vec::new();
+        for idx in kg.node_indices() {
+            let Some(n) = kg.node(idx) else { continue };
+            if n.kind == NodeKind::Passage {
+                continue;
+            }
+            dense.insert(idx, nodes.len());
+            nodes.push(HiNode {
+                name: n.name.clone(),
+                entity_type: n.entity_type.clone(),
+                description: n.description.clone(),
+                sources: map_sources(&n.sources),
+                layer: n.layer,
+                clusters: Vec::new(),
+                embedded: embedded(&n.name),
+            });
+        }
+        let mut edges = Vec::new();
+        for (_, x, y, e) in kg.edges() {
+            let (Some(&a), Some(&b), Some(r)) = (dense.get(&x), dense.get(&y), e.relation.as_ref())
+            else {
+                continue;
+            };
+            edges.push((
+                a,
+                b,
+                HiEdge {
+                    a: 0,
+                    b: 0,
+                    weight: r.weight,
+                    description: r.description.clone(),
+                    description_tokens: crate::tokens(&r.description) as u32,
+                    sources: map_sources(&r.sources),
+                    order: r.order,
+                },
+            ));
+        }
+        Self::new(nodes, edges)
+    }
+
+    /// Number of nodes.
+    pub fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// The nodes, in name order.
+    pub fn nodes(&self) -> &[HiNode] {
+        &self.nodes
+    }
+
+    /// The edges, by endpoints.
+    pub fn edges(&self) -> &[HiEdge] {
+        &self.edges
+    }
+
+    /// Node `i`.
+    pub fn node(&self, i: u32) -> Option<&HiNode> {
+        self.nodes.get(i as usize)
+    }
+
+    /// Edge `i`.
+    pub fn edge(&self, i: u32) -> Option<&HiEdge> {
+        self.edges.get(i as usize)
+    }
+
+    pub(crate) fn node_mut(&mut self, i: usize) -> Option<&mut HiNode> {
+        self.nodes.get_mut(i)
+    }
+
+    /// The node named `name`.
+    pub fn find(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
+    /// `(neighbour, edge)` pairs of node `i`, ascending by neighbour (= name order).
+    pub fn neighbours(&self, i: u32) -> &[(u32, u32)] {
+        self.adj.get(i as usize).map_or(&[], Vec::as_slice)
+    }
+
+    /// Number of edges at node `i`.
+    pub fn degree(&self, i: u32) -> usize {
+        self.neighbours(i).len()
+    }
+
+    /// The edge joining `a` and `b`, if any.
+    pub fn edge_between(&self, a: u32, b: u32) -> Option<u32> {
+        let list = self.neighbours(a);
+        list.binary_search_by_key(&b, |&(n, _)| n)
+            .ok()
+            .map(|p| list[p].1)
+    }
+}
+
+/// A bridge path (spec §7.2 step 5): node sequence (nodes may repeat) and the positions `i` where
+/// `nodes[i] → nodes[i + 1]` jumps over a gap with no path.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BridgePath {
+    /// The nodes in order.
+    pub nodes: Vec<u32>,
+    /// Jump positions, ascending.
+    pub jumps: Vec<usize>,
+}
+
+impl HiGraph {
+    /// The path through `keys` in order: from each key entity to the next the lexicographically first
+    /// unweighted shortest path is appended without repeating the joint node; where no path exists the
+    /// next key is appended as a jump and the walk goes on from it. No key: empty; one key: that node.
+    pub fn bridge_path(&self, keys: &[u32]) -> BridgePath {
+        let Some((&first, rest)) = keys.split_first() else {
+            return BridgePath::default();
+        };
+        let mut bfs = Bfs::new(self.node_count());
+        let mut out = BridgePath {
+            nodes: vec![first],
+            jumps: Vec::new(),
+        };
+        let mut current = first;
+        for &next in rest {
+            match bfs.path(self, current, next) {
+                Some(p) => out.nodes.extend_from_slice(&p[1..]),
+                None => {
+                    out.jumps.push(out.nodes.len() - 1);
+                    out.nodes.push(next);
+                }
+            }
+            current = next;
+        }
+        out
+    }
+
+    /// The bridge's edges (spec §7.2 step 6), de-duplicated and ranked by [`rank_edges`](Self::rank_edges):
+    /// every edge among the path's nodes, or only those between consecutive nodes (never across a jump).
+    pub fn bridge_edges(&self, path: &BridgePath, rule: BridgeEdges) -> Vec<u32> {
+        let mut edges: Vec<u32> = match rule {
+            BridgeEdges::AllAmongPathNodes => {
+                let mut nodes: Vec<u32> = path.nodes.clone();
+                nodes.sort_unstable();
+                nodes.dedup();
+                nodes
+                    .iter()
+                    .flat_map(|&u| {
+                        self.neighbours(u)
+                            .iter()
+                            .filter(|&&(v, _)| u < v && nodes.binary_search(&v).is_ok())
+                            .map(|&(_, e)| e)
+                            .collect::<Vec<_>>()
+                    })
+                    .collect()
+            }
+            BridgeEdges::PathOnly => path
+                .nodes
+                .windows(2)
+                .enumerate()
+                .filter(|(i, _)| path.jumps.binary_search(i).is_err())
+                .filter_map(|(_, w)| self.edge_between(w[0], w[1]))
+                .collect(),
+        };
+        self.rank_edges(&mut edges);
+        edges
+    }
+
+    /// De-duplicates `edges` and orders them as HiRAG ranks relations: degree sum (`rank`) descending,
+    /// weight descending, then the endpoints' names ascending.
+    pub fn rank_edges(&self, edges: &mut Vec<u32>) {
+        edges.sort_unstable();
+        edges.dedup();
+        let key = |e: u32| {
+            self.edge(e).map_or((0, 0.0, 0, 0), |x| {
+                (self.degree(x.a) + self.degree(x.b), x.weight, x.a, x.b)
+            })
+        };
+        edges.sort_by(|&x, &y| {
+            let (rx, wx, ax, bx) = key(x);
+            let (ry, wy, ay, by) = key(y);
+            ry.cmp(&rx)
+                .then(wy.total_cmp(&wx))
+                .then((ax, bx).cmp(&(ay, by)))
+        });
+    }
+}
+
+/// Breadth-first search with scratch space reused across calls (one per query).
+pub(crate) struct Bfs {
+    parent: Vec<u32>,
+    stamp: Vec<u32>,
+    round: u32,
+    queue: Vec<u32>,
+}
+
+impl Bfs {
+    pub(crate) fn new(n: usize) -> Self {
+        Self {
+            parent: vec![0; n],
+            stamp: vec![0; n],
+            round: 0,
+            queue: Vec::new(),
+        }
+    }
+
+    /// The lexicographically first unweighted shortest path from `from` to `to` (both included): neighbours
+    /// are expanded in name (= index) order and the first discovery of a node fixes its parent. `None` when
+    /// `to` is unreachable.
+    pub(crate) fn path(&mut self, g: &HiGraph, from: u32, to: u32) -> Option<Vec<u32>> {
+        if from == to {
+            return Some(vec![from]);
+        }
+        self.round = self.round.wrapping_add(1);
+        if self.round == 0 {
+            self.stamp.iter_mut().for_each(|s| *s = 0);
+            self.round = 1;
+        }
+        let round = self.round;
+        self.queue.clear();
+        self.queue.push(from);
+        self.stamp[from as usize] = round;
+        self.parent[from as usize] = from;
+        let mut head = 0;
+        while head < self.queue.len() {
+            let u = self.queue[head];
+            head += 1;
+            for &(v, _) in g.neighbours(u) {
+                if self.stamp[v as usize] == round {
+                    continue;
+                }
+                self.stamp[v as usize] = round;
+                self.parent[v as usize] = u;
+                if v == to {
+                    let mut path = vec![to];
+                    let mut cur = to;
+                    while cur != from {
+                        cur = self.parent[cur as usize];
+                        path.push(cur);
+                    }
+                    path.reverse();
+                    return Some(path);
+                }
+                self.queue.push(v);
+            }
+        }
+        None
+    }
+}

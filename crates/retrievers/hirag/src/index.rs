@@ -1,0 +1,779 @@
+//! Building HiRAG's index (spec §4–§6): merge the extracted records, summarise long descriptions, build the
+//! HiIndex layers, write everything into one graph, embed the entities, run hierarchical Leiden and write
+//! the community reports.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use kgrag_community::report::{
+    generate_reports, CommunityInput, Report, ReportEntity, ReportRelation,
+};
+use kgrag_community::{community_schema, hierarchical_leiden, Graph};
+use kgrag_graph_store::{EmbeddingStore, EntityRecord, KnowledgeGraph, NodeKind, RelationFacet};
+use kgrag_hierarchy::{
+    build_hirag, embed_texts, BaseEntity, BaseRelation, ClusterSummarizer,
+    ExtractiveClusterSummarizer, HNodeKind, Hierarchy, LlmClusterSummarizer,
+};
+use kgrag_openie::graphrag::MERGE_SEPARATOR;
+use kgrag_openie::{
+    add_missing_endpoints, merge_entities, merge_relations, normalise_name,
+    summarise_long_descriptions,
+};
+use kgrag_text::{Encoding, ExtractiveSummarizer};
+use kgrag_types::{
+    ChatModel, Chunk, ChunkId, DocId, Embedder, Entity, EntityId, Extraction, Outcome, Relation,
+    Summarizer,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{BaseSource, ClusterDescription, HiragConfig};
+use crate::graph::HiGraph;
+use crate::summarize::{CountingChat, LlmDescriptionSummarizer};
+use crate::{HiragError, Result};
+
+/// The models an index build uses.
+#[derive(Clone)]
+pub struct Models {
+    /// Embeds entity descriptions (clustering), `name + description` (entity vectors) and the extractive
+    /// summaries' sentences.
+    pub embedder: Arc<dyn Embedder>,
+    /// The "best" model: cluster summaries and community reports (none: extractive, offline).
+    pub chat: Option<Arc<dyn ChatModel>>,
+    /// The "cheap" model for long-description summaries (none: `chat`, else extractive).
+    pub cheap_chat: Option<Arc<dyn ChatModel>>,
+}
+
+/// A chunk as the index keeps it (the reference's `kv_store_text_chunks` record).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChunkRecord {
+    /// Chunk id.
+    pub id: ChunkId,
+    /// The document it was cut from.
+    pub doc: DocId,
+    /// Position in its document.
+    pub order: usize,
+    /// Tokens of the chunk's window.
+    pub tokens: usize,
+    /// The text.
+    pub content: String,
+    /// o200k tokens of `content` (the text-unit budget walks on these).
+    pub content_tokens: u32,
+}
+
+/// A community with its report (spec §3 "Community", §6).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommunityRecord {
+    /// Id (unique across levels).
+    pub id: u32,
+    /// Level (0 = coarsest).
+    pub level: u32,
+    /// `Cluster <id>`.
+    pub title: String,
+    /// Member nodes (graph indices), ascending.
+    pub nodes: Vec<u32>,
+    /// Every edge incident to a member, as node pairs, ascending.
+    pub edges: Vec<(u32, u32)>,
+    /// Union of the members' source chunks (positions in the chunk list), ascending.
+    pub chunk_ids: Vec<u32>,
+    /// |chunk_ids| / the largest |chunk_ids| of any community.
+    pub occurrence: f64,
+    /// The community it was split from.
+    pub parent: Option<u32>,
+    /// Communities one level deeper split from it.
+    pub sub_communities: Vec<u32>,
+    /// The report.
+    pub report: Report,
+    /// The rendered report (`# title …`).
+    pub report_string: String,
+    /// o200k tokens of `report_string`.
+    pub report_tokens: u32,
+}
+
+/// Model usage of one stage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StageUsage {
+    /// Calls made (cache hits included).
+    pub calls: u64,
+    /// Calls that failed.
+    pub failures: u64,
+    /// Calls answered from the response cache.
+    pub cache_hits: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+}
+
+/// What a build made and what it cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct IndexStats {
+    /// Chunks indexed.
+    pub chunks: usize,
+    /// Entity records and relation records read from the extractions.
+    pub records: (usize, usize),
+    /// Records skipped (empty names after normalisation, self-relations).
+    pub skipped_records: usize,
+    /// Relation endpoints no entity record named (`UNKNOWN` nodes), from extraction.
+    pub unknown_endpoints: usize,
+    /// Long descriptions summarised (§4.5) or, for `openie_cache`, shortened to the budget.
+    pub descriptions_summarised: usize,
+    /// Description summaries that fell back to the extractive summary.
+    pub description_fallbacks: u64,
+    /// Graph nodes per layer (0 = base entities, including `UNKNOWN` endpoints).
+    pub entities_per_layer: Vec<usize>,
+    /// Nodes per HiIndex layer as the hierarchy built them (layer 0 = clustered base entities).
+    pub hierarchy_layers: Vec<usize>,
+    /// Summaries per outcome (`llm`, `retried`, `fallback`, `extractive`) over all layers.
+    pub summary_outcomes: BTreeMap<String, usize>,
+    /// Graph edges (relations, member relations included).
+    pub relations: usize,
+    /// Nodes in the entity vectors.
+    pub embedded_entities: usize,
+    /// Communities per level.
+    pub communities_per_level: Vec<usize>,
+    /// Reports written (not reused).
+    pub reports_written: usize,
+    /// Reports reused from the previous build.
+    pub reports_reused: usize,
+    /// Reports per outcome.
+    pub report_outcomes: BTreeMap<String, usize>,
+    /// Model usage per stage (`extraction`, `descriptions`, `hierarchy`, `reports`).
+    pub llm: BTreeMap<String, StageUsage>,
+    /// Seconds per stage.
+    #[serde(skip)]
+    pub secs: BTreeMap<String, f64>,
+}
+
+/// The base graph's records after HiRAG's merge (spec §4.3–§4.4), before long descriptions are summarised.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MergedRecords {
+    /// One entity per name, in first-seen order, then the `UNKNOWN` endpoints.
+    pub entities: Vec<Entity>,
+    /// One relation per unordered pair (sorted), self-relations dropped.
+    pub relations: Vec<Relation>,
+    /// Names that some entity record gave (the rest of `entities` are `UNKNOWN` endpoints).
+    pub record_names: Vec<String>,
+    /// Per name, the description of the first record of the last chunk naming it (spec §5.1).
+    pub last_first: HashMap<String, String>,
+    /// Entity and relation records read.
+    pub records: (usize, usize),
+    /// Records skipped (empty names, self-relations).
+    pub skipped_records: usize,
+    /// `UNKNOWN` endpoints added.
+    pub unknown_endpoints: usize,
+    /// The extractions' own model usage.
+    pub extraction_usage: StageUsage,
+}
+
+/// Merges the records of `extractions`, walked in the order of `chunks` (a chunk without an extraction
+/// adds nothing; repeated chunks count once). `base = "extract"` names go through HiRAG's normalisation
+/// and empty names are skipped; `openie_cache` phrases are kept as they are (HippoRAG's, the empty
+/// phrase included, so the entities are HippoRAG's phrase nodes one for one).
+pub fn merge_records(
+    chunks: &[Chunk],
+    extractions: &[Extraction],
+    base: BaseSource,
+) -> MergedRecords {
+    let mut out = MergedRecords::default();
+    let by_chunk: HashMap<&ChunkId, &Extraction> =
+        extractions.iter().map(|e| (&e.chunk_id, e)).collect();
+    let normalise = |s: &str| -> String {
+        match base {
+            BaseSource::Extract => normalise_name(s),
+            BaseSource::OpenieCache => s.to_owned(),
+        }
+    };
+    let mut entity_records: Vec<Entity> = Vec::new();
+    let mut relation_records: Vec<Relation> = Vec::new();
+    let mut done_chunks = HashSet::new();
+    for c in chunks {
+        if !done_chunks.insert(&c.id) {
+            continue;
+        }
+        let Some(e) = by_chunk.get(&c.id) else {
+            continue;
+        };
+        out.extraction_usage.calls += e.diagnostics.llm_calls;
+        out.extraction_usage.prompt_tokens += e.diagnostics.prompt_tokens;
+        out.extraction_usage.completion_tokens += e.diagnostics.completion_tokens;
+        out.records.0 += e.entities.len();
+        out.records.1 += e.relations.len();
+        let mut first_here: HashMap<String, String> = HashMap::new();
+        for r in &e.entities {
+            let name = normalise(&r.name);
+            if name.is_empty() && base == BaseSource::Extract {
+                out.skipped_records += 1;
+                continue;
+            }
+            first_here
+                .entry(name.clone())
+                .or_insert_with(|| r.description.clone());
+            entity_records.push(Entity {
+                name,
+                entity_type: normalise(&r.entity_type),
+                ..r.clone()
+            });
+        }
+        out.last_first.extend(first_here);
+        for r in &e.relations {
+            let (s, t) = (normalise(&r.source), normalise(&r.target));
+            if s == t || (base == BaseSource::Extract && (s.is_empty() || t.is_empty())) {
+                out.skipped_records += 1;
+                continue;
+            }
+            relation_records.push(Relation {
+                source: s,
+                target: t,
+                ..r.clone()
+            });
+        }
+    }
+    out.entities = merge_entities(&entity_records);
+    out.relations = merge_relations(&relation_records);
+    out.record_names = out.entities.iter().map(|e| e.name.clone()).collect();
+    out.unknown_endpoints = add_missing_endpoints(&mut out.entities, &out.relations);
+    out
+}
+
+/// HiRAG's index. See the crate docs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HiragIndex {
+    config: HiragConfig,
+    chunks: Vec<ChunkRecord>,
+    graph: HiGraph,
+    entity_vectors: EmbeddingStore,
+    /// Row of the entity store → node index.
+    entity_rows: Vec<u32>,
+    hierarchy: Hierarchy,
+    communities: Vec<CommunityRecord>,
+    #[serde(skip)]
+    community_pos: HashMap<u32, usize>,
+    stats: IndexStats,
+}
+
+fn outcome_name(o: Outcome) -> String {
+    serde_json::to_value(o)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+/// Whole `<SEP>` parts of `description` while they fit `budget` o200k tokens (the first part always).
+fn keep_parts(description: &str, budget: usize) -> (String, bool) {
+    let mut kept: Vec<&str> = Vec::new();
+    let mut used = 0;
+    let parts: Vec<&str> = description.split(MERGE_SEPARATOR).collect();
+    for p in &parts {
+        used += crate::tokens(p);
+        if used > budget && !kept.is_empty() {
+            break;
+        }
+        kept.push(p);
+    }
+    let cut = kept.len() < parts.len();
+    (kept.join(MERGE_SEPARATOR), cut)
+}
+
+fn record_stage(stats: &mut IndexStats, stage: &str, started: Instant) {
+    let secs = started.elapsed().as_secs_f64();
+    *stats.secs.entry(stage.to_owned()).or_default() += secs;
+}
+
+impl HiragIndex {
+    /// Builds the index from `chunks` and their extractions (any order; a chunk without an extraction
+    /// contributes its text only). Entity names go through HiRAG's normalisation for `base = "extract"`;
+    /// `openie_cache` records (from [`openie_extractions`](crate::openie_extractions)) keep HippoRAG's
+    /// phrases. `previous_reports` (keyed by input hash, e.g. [`HiragIndex::reports_by_hash`] of an
+    /// earlier build) are reused where a community's input is unchanged.
+    pub async fn build(
+        chunks: &[Chunk],
+        extractions: &[Extraction],
+        models: &Models,
+        config: &HiragConfig,
+        previous_reports: &HashMap<String, Report>,
+    ) -> Result<Self> {
+        config.validate()?;
+        let mut stats = IndexStats::default();
+
+        // Chunks, sorted by id (so sorted source sets are ascending positions).
+        let started = Instant::now();
+        let mut records: Vec<ChunkRecord> = Vec::new();
+        let mut seen = HashSet::new();
+        for c in chunks {
+            if seen.insert(c.id.clone()) {
+                records.push(ChunkRecord {
+                    id: c.id.clone(),
+                    doc: c.doc_id.clone(),
+                    order: c.order,
+                    tokens: c.tokens,
+                    content: c.text.clone(),
+                    content_tokens: crate::tokens(&c.text) as u32,
+                });
+            }
+        }
+        records.sort_by(|a, b| a.id.cmp(&b.id));
+        let chunk_pos: HashMap<String, u32> = records
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id.as_str().to_owned(), i as u32))
+            .collect();
+        stats.chunks = records.len();
+
+        // §4.3–4.4: records in chunk order, names normalised, then merged.
+        let MergedRecords {
+            mut entities,
+            mut relations,
+            record_names,
+            last_first,
+            records: record_counts,
+            skipped_records,
+            unknown_endpoints,
+            extraction_usage,
+        } = merge_records(chunks, extractions, config.base);
+        let record_names: HashSet<String> = record_names.into_iter().collect();
+        stats.records = record_counts;
+        stats.skipped_records = skipped_records;
+        stats.unknown_endpoints = unknown_endpoints;
+        stats.llm.insert("extraction".into(), extraction_usage);
+        record_stage(&mut stats, "hirag_merge", started);
+
+        // §4.5: long descriptions.
+        let started = Instant::now();
+        let text = Arc::new(ExtractiveSummarizer::new(
+            models.embedder.clone(),
+            Encoding::O200kBase,
+        ));
+        match config.base {
+            BaseSource::Extract => {
+                let cheap = models.cheap_chat.clone().or_else(|| models.chat.clone());
+                let counted = cheap.map(|c| Arc::new(CountingChat::new(c)));
+                let llm = counted.as_ref().map(|c| {
+                    LlmDescriptionSummarizer::new(c.clone() as Arc<dyn ChatModel>, text.clone())
+                });
+                let summarizer: &dyn Summarizer = match &llm {
+                    Some(l) => l,
+                    None => text.as_ref(),
+                };
+                stats.descriptions_summarised = summarise_long_descriptions(
+                    &mut entities,
+                    &mut relations,
+                    summarizer,
+                    config.summary_trigger_tokens,
+                )
+                .await
+                .map_err(|e| HiragError::Model(format!("summarising long descriptions: {e}")))?;
+                stats.description_fallbacks = llm.as_ref().map_or(0, |l| l.fallbacks());
+                if let Some(c) = &counted {
+                    stats.llm.insert("descriptions".into(), c.usage());
+                }
+            }
+            BaseSource::OpenieCache => {
+                for e in &mut entities {
+                    let (kept, cut) = keep_parts(&e.description, config.openie_description_tokens);
+                    if cut {
+                        e.description = kept;
+                        stats.descriptions_summarised += 1;
+                    }
+                }
+            }
+        }
+        record_stage(&mut stats, "hirag_descriptions", started);
+
+        // The base graph.
+        let mut kg = KnowledgeGraph::new();
+        for e in &entities {
+            kg.upsert_entity(EntityRecord {
+                key: EntityId::from_content(&e.name).as_str().to_owned(),
+                name: e.name.clone(),
+                entity_type: e.entity_type.clone(),
+                description: e.description.clone(),
+                sources: e.source_chunks.clone(),
+                layer: 0,
+                kind: Some(NodeKind::Entity),
+            })?;
+        }
+        for r in &relations {
+            let key = |n: &str| EntityId::from_content(n).as_str().to_owned();
+            let (Some(a), Some(b)) = (kg.find(&key(&r.source)), kg.find(&key(&r.target))) else {
+                return Err(HiragError::Input(format!(
+                    "relation {:?} – {:?} has an endpoint that is not in the graph",
+                    r.source, r.target
+                )));
+            };
+            kg.upsert_relation(
+                a,
+                b,
+                RelationFacet {
+                    description: r.description.clone(),
+                    keywords: r.keywords.clone(),
+                    weight: if r.weight.is_finite() { r.weight } else { 1.0 },
+                    sources: r.source_chunks.clone(),
+                    order: 1,
+                },
+            )?;
+        }
+
+        // §5: HiIndex over the entity records (not the UNKNOWN endpoints).
+        let started = Instant::now();
+        let base_list: Vec<&Entity> = entities
+            .iter()
+            .filter(|e| record_names.contains(&e.name))
+            .collect();
+        let base_pos: HashMap<&str, usize> = base_list
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (e.name.as_str(), i))
+            .collect();
+        let cluster_texts: Vec<String> = base_list
+            .iter()
+            .map(|e| {
+                let t = match config.cluster_description {
+                    ClusterDescription::LastChunkFirstRecord => last_first
+                        .get(&e.name)
+                        .cloned()
+                        .unwrap_or_else(|| e.description.clone()),
+                    ClusterDescription::Merged => e.description.clone(),
+                };
+                if t.trim().is_empty() {
+                    e.name.clone()
+                } else {
+                    t
+                }
+            })
+            .collect();
+        let vectors = embed_texts(
+            models.embedder.as_ref(),
+            &cluster_texts,
+            config.embed_batch,
+            "entity descriptions",
+        )
+        .await?;
+        let base: Vec<BaseEntity> = base_list
+            .iter()
+            .zip(vectors)
+            .map(|(e, v)| BaseEntity {
+                key: EntityId::from_content(&e.name).as_str().to_owned(),
+                name: e.name.clone(),
+                entity_type: e.entity_type.clone(),
+                description: e.description.clone(),
+                sources: e.source_chunks.iter().cloned().collect(),
+                embedding: v,
+            })
+            .collect();
+        let base_relations: Vec<BaseRelation> = relations
+            .iter()
+            .filter_map(|r| {
+                Some(BaseRelation {
+                    source: *base_pos.get(r.source.as_str())?,
+                    target: *base_pos.get(r.target.as_str())?,
+                    description: r.description.clone(),
+                })
+            })
+            .collect();
+        let cluster_chat = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
+        let extractive = ExtractiveClusterSummarizer::new(text.clone());
+        let llm_clusters = cluster_chat.as_ref().map(|c| {
+            LlmClusterSummarizer::new(c.clone() as Arc<dyn ChatModel>, extractive.clone())
+        });
+        let summarizer: &dyn ClusterSummarizer = match &llm_clusters {
+            Some(l) => l,
+            None => &extractive,
+        };
+        let hierarchy = build_hirag(
+            base,
+            &base_relations,
+            models.embedder.as_ref(),
+            summarizer,
+            &config.hierarchy(),
+        )
+        .await?;
+        if let Some(c) = &cluster_chat {
+            stats.llm.insert("hierarchy".into(), c.usage());
+        }
+        for log in &hierarchy.log {
+            for (k, v) in &log.outcomes {
+                *stats.summary_outcomes.entry(k.clone()).or_default() += v;
+            }
+        }
+        stats.hierarchy_layers = hierarchy.layer_sizes();
+        hierarchy.insert_into(&mut kg)?;
+        record_stage(&mut stats, "hirag_hierarchy", started);
+
+        // The retrieval graph: entity records and summary entities are embedded, UNKNOWN endpoints not.
+        let summary_names: HashSet<&str> = hierarchy
+            .layers
+            .iter()
+            .skip(1)
+            .flatten()
+            .filter(|n| n.kind == HNodeKind::Attribute)
+            .map(|n| n.name.as_str())
+            .collect();
+        let mut graph = HiGraph::from_knowledge_graph(&kg, &chunk_pos, |name| {
+            record_names.contains(name) || summary_names.contains(name)
+        })?;
+        drop(kg);
+        let max_layer = graph.nodes().iter().map(|n| n.layer).max().unwrap_or(0);
+        stats.entities_per_layer = vec![0; max_layer as usize + 1];
+        for n in graph.nodes() {
+            stats.entities_per_layer[n.layer as usize] += 1;
+        }
+        stats.relations = graph.edges().len();
+
+        // Entity vectors: `name + description`, every embedded node, in name order.
+        let started = Instant::now();
+        let mut entity_vectors = EmbeddingStore::new("hirag-entities");
+        let items: Vec<(String, String)> = graph
+            .nodes()
+            .iter()
+            .filter(|n| n.embedded)
+            .map(|n| {
+                (
+                    format!("ent-{}", kgrag_types::md5_hex(n.name.as_bytes())),
+                    format!("{}{}", n.name, n.description),
+                )
+            })
+            .collect();
+        entity_vectors
+            .insert(&items, models.embedder.as_ref(), config.embed_batch, |_| {})
+            .await?;
+        let mut entity_rows = vec![u32::MAX; entity_vectors.len()];
+        for (i, n) in graph.nodes().iter().enumerate() {
+            if !n.embedded {
+                continue;
+            }
+            let key = format!("ent-{}", kgrag_types::md5_hex(n.name.as_bytes()));
+            if let Some(row) = entity_vectors.row(&key) {
+                entity_rows[row] = i as u32;
+            }
+        }
+        stats.embedded_entities = entity_vectors.len();
+        record_stage(&mut stats, "hirag_entity_vectors", started);
+
+        // §6.1–6.2: hierarchical Leiden over the whole graph (its largest component) and the schema.
+        let started = Instant::now();
+        let edges: Vec<(usize, usize, f64)> = graph
+            .edges()
+            .iter()
+            .map(|e| {
+                let w = if e.weight.is_finite() && e.weight > 0.0 {
+                    e.weight
+                } else {
+                    0.0
+                };
+                (e.a as usize, e.b as usize, w)
+            })
+            .collect();
+        let cgraph = Graph::from_edges(graph.node_count(), &edges)?;
+        let hier = hierarchical_leiden(&cgraph, &config.leiden())?;
+        let sources: Vec<Vec<String>> = graph
+            .nodes()
+            .iter()
+            .map(|n| {
+                n.sources
+                    .iter()
+                    .map(|&s| records[s as usize].id.as_str().to_owned())
+                    .collect()
+            })
+            .collect();
+        let schema = community_schema(&cgraph, &hier, &sources);
+        let mut clusters: Vec<Vec<(u32, u32)>> = vec![Vec::new(); graph.node_count()];
+        for r in &hier.records {
+            clusters[r.node].push((r.level as u32, r.cluster as u32));
+        }
+        for (i, c) in clusters.into_iter().enumerate() {
+            if let Some(n) = graph.node_mut(i) {
+                n.clusters = c;
+            }
+        }
+        record_stage(&mut stats, "hirag_communities", started);
+
+        // §6.3–6.4: reports, deepest level first, reused when unchanged.
+        let started = Instant::now();
+        let inputs: Vec<CommunityInput> = schema
+            .iter()
+            .map(|c| CommunityInput {
+                id: c.id,
+                level: c.level,
+                entities: c
+                    .nodes
+                    .iter()
+                    .filter_map(|&v| {
+                        let n = graph.node(v as u32)?;
+                        Some(ReportEntity {
+                            name: n.name.clone(),
+                            entity_type: n.entity_type.clone(),
+                            description: n.description.clone(),
+                            degree: graph.degree(v as u32),
+                        })
+                    })
+                    .collect(),
+                relations: c
+                    .edges
+                    .iter()
+                    .filter_map(|&(a, b)| {
+                        let e = graph.edge(graph.edge_between(a as u32, b as u32)?)?;
+                        Some(ReportRelation {
+                            source: graph.node(a as u32)?.name.clone(),
+                            target: graph.node(b as u32)?.name.clone(),
+                            description: e.description.clone(),
+                            rank: graph.degree(a as u32) + graph.degree(b as u32),
+                        })
+                    })
+                    .collect(),
+                sub_communities: c.sub_communities.clone(),
+                occurrence: c.occurrence,
+            })
+            .collect();
+        let report_chat = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
+        let reports = generate_reports(
+            &inputs,
+            report_chat.as_deref().map(|c| c as &dyn ChatModel),
+            &text,
+            previous_reports,
+            config.report_context_tokens,
+            config.concurrency,
+        )
+        .await?;
+        if let Some(c) = &report_chat {
+            stats.llm.insert("reports".into(), c.usage());
+        }
+        let mut communities = Vec::with_capacity(schema.len());
+        let mut per_level: BTreeMap<u32, usize> = BTreeMap::new();
+        for c in schema {
+            let Some(report) = reports.get(&c.id).cloned() else {
+                return Err(HiragError::Input(format!(
+                    "community {} got no report",
+                    c.id
+                )));
+            };
+            if report.reused {
+                stats.reports_reused += 1;
+            } else {
+                stats.reports_written += 1;
+            }
+            *stats
+                .report_outcomes
+                .entry(outcome_name(report.outcome))
+                .or_default() += 1;
+            *per_level.entry(c.level as u32).or_default() += 1;
+            let report_string = report.render();
+            let chunk_ids: BTreeSet<u32> = c
+                .chunk_ids
+                .iter()
+                .filter_map(|id| chunk_pos.get(id).copied())
+                .collect();
+            communities.push(CommunityRecord {
+                id: c.id as u32,
+                level: c.level as u32,
+                title: c.title,
+                nodes: c.nodes.iter().map(|&v| v as u32).collect(),
+                edges: c.edges.iter().map(|&(a, b)| (a as u32, b as u32)).collect(),
+                chunk_ids: chunk_ids.into_iter().collect(),
+                occurrence: c.occurrence,
+                parent: c.parent.map(|p| p as u32),
+                sub_communities: c.sub_communities.iter().map(|&s| s as u32).collect(),
+                report_tokens: crate::tokens(&report_string) as u32,
+                report_string,
+                report,
+            });
+        }
+        stats.communities_per_level = per_level.values().copied().collect();
+        record_stage(&mut stats, "hirag_reports", started);
+
+        let mut index = Self {
+            config: config.clone(),
+            chunks: records,
+            graph,
+            entity_vectors,
+            entity_rows,
+            hierarchy,
+            communities,
+            community_pos: HashMap::new(),
+            stats,
+        };
+        index.rebuild_lookups();
+        Ok(index)
+    }
+
+    fn rebuild_lookups(&mut self) {
+        self.graph.rebuild();
+        self.community_pos = self
+            .communities
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i))
+            .collect();
+    }
+
+    /// Writes the index to `path` (checksummed, atomic).
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        kgrag_graph_store::persist::save(path, "hirag-index", 1, self)?;
+        Ok(())
+    }
+
+    /// Reads an index written by [`save`](Self::save).
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let mut index: Self = kgrag_graph_store::persist::load(path, "hirag-index", 1)?;
+        index.rebuild_lookups();
+        Ok(index)
+    }
+
+    /// The settings the index was built with (retrieval reads its budgets from here).
+    pub fn config(&self) -> &HiragConfig {
+        &self.config
+    }
+
+    /// The chunks, sorted by id.
+    pub fn chunks(&self) -> &[ChunkRecord] {
+        &self.chunks
+    }
+
+    /// The graph.
+    pub fn graph(&self) -> &HiGraph {
+        &self.graph
+    }
+
+    /// The entity vectors (`name + description`, keys `ent-<md5(name)>`).
+    pub fn entity_vectors(&self) -> &EmbeddingStore {
+        &self.entity_vectors
+    }
+
+    /// The graph node of entity-vector row `row`.
+    pub fn entity_of_row(&self, row: usize) -> Option<u32> {
+        self.entity_rows
+            .get(row)
+            .copied()
+            .filter(|&n| n != u32::MAX)
+    }
+
+    /// The HiIndex layers.
+    pub fn hierarchy(&self) -> &Hierarchy {
+        &self.hierarchy
+    }
+
+    /// The communities, by id.
+    pub fn communities(&self) -> &[CommunityRecord] {
+        &self.communities
+    }
+
+    /// The community with id `id`.
+    pub fn community(&self, id: u32) -> Option<&CommunityRecord> {
+        self.community_pos
+            .get(&id)
+            .and_then(|&i| self.communities.get(i))
+    }
+
+    /// What the build made and cost.
+    pub fn stats(&self) -> &IndexStats {
+        &self.stats
+    }
+
+    /// The reports keyed by input hash, for reuse by the next build.
+    pub fn reports_by_hash(&self) -> HashMap<String, Report> {
+        self.communities
+            .iter()
+            .map(|c| (c.report.input_hash.clone(), c.report.clone()))
+            .collect()
+    }
+}

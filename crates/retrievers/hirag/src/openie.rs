@@ -1,0 +1,85 @@
+//! `base = "openie_cache"`: HippoRAG OpenIE triples as HiRAG entity and relation records, without an LLM.
+
+use std::collections::{BTreeSet, HashMap};
+
+use kgrag_graph_store::hippo::prepare_triples;
+use kgrag_openie::graphrag::MERGE_SEPARATOR;
+use kgrag_types::{ChunkId, Entity, Extraction, Normalisation, Relation, Triple};
+
+/// The records of one chunk's raw OpenIE triples in HiRAG's form. Triples are prepared as HippoRAG 2
+/// prepares them (exact duplicates within the chunk dropped, each element ASCII-normalised; nothing else
+/// dropped), so the phrases are HippoRAG's phrase nodes one for one:
+///
+/// * one entity record per phrase of the chunk (subject or object, in order of first appearance), type
+///   empty, described by the chunk's facts that mention it, written as sentences (`subject predicate
+///   object.`, from the raw triple) and joined by `<SEP>`;
+/// * one relation record per fact whose two phrases differ (self-loops are not edges, as in HippoRAG),
+///   strength 1 — merged across chunks the weight is the number of occurrences — described by the fact's
+///   sentence, sourced from the chunk.
+///
+/// The index's merge then gives one entity per phrase and one relation per fact pair; descriptions are
+/// kept within `openie_description_tokens` there.
+pub fn openie_extractions(chunks: &[(ChunkId, Vec<Triple>)]) -> Vec<Extraction> {
+    chunks
+        .iter()
+        .map(|(chunk, raw)| {
+            let mut seen = std::collections::HashSet::new();
+            let raw: Vec<&Triple> = raw.iter().filter(|t| seen.insert(*t)).collect();
+            let owned: Vec<Triple> = raw.iter().map(|t| (*t).clone()).collect();
+            let normalised = prepare_triples(&owned, Normalisation::Ascii, false);
+            let sources: BTreeSet<ChunkId> = [chunk.clone()].into_iter().collect();
+            let mut order: Vec<String> = Vec::new();
+            let mut facts: HashMap<String, Vec<String>> = HashMap::new();
+            let mut relations = Vec::new();
+            for (t, n) in raw.iter().zip(&normalised) {
+                let sentence = format!(
+                    "{} {} {}.",
+                    t.subject.trim(),
+                    t.predicate.trim(),
+                    t.object.trim()
+                );
+                for phrase in [&n.subject, &n.object] {
+                    let list = facts.entry(phrase.clone()).or_insert_with(|| {
+                        order.push(phrase.clone());
+                        Vec::new()
+                    });
+                    if !list.contains(&sentence) {
+                        list.push(sentence.clone());
+                    }
+                }
+                if n.subject != n.object {
+                    relations.push(Relation {
+                        source: n.subject.clone(),
+                        target: n.object.clone(),
+                        keywords: n.predicate.clone(),
+                        description: sentence,
+                        weight: 1.0,
+                        source_chunks: sources.clone(),
+                    });
+                }
+            }
+            let entities = order
+                .into_iter()
+                .map(|name| {
+                    let description = facts
+                        .get(&name)
+                        .map(|f| f.join(MERGE_SEPARATOR))
+                        .unwrap_or_default();
+                    Entity {
+                        name,
+                        entity_type: String::new(),
+                        description,
+                        source_chunks: sources.clone(),
+                    }
+                })
+                .collect();
+            Extraction {
+                chunk_id: chunk.clone(),
+                entities,
+                relations,
+                triples: Vec::new(),
+                diagnostics: Default::default(),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,110 @@
+//! The bridge path (spec §7.2 steps 5–6) on a hand-built graph: a community A–B–C–D, a second component
+//! E–F–G and an isolated H, so that the walk meets ties, a direct step and two gaps with no path.
+
+use kgrag_hirag::{BridgeEdges, BridgePath, HiEdge, HiGraph, HiNode};
+
+fn node(name: &str) -> HiNode {
+    HiNode {
+        name: name.into(),
+        entity_type: String::new(),
+        description: String::new(),
+        sources: vec![],
+        layer: 0,
+        clusters: vec![],
+        embedded: true,
+    }
+}
+
+fn edge(weight: f64) -> HiEdge {
+    HiEdge {
+        a: 0,
+        b: 0,
+        weight,
+        description: String::new(),
+        description_tokens: 0,
+        sources: vec![],
+        order: 1,
+    }
+}
+
+/// Nodes A..H get indices 0..7 (name order). Edges: A–B 1, A–C 2, B–C 1, B–D 1, C–D 5, E–F 1, F–G 1,
+/// E–G 2. Degrees: A 2, B 3, C 3, D 2, E 2, F 2, G 2, H 0.
+fn graph() -> HiGraph {
+    let names = ["A", "B", "C", "D", "E", "F", "G", "H"];
+    let e = [
+        (0, 1, 1.0),
+        (0, 2, 2.0),
+        (1, 2, 1.0),
+        (1, 3, 1.0),
+        (2, 3, 5.0),
+        (4, 5, 1.0),
+        (5, 6, 1.0),
+        (4, 6, 2.0),
+    ];
+    HiGraph::new(
+        names.iter().map(|n| node(n)).collect(),
+        e.iter().map(|&(a, b, w)| (a, b, edge(w))).collect(),
+    )
+    .unwrap()
+}
+
+fn names(g: &HiGraph, nodes: &[u32]) -> Vec<String> {
+    nodes
+        .iter()
+        .map(|&n| g.node(n).unwrap().name.clone())
+        .collect()
+}
+
+fn pairs(g: &HiGraph, edges: &[u32]) -> Vec<String> {
+    edges
+        .iter()
+        .map(|&e| {
+            let e = g.edge(e).unwrap();
+            format!(
+                "{}-{}",
+                g.node(e.a).unwrap().name,
+                g.node(e.b).unwrap().name
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn path_through_ties_steps_and_gaps() {
+    let g = graph();
+    let id = |n: &str| g.find(n).unwrap();
+    // Keys in retrieval order A, D, C, G, H.
+    // A → D: two shortest paths of length 2, A–B–D and A–C–D; B is expanded first (name order), so A–B–D.
+    // D → C: the direct edge. C → G: different components, a jump. G → H: H is isolated, a jump.
+    let p = g.bridge_path(&[id("A"), id("D"), id("C"), id("G"), id("H")]);
+    assert_eq!(names(&g, &p.nodes), ["A", "B", "D", "C", "G", "H"]);
+    assert_eq!(p.jumps, vec![3, 4]);
+
+    // All edges among {A, B, C, D, G, H}: A–B, A–C, B–C, B–D, C–D. Rank = degree sum: B–C 6, the others 5;
+    // among rank 5 by weight: C–D 5, A–C 2, then A–B and B–D (weight 1) by name.
+    let all = g.bridge_edges(&p, BridgeEdges::AllAmongPathNodes);
+    assert_eq!(pairs(&g, &all), ["B-C", "C-D", "A-C", "A-B", "B-D"]);
+    // Only consecutive steps, never across a jump: A–B, B–D, D–C; ranked C–D (5), A–B, B–D.
+    let only = g.bridge_edges(&p, BridgeEdges::PathOnly);
+    assert_eq!(pairs(&g, &only), ["C-D", "A-B", "B-D"]);
+}
+
+#[test]
+fn zero_and_one_key_entity() {
+    let g = graph();
+    assert_eq!(g.bridge_path(&[]), BridgePath::default());
+    let one = g.bridge_path(&[g.find("E").unwrap()]);
+    assert_eq!(names(&g, &one.nodes), ["E"]);
+    assert!(one.jumps.is_empty());
+    assert!(g.bridge_edges(&one, BridgeEdges::PathOnly).is_empty());
+    assert!(g
+        .bridge_edges(&one, BridgeEdges::AllAmongPathNodes)
+        .is_empty());
+    // A repeated pair of nodes is rejected, and so is a self-loop.
+    assert!(HiGraph::new(
+        vec![node("X"), node("Y")],
+        vec![(0, 1, edge(1.0)), (1, 0, edge(1.0))]
+    )
+    .is_err());
+    assert!(HiGraph::new(vec![node("X")], vec![(0, 0, edge(1.0))]).is_err());
+}

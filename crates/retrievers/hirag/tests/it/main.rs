@@ -1,0 +1,8 @@
+//! Integration tests of kgrag-hirag (one test binary; each module is one test file).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod bridge;
+mod common;
+mod data;
+mod modes;
+mod real_server;
