@@ -11,7 +11,9 @@ use std::path::Path;
 
 use crate::{persist, EdgeWeighting, KnowledgeGraph, Result, StoreError};
 
-fn escape(s: &str, out: &mut String) {
+/// Appends `s` to `out` escaped for XML text and attribute values (characters XML 1.0 cannot carry become
+/// U+FFFD).
+pub fn escape(s: &str, out: &mut String) {
     for c in s.chars() {
         match c {
             '&' => out.push_str("&amp;"),

@@ -678,28 +678,15 @@ async fn extractions_for(
         for (_, text) in &missing {
             chunks.extend(chunker.chunk(&Document::new(text.clone()))?);
         }
-        let store = ExtractionStore::open(config.cache_dir.join("extractions.redb"))?;
-        let (found, summary) = run_extraction(
+        let found = extract_chunks(
             extractor.as_ref(),
             &chunks,
-            &store,
-            &RunnerConfig {
-                progress,
-                ..RunnerConfig::default()
-            },
+            config,
+            progress,
+            notes,
+            "triples",
         )
         .await?;
-        if !summary.failed.is_empty() {
-            notes.push(format!(
-                "extraction failed for {} of {} chunks; they have no triples (a rerun retries them)",
-                summary.failed.len(),
-                chunks.len()
-            ));
-            eprintln!(
-                "kgrag: extraction failed for {} chunks (they get no triples; a rerun retries them)",
-                summary.failed.len()
-            );
-        }
         for e in found {
             by_id.entry(e.chunk_id.clone()).or_insert(e);
         }
@@ -772,24 +759,15 @@ async fn build_hirag(
                 }
                 (ExtractionMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
             };
-            let store = ExtractionStore::open(config.cache_dir.join("extractions.redb"))?;
-            let (found, summary) = run_extraction(
+            let found = extract_chunks(
                 extractor.as_ref(),
                 &chunks,
-                &store,
-                &RunnerConfig {
-                    progress,
-                    ..RunnerConfig::default()
-                },
+                config,
+                progress,
+                notes,
+                "entities",
             )
             .await?;
-            if !summary.failed.is_empty() {
-                notes.push(format!(
-                    "hirag: extraction failed for {} of {} chunks; they have no entities (a rerun retries them)",
-                    summary.failed.len(),
-                    chunks.len()
-                ));
-            }
             (chunks, found)
         }
     };
@@ -834,4 +812,39 @@ async fn build_hirag(
         s.report_outcomes
     );
     Ok(index)
+}
+
+/// Extracts `chunks` with `extractor` through the resumable runner (the extraction store in the cache
+/// folder); chunks that fail get nothing (`what` names it in the note) and a rerun retries them.
+async fn extract_chunks(
+    extractor: &dyn Extractor,
+    chunks: &[kgrag_types::Chunk],
+    config: &Config,
+    progress: bool,
+    notes: &mut Vec<String>,
+    what: &str,
+) -> Result<Vec<Extraction>> {
+    let store = ExtractionStore::open(config.cache_dir.join("extractions.redb"))?;
+    let (found, summary) = run_extraction(
+        extractor,
+        chunks,
+        &store,
+        &RunnerConfig {
+            progress,
+            ..RunnerConfig::default()
+        },
+    )
+    .await?;
+    if !summary.failed.is_empty() {
+        notes.push(format!(
+            "extraction failed for {} of {} chunks; they have no {what} (a rerun retries them)",
+            summary.failed.len(),
+            chunks.len()
+        ));
+        eprintln!(
+            "kgrag: extraction failed for {} chunks (they get no {what}; a rerun retries them)",
+            summary.failed.len()
+        );
+    }
+    Ok(found)
 }
