@@ -29,6 +29,9 @@ pub struct HiNode {
     /// Whether the node is in the entity vectors (entity records and summary entities; not `UNKNOWN`
     /// endpoints).
     pub embedded: bool,
+    /// o200k tokens of the node's entity-table row after its id (set by the index build).
+    #[serde(default)]
+    pub row_tokens: u32,
 }
 
 /// An edge between nodes `a < b`.
@@ -48,6 +51,9 @@ pub struct HiEdge {
     pub sources: Vec<u32>,
     /// HiRAG's `order` (minimum of the merged records; 1).
     pub order: u32,
+    /// o200k tokens of the edge's relation-table row after its id (set by the index build).
+    #[serde(default)]
+    pub row_tokens: u32,
 }
 
 /// The graph. See the module docs.
@@ -158,6 +164,7 @@ impl HiGraph {
                 layer: n.layer,
                 clusters: Vec::new(),
                 embedded: embedded(&n.name),
+                row_tokens: 0,
             });
         }
         let mut edges = Vec::new();
@@ -177,6 +184,7 @@ impl HiGraph {
                     description_tokens: crate::tokens(&r.description) as u32,
                     sources: map_sources(&r.sources),
                     order: r.order,
+                    row_tokens: 0,
                 },
             ));
         }
@@ -210,6 +218,25 @@ impl HiGraph {
 
     pub(crate) fn node_mut(&mut self, i: usize) -> Option<&mut HiNode> {
         self.nodes.get_mut(i)
+    }
+
+    /// Counts every node's and edge's table-row tokens (in parallel; degrees are final by now).
+    pub(crate) fn count_row_tokens(&mut self) {
+        use rayon::prelude::*;
+        let nodes: Vec<u32> = (0..self.nodes.len() as u32)
+            .into_par_iter()
+            .map(|n| crate::table::row_rest_tokens(crate::table::entity_cells(self, n)))
+            .collect();
+        let edges: Vec<u32> = (0..self.edges.len() as u32)
+            .into_par_iter()
+            .map(|e| crate::table::row_rest_tokens(crate::table::edge_cells(self, e)))
+            .collect();
+        for (n, t) in self.nodes.iter_mut().zip(nodes) {
+            n.row_tokens = t;
+        }
+        for (e, t) in self.edges.iter_mut().zip(edges) {
+            e.row_tokens = t;
+        }
     }
 
     /// The node named `name`.
@@ -254,21 +281,28 @@ impl HiGraph {
         let Some((&first, rest)) = keys.split_first() else {
             return BridgePath::default();
         };
-        let mut bfs = Bfs::new(self.node_count());
+        // Each step starts from a key entity, not from where the previous step ended, so the searches
+        // are independent: run them on the thread pool, each worker with its own scratch space.
+        use rayon::prelude::*;
+        let steps: Vec<Option<Vec<u32>>> = keys
+            .par_windows(2)
+            .map_init(
+                || Bfs::new(self.node_count()),
+                |bfs, w| bfs.path(self, w[0], w[1]),
+            )
+            .collect();
         let mut out = BridgePath {
             nodes: vec![first],
             jumps: Vec::new(),
         };
-        let mut current = first;
-        for &next in rest {
-            match bfs.path(self, current, next) {
+        for (step, &next) in steps.into_iter().zip(rest) {
+            match step {
                 Some(p) => out.nodes.extend_from_slice(&p[1..]),
                 None => {
                     out.jumps.push(out.nodes.len() - 1);
                     out.nodes.push(next);
                 }
             }
-            current = next;
         }
         out
     }

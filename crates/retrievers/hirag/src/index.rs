@@ -59,6 +59,9 @@ pub struct ChunkRecord {
     pub content: String,
     /// o200k tokens of `content` (the text-unit budget walks on these).
     pub content_tokens: u32,
+    /// o200k tokens of the chunk's source-table row after its id.
+    #[serde(default)]
+    pub row_tokens: u32,
 }
 
 /// A community with its report (spec §3 "Community", §6).
@@ -88,6 +91,9 @@ pub struct CommunityRecord {
     pub report_string: String,
     /// o200k tokens of `report_string`.
     pub report_tokens: u32,
+    /// o200k tokens of the report's table row after its id: newlines flattened (`hi`), kept (the others).
+    #[serde(default)]
+    pub row_tokens: (u32, u32),
 }
 
 /// Model usage of one stage.
@@ -309,10 +315,14 @@ impl HiragIndex {
                     tokens: c.tokens,
                     content: c.text.clone(),
                     content_tokens: crate::tokens(&c.text) as u32,
+                    row_tokens: 0,
                 });
             }
         }
         records.sort_by(|a, b| a.id.cmp(&b.id));
+        for r in &mut records {
+            r.row_tokens = crate::table::row_rest_tokens(crate::table::chunk_cells(r));
+        }
         let chunk_pos: HashMap<String, u32> = records
             .iter()
             .enumerate()
@@ -586,6 +596,7 @@ impl HiragIndex {
                 n.clusters = c;
             }
         }
+        graph.count_row_tokens();
         record_stage(&mut stats, "hirag_communities", started);
 
         // §6.3–6.4: reports, deepest level first, reused when unchanged.
@@ -663,7 +674,7 @@ impl HiragIndex {
                 .iter()
                 .filter_map(|id| chunk_pos.get(id).copied())
                 .collect();
-            communities.push(CommunityRecord {
+            let mut record = CommunityRecord {
                 id: c.id as u32,
                 level: c.level as u32,
                 title: c.title,
@@ -676,7 +687,13 @@ impl HiragIndex {
                 report_tokens: crate::tokens(&report_string) as u32,
                 report_string,
                 report,
-            });
+                row_tokens: (0, 0),
+            };
+            record.row_tokens = (
+                crate::table::row_rest_tokens(crate::table::report_cells(&record, true)),
+                crate::table::row_rest_tokens(crate::table::report_cells(&record, false)),
+            );
+            communities.push(record);
         }
         stats.communities_per_level = per_level.values().copied().collect();
         record_stage(&mut stats, "hirag_reports", started);

@@ -36,6 +36,7 @@ mod index;
 mod openie;
 mod retrieve;
 mod summarize;
+mod table;
 
 pub use config::{BaseSource, BridgeEdges, ClusterDescription, ExtractionMode, HiragConfig, Mode};
 pub use graph::{BridgePath, HiEdge, HiGraph, HiNode};

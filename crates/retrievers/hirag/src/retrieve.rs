@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use kgrag_text::table::{csv_table, Cell};
 use kgrag_types::{
     ChunkId, ContextEntity, ContextRelation, ContextReport, EmbedKind, Embedder, RetrievalRequest,
     RetrievedContext, Retriever, ScoredChunk,
@@ -14,6 +13,10 @@ use kgrag_types::{
 
 use crate::config::Mode;
 use crate::index::HiragIndex;
+use crate::table::{
+    chunk_cells, edge_cells, entity_cells, render, report_cells, Section, CONTENT_HEADER,
+    ENTITY_HEADER, RELATION_HEADER,
+};
 use crate::{HiragError, Result};
 
 /// The fixed context (and answer) when no entity matches the query (spec §7.3; our wording).
@@ -37,15 +40,6 @@ fn truncate<T>(items: &[T], budget: usize, cost: impl Fn(&T) -> usize) -> usize 
         }
     }
     items.len()
-}
-
-/// A float as Python's `str()` writes it (`9.0`, `0.5`), as the reference's CSV tables show weights.
-fn py_float(x: f64) -> String {
-    if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e16 {
-        format!("{x:.1}")
-    } else {
-        format!("{x}")
-    }
 }
 
 impl HiragRetriever {
@@ -139,33 +133,34 @@ impl HiragRetriever {
         };
         match self.mode {
             Mode::Hi => {
-                sections.push(q.reports_table("Backgrounds", &communities, true));
-                sections.push(q.relations_table("Reasoning Path", &path_edges));
-                sections.push(q.entities_table("Detail Entity Information", &local));
-                sections.push(q.sources_table("Source Documents", &units[..shown_units]));
+                sections.push(q.reports_section("Backgrounds", &communities, true));
+                sections.push(q.relations_section("Reasoning Path", &path_edges));
+                sections.push(q.entities_section("Detail Entity Information", &local));
+                sections.push(q.sources_section("Source Documents", &units[..shown_units]));
             }
             Mode::HiBridge => {
-                sections.push(q.relations_table("Reasoning Path", &path_edges));
-                sections.push(q.sources_table("Source Documents", &units[..shown_units]));
+                sections.push(q.relations_section("Reasoning Path", &path_edges));
+                sections.push(q.sources_section("Source Documents", &units[..shown_units]));
             }
             Mode::HiGlobal => {
-                sections.push(q.reports_table("Backgrounds", &communities, false));
-                sections.push(q.sources_table("Source Documents", &units[..shown_units]));
+                sections.push(q.reports_section("Backgrounds", &communities, false));
+                sections.push(q.sources_section("Source Documents", &units[..shown_units]));
             }
             Mode::HiLocal => {
-                sections.push(q.entities_table("Entities", &local));
-                sections.push(q.relations_table("Relations", &local_relations));
-                sections.push(q.sources_table("Sources", &units[..shown_units]));
+                sections.push(q.entities_section("Entities", &local));
+                sections.push(q.relations_section("Relations", &local_relations));
+                sections.push(q.sources_section("Sources", &units[..shown_units]));
             }
             Mode::HiNobridge => {
-                sections.push(q.reports_table("Reports", &communities, false));
-                sections.push(q.entities_table("Entities", &local));
-                sections.push(q.relations_table("Relationships", &local_relations));
-                sections.push(q.sources_table("Sources", &units[..shown_units]));
+                sections.push(q.reports_section("Reports", &communities, false));
+                sections.push(q.entities_section("Entities", &local));
+                sections.push(q.relations_section("Relationships", &local_relations));
+                sections.push(q.sources_section("Sources", &units[..shown_units]));
             }
         }
-        ctx.rendered = sections.join("\n");
-        ctx.context_tokens = crate::tokens(&ctx.rendered);
+        let (rendered, context_tokens) = render(sections);
+        ctx.rendered = rendered;
+        ctx.context_tokens = context_tokens;
         let g = q.index.graph();
         ctx.entities = overall
             .iter()
@@ -425,82 +420,63 @@ impl<'a> Query<'a> {
         ranks.into_iter().map(|i| overall[i].0).collect()
     }
 
-    fn reports_table(&self, name: &str, communities: &[u32], flatten: bool) -> String {
-        let rows: Vec<Vec<Cell>> = communities
+    fn reports_section(&self, name: &'static str, communities: &[u32], flatten: bool) -> Section {
+        let rows = communities
             .iter()
             .filter_map(|&c| self.index.community(c))
-            .enumerate()
-            .map(|(i, c)| {
-                let content = if flatten {
-                    c.report_string.replace('\n', " ")
+            .map(|c| {
+                let rest = if flatten {
+                    c.row_tokens.0
                 } else {
-                    c.report_string.clone()
+                    c.row_tokens.1
                 };
-                vec![Cell::num(i), Cell::Text(content)]
+                (report_cells(c, flatten), rest)
             })
             .collect();
-        csv_table(name, &["id", "content"], &rows)
-    }
-
-    fn relations_table(&self, name: &str, edges: &[u32]) -> String {
-        let g = self.index.graph();
-        let rows: Vec<Vec<Cell>> = edges
-            .iter()
-            .filter_map(|&e| g.edge(e))
-            .enumerate()
-            .filter_map(|(i, e)| {
-                Some(vec![
-                    Cell::num(i),
-                    Cell::Text(g.node(e.a)?.name.clone()),
-                    Cell::Text(g.node(e.b)?.name.clone()),
-                    Cell::Text(e.description.clone()),
-                    Cell::Num(py_float(e.weight)),
-                    Cell::num(g.degree(e.a) + g.degree(e.b)),
-                ])
-            })
-            .collect();
-        csv_table(
+        Section {
             name,
-            &["id", "source", "target", "description", "weight", "rank"],
-            &rows,
-        )
+            header: CONTENT_HEADER,
+            rows,
+        }
     }
 
-    fn entities_table(&self, name: &str, nodes: &[u32]) -> String {
+    fn relations_section(&self, name: &'static str, edges: &[u32]) -> Section {
         let g = self.index.graph();
-        let rows: Vec<Vec<Cell>> = nodes
+        let rows = edges
             .iter()
-            .enumerate()
-            .filter_map(|(i, &n)| {
-                let node = g.node(n)?;
-                Some(vec![
-                    Cell::num(i),
-                    Cell::Text(node.name.clone()),
-                    Cell::Text(node.entity_type.clone()),
-                    Cell::Text(node.description.clone()),
-                    Cell::num(g.degree(n)),
-                ])
-            })
+            .filter_map(|&e| Some((edge_cells(g, e), g.edge(e)?.row_tokens)))
             .collect();
-        csv_table(
+        Section {
             name,
-            &["id", "entity", "type", "description", "rank"],
-            &rows,
-        )
+            header: RELATION_HEADER,
+            rows,
+        }
     }
 
-    fn sources_table(&self, name: &str, units: &[u32]) -> String {
-        let rows: Vec<Vec<Cell>> = units
+    fn entities_section(&self, name: &'static str, nodes: &[u32]) -> Section {
+        let g = self.index.graph();
+        let rows = nodes
             .iter()
-            .enumerate()
-            .map(|(i, &c)| {
-                vec![
-                    Cell::num(i),
-                    Cell::Text(self.index.chunks()[c as usize].content.clone()),
-                ]
-            })
+            .filter_map(|&n| Some((entity_cells(g, n), g.node(n)?.row_tokens)))
             .collect();
-        csv_table(name, &["id", "content"], &rows)
+        Section {
+            name,
+            header: ENTITY_HEADER,
+            rows,
+        }
+    }
+
+    fn sources_section(&self, name: &'static str, units: &[u32]) -> Section {
+        let rows = units
+            .iter()
+            .filter_map(|&c| self.index.chunks().get(c as usize))
+            .map(|c| (chunk_cells(c), c.row_tokens))
+            .collect();
+        Section {
+            name,
+            header: CONTENT_HEADER,
+            rows,
+        }
     }
 }
 
@@ -514,8 +490,8 @@ mod tests {
         assert_eq!(truncate(&[3, 4, 5], 2, |&x| x), 0);
         assert_eq!(truncate(&[3, 4, 5], 12, |&x| x), 3);
         assert_eq!(truncate::<usize>(&[], 0, |&x| x), 0);
-        assert_eq!(py_float(9.0), "9.0");
-        assert_eq!(py_float(0.25), "0.25");
-        assert_eq!(py_float(17.0), "17.0");
+        assert_eq!(crate::table::py_float(9.0), "9.0");
+        assert_eq!(crate::table::py_float(0.25), "0.25");
+        assert_eq!(crate::table::py_float(17.0), "17.0");
     }
 }

@@ -12,6 +12,7 @@ fn node(name: &str) -> HiNode {
         layer: 0,
         clusters: vec![],
         embedded: true,
+        row_tokens: 0,
     }
 }
 
@@ -24,6 +25,7 @@ fn edge(weight: f64) -> HiEdge {
         description_tokens: 0,
         sources: vec![],
         order: 1,
+        row_tokens: 0,
     }
 }
 

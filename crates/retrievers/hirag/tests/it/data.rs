@@ -134,5 +134,34 @@ async fn ultradomain_mix_offline() {
     assert_eq!(ctx.stats["no_entity_hit"], 0.0);
     assert!(ctx.rendered.contains("-----Backgrounds-----"));
     assert!(!ctx.reports.is_empty() && !ctx.passages.is_empty());
-    assert!(ctx.context_tokens > 0);
+    // Every mode's summed token count equals a full count on real, long text.
+    let questions: Vec<String> = answers
+        .lines()
+        .take(5)
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["query"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    for mode in Mode::ALL {
+        let r = HiragRetriever::new(index.clone(), Arc::new(HashingEmbedder::new(64)), mode);
+        for q in &questions {
+            let ctx = r
+                .retrieve(&RetrievalRequest {
+                    query: q.clone(),
+                    top_k: 20,
+                })
+                .await
+                .unwrap();
+            assert_eq!(
+                ctx.context_tokens,
+                kgrag_text::Encoding::O200kBase
+                    .count(&ctx.rendered)
+                    .unwrap(),
+                "{mode:?} {q}"
+            );
+        }
+    }
 }

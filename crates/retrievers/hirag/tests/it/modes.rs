@@ -292,6 +292,8 @@ async fn fixture_every_mode_sections_budgets_and_determinism() {
             let ctx = retrieve(&r, q).await;
             assert_eq!(ctx.stats["no_entity_hit"], 0.0, "{mode:?} {q}");
             assert_eq!(section_names(&ctx.rendered), *sections, "{mode:?}");
+            // The summed count equals a full count of the rendered context.
+            assert_eq!(ctx.context_tokens, tok(&ctx.rendered), "{mode:?} {q}");
             // Byte-identical contexts from the rebuilt index.
             assert_eq!(ctx.rendered, retrieve(&r2, q).await.rendered, "{mode:?}");
             // Budgets: reports, relations and source documents within theirs.
