@@ -33,6 +33,7 @@ pub mod json;
 mod model;
 mod normalize;
 mod traits;
+mod usage;
 
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
@@ -50,3 +51,4 @@ pub use traits::{
     GenerationSettings, Message, ResponseFormat, RetrievalRequest, Retriever, Role, Summarizer,
     SummaryRequest, Usage,
 };
+pub use usage::{CountingChat, StageUsage};

@@ -22,14 +22,14 @@ use kgrag_openie::{
 };
 use kgrag_text::{Encoding, ExtractiveSummarizer};
 use kgrag_types::{
-    ChatModel, Chunk, ChunkId, DocId, Embedder, Entity, EntityId, Extraction, Outcome, Relation,
-    Summarizer,
+    ChatModel, Chunk, ChunkId, CountingChat, DocId, Embedder, Entity, EntityId, Extraction,
+    Outcome, Relation, StageUsage, Summarizer,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::config::{BaseSource, ClusterDescription, HiragConfig};
 use crate::graph::HiGraph;
-use crate::summarize::{CountingChat, LlmDescriptionSummarizer};
+use crate::summarize::LlmDescriptionSummarizer;
 use crate::{HiragError, Result};
 
 /// The models an index build uses.
@@ -96,21 +96,6 @@ pub struct CommunityRecord {
     pub row_tokens: (u32, u32),
 }
 
-/// Model usage of one stage.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StageUsage {
-    /// Calls made (cache hits included).
-    pub calls: u64,
-    /// Calls that failed.
-    pub failures: u64,
-    /// Calls answered from the response cache.
-    pub cache_hits: u64,
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-}
-
 /// What a build made and what it cost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IndexStats {
@@ -170,6 +155,14 @@ pub struct MergedRecords {
     pub unknown_endpoints: usize,
     /// The extractions' own model usage.
     pub extraction_usage: StageUsage,
+    /// Descriptions summarised or shortened ([`base_records`]).
+    pub descriptions_summarised: usize,
+    /// Description summaries that fell back to the extractive summary.
+    pub description_fallbacks: u64,
+    /// The description summaries' model usage.
+    pub description_usage: Option<StageUsage>,
+    /// Seconds per stage.
+    pub secs: BTreeMap<String, f64>,
 }
 
 /// Merges the records of `extractions`, walked in the order of `chunks` (a chunk without an extraction
@@ -242,6 +235,64 @@ pub fn merge_records(
     out
 }
 
+/// HiRAG's base graph records (spec §4.3–§4.5): [`merge_records`], then every merged description of at least
+/// `summary_trigger_tokens` summarised (`base = "extract"`: the cheap chat model, else the best one, else the
+/// extractive summary) or, for `openie_cache`, kept within `openie_description_tokens`. This is what LeanRAG's
+/// `g0 = "hirag"` reads when no full HiRAG index is built.
+pub async fn base_records(
+    chunks: &[Chunk],
+    extractions: &[Extraction],
+    models: &Models,
+    config: &HiragConfig,
+) -> Result<MergedRecords> {
+    let started = Instant::now();
+    let mut merged = merge_records(chunks, extractions, config.base);
+    merged
+        .secs
+        .insert("hirag_merge".into(), started.elapsed().as_secs_f64());
+    let started = Instant::now();
+    match config.base {
+        BaseSource::Extract => {
+            let text = Arc::new(ExtractiveSummarizer::new(
+                models.embedder.clone(),
+                Encoding::O200kBase,
+            ));
+            let cheap = models.cheap_chat.clone().or_else(|| models.chat.clone());
+            let counted = cheap.map(|c| Arc::new(CountingChat::new(c)));
+            let llm = counted.as_ref().map(|c| {
+                LlmDescriptionSummarizer::new(c.clone() as Arc<dyn ChatModel>, text.clone())
+            });
+            let summarizer: &dyn Summarizer = match &llm {
+                Some(l) => l,
+                None => text.as_ref(),
+            };
+            merged.descriptions_summarised = summarise_long_descriptions(
+                &mut merged.entities,
+                &mut merged.relations,
+                summarizer,
+                config.summary_trigger_tokens,
+            )
+            .await
+            .map_err(|e| HiragError::Model(format!("summarising long descriptions: {e}")))?;
+            merged.description_fallbacks = llm.as_ref().map_or(0, |l| l.fallbacks());
+            merged.description_usage = counted.as_ref().map(|c| c.usage());
+        }
+        BaseSource::OpenieCache => {
+            for e in &mut merged.entities {
+                let (kept, cut) = keep_parts(&e.description, config.openie_description_tokens);
+                if cut {
+                    e.description = kept;
+                    merged.descriptions_summarised += 1;
+                }
+            }
+        }
+    }
+    merged
+        .secs
+        .insert("hirag_descriptions".into(), started.elapsed().as_secs_f64());
+    Ok(merged)
+}
+
 /// HiRAG's index. See the crate docs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HiragIndex {
@@ -303,7 +354,6 @@ impl HiragIndex {
         let mut stats = IndexStats::default();
 
         // Chunks, sorted by id (so sorted source sets are ascending positions).
-        let started = Instant::now();
         let mut records: Vec<ChunkRecord> = Vec::new();
         let mut seen = HashSet::new();
         for c in chunks {
@@ -330,65 +380,39 @@ impl HiragIndex {
             .collect();
         stats.chunks = records.len();
 
-        // §4.3–4.4: records in chunk order, names normalised, then merged.
+        // §4.3–4.5: records merged, long descriptions summarised.
+        let merged = base_records(chunks, extractions, models, config).await?;
         let MergedRecords {
-            mut entities,
-            mut relations,
+            entities,
+            relations,
             record_names,
             last_first,
             records: record_counts,
             skipped_records,
             unknown_endpoints,
             extraction_usage,
-        } = merge_records(chunks, extractions, config.base);
+            descriptions_summarised,
+            description_fallbacks,
+            description_usage,
+            secs,
+        } = merged;
         let record_names: HashSet<String> = record_names.into_iter().collect();
         stats.records = record_counts;
         stats.skipped_records = skipped_records;
         stats.unknown_endpoints = unknown_endpoints;
         stats.llm.insert("extraction".into(), extraction_usage);
-        record_stage(&mut stats, "hirag_merge", started);
-
-        // §4.5: long descriptions.
-        let started = Instant::now();
+        stats.descriptions_summarised = descriptions_summarised;
+        stats.description_fallbacks = description_fallbacks;
+        if let Some(u) = description_usage {
+            stats.llm.insert("descriptions".into(), u);
+        }
+        for (k, v) in secs {
+            *stats.secs.entry(k).or_default() += v;
+        }
         let text = Arc::new(ExtractiveSummarizer::new(
             models.embedder.clone(),
             Encoding::O200kBase,
         ));
-        match config.base {
-            BaseSource::Extract => {
-                let cheap = models.cheap_chat.clone().or_else(|| models.chat.clone());
-                let counted = cheap.map(|c| Arc::new(CountingChat::new(c)));
-                let llm = counted.as_ref().map(|c| {
-                    LlmDescriptionSummarizer::new(c.clone() as Arc<dyn ChatModel>, text.clone())
-                });
-                let summarizer: &dyn Summarizer = match &llm {
-                    Some(l) => l,
-                    None => text.as_ref(),
-                };
-                stats.descriptions_summarised = summarise_long_descriptions(
-                    &mut entities,
-                    &mut relations,
-                    summarizer,
-                    config.summary_trigger_tokens,
-                )
-                .await
-                .map_err(|e| HiragError::Model(format!("summarising long descriptions: {e}")))?;
-                stats.description_fallbacks = llm.as_ref().map_or(0, |l| l.fallbacks());
-                if let Some(c) = &counted {
-                    stats.llm.insert("descriptions".into(), c.usage());
-                }
-            }
-            BaseSource::OpenieCache => {
-                for e in &mut entities {
-                    let (kept, cut) = keep_parts(&e.description, config.openie_description_tokens);
-                    if cut {
-                        e.description = kept;
-                        stats.descriptions_summarised += 1;
-                    }
-                }
-            }
-        }
-        record_stage(&mut stats, "hirag_descriptions", started);
 
         // The base graph.
         let mut kg = KnowledgeGraph::new();

@@ -41,13 +41,14 @@ mod table;
 pub use config::{BaseSource, BridgeEdges, ClusterDescription, ExtractionMode, HiragConfig, Mode};
 pub use graph::{BridgePath, HiEdge, HiGraph, HiNode};
 pub use index::{
-    merge_records, ChunkRecord, CommunityRecord, HiragIndex, IndexStats, MergedRecords, Models,
-    StageUsage,
+    base_records, merge_records, ChunkRecord, CommunityRecord, HiragIndex, IndexStats,
+    MergedRecords, Models,
 };
 pub use kgrag_community::report::Report as CommunityReport;
+pub use kgrag_types::{CountingChat, StageUsage};
 pub use openie::openie_extractions;
 pub use retrieve::{HiragRetriever, FAIL_RESPONSE};
-pub use summarize::{CountingChat, LlmDescriptionSummarizer};
+pub use summarize::LlmDescriptionSummarizer;
 
 /// Errors of HiRAG indexing and retrieval.
 #[derive(Debug, thiserror::Error)]

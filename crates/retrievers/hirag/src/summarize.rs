@@ -1,5 +1,4 @@
-//! Model plumbing of the index: a chat wrapper that counts calls and tokens per stage, and the LLM
-//! description summariser of spec §4.5 (our prompt) with the extractive summariser as fallback.
+//! The LLM description summariser of spec §4.5 (our prompt) with the extractive summariser as fallback.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -7,73 +6,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kgrag_text::{Budget, Encoding, ExtractiveSummarizer};
 use kgrag_types::{
-    ChatModel, ChatRequest, ChatResponse, GenerationSettings, Message, Summarizer, SummaryRequest,
+    ChatModel, ChatRequest, GenerationSettings, Message, Summarizer, SummaryRequest,
 };
-
-use crate::index::StageUsage;
-
-/// A [`ChatModel`] that forwards to another and counts calls (cache hits included), cache hits and
-/// tokens, so that each index stage can report what it cost.
-pub struct CountingChat {
-    inner: Arc<dyn ChatModel>,
-    calls: AtomicU64,
-    failures: AtomicU64,
-    cache_hits: AtomicU64,
-    prompt_tokens: AtomicU64,
-    completion_tokens: AtomicU64,
-}
-
-impl CountingChat {
-    /// Counts the calls made through it to `inner`.
-    pub fn new(inner: Arc<dyn ChatModel>) -> Self {
-        Self {
-            inner,
-            calls: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-            cache_hits: AtomicU64::new(0),
-            prompt_tokens: AtomicU64::new(0),
-            completion_tokens: AtomicU64::new(0),
-        }
-    }
-
-    /// What was counted so far.
-    pub fn usage(&self) -> StageUsage {
-        StageUsage {
-            calls: self.calls.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-            cache_hits: self.cache_hits.load(Ordering::Relaxed),
-            prompt_tokens: self.prompt_tokens.load(Ordering::Relaxed),
-            completion_tokens: self.completion_tokens.load(Ordering::Relaxed),
-        }
-    }
-}
-
-#[async_trait]
-impl ChatModel for CountingChat {
-    fn model_name(&self) -> &str {
-        self.inner.model_name()
-    }
-
-    async fn chat(&self, request: &ChatRequest) -> kgrag_types::Result<ChatResponse> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        match self.inner.chat(request).await {
-            Ok(r) => {
-                if r.cached {
-                    self.cache_hits.fetch_add(1, Ordering::Relaxed);
-                }
-                self.prompt_tokens
-                    .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
-                self.completion_tokens
-                    .fetch_add(r.usage.completion_tokens, Ordering::Relaxed);
-                Ok(r)
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                Err(e)
-            }
-        }
-    }
-}
 
 /// Input cap of a description summary (spec §4.5), o200k tokens.
 const SUMMARY_INPUT_TOKENS: usize = 32_768;
