@@ -145,6 +145,8 @@ pub struct LeanragConfig {
     pub length_per_level: usize,
     /// The relation sentence may have 40 · (layer + 1) words.
     pub relation_words_per_level: usize,
+    /// Aggregation input budget in cl100k description tokens, half entities, half relations (12000).
+    pub aggregate_prompt_tokens: usize,
     /// Summaries in flight at once (never changes the result).
     pub concurrency: usize,
     /// Texts per embedding call (64).
@@ -166,6 +168,7 @@ impl Default for LeanragConfig {
             tau: 3,
             length_per_level: 80,
             relation_words_per_level: 40,
+            aggregate_prompt_tokens: crate::summarize::AGGREGATE_PROMPT_TOKENS,
             concurrency: 4,
             embed_batch: 64,
             log_layers: true,
@@ -737,6 +740,7 @@ async fn aggregate_node(
     entity_type: &str,
     layer: u32,
     summarizer: &dyn ClusterSummarizer,
+    prompt_tokens: usize,
 ) -> Result<HNode> {
     let nodes: Vec<&HNode> = children.iter().filter_map(|&c| h.node(c)).collect();
     let members: Vec<Member> = nodes
@@ -765,6 +769,7 @@ async fn aggregate_node(
             layer,
             members,
             relations,
+            prompt_tokens: Some(prompt_tokens),
         })
         .await?;
     let mut node = HNode::new(
@@ -895,6 +900,7 @@ pub async fn build_leanrag(
                         "aggregate entity",
                         layer,
                         summarizer,
+                        config.aggregate_prompt_tokens,
                     )
                     .await
                 })
@@ -1040,6 +1046,7 @@ pub async fn build_leanrag(
             "community",
             last as u32,
             summarizer,
+            config.aggregate_prompt_tokens,
         )
         .await?;
         let v = embed_texts(

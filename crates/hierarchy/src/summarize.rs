@@ -111,6 +111,9 @@ pub struct AggregateRequest {
     pub members: Vec<Member>,
     /// Stored relations whose two endpoints are both members.
     pub relations: Vec<RelationRow>,
+    /// The input budget in cl100k description tokens, half for each table (`None`: LeanRAG's 12,000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_tokens: Option<usize>,
 }
 
 /// One finding of an aggregate.
@@ -363,7 +366,8 @@ struct Counters {
 }
 
 /// Budgets of LeanRAG's aggregation input (cl100k tokens of descriptions per table).
-const AGGREGATE_TABLE_TOKENS: usize = 6000;
+/// LeanRAG's aggregation input budget (`aggregate_prompt_tokens`, cl100k): 6,000 entities + 6,000 relations.
+pub const AGGREGATE_PROMPT_TOKENS: usize = 12_000;
 /// HiRAG's cap on a cluster prompt's member text (cl100k); the builder subsamples above it.
 pub const HIRAG_MAX_CLUSTER_TOKENS: usize = 60_000;
 
@@ -595,9 +599,11 @@ fn count_tokens(text: &str) -> usize {
         .unwrap_or_else(|_| text.split_whitespace().count())
 }
 
-/// LeanRAG aggregation input: the entity and relationship tables, each truncated to 6,000 description
-/// tokens (cl100k; a table keeps at least its first row, so an oversized description is still shown). Entities by degree (desc, ties name); relations by rank (desc, ties description).
+/// LeanRAG aggregation input: the entity and relationship tables, each truncated to half of the request's
+/// budget in description tokens (cl100k; 6,000 each by default; a table keeps at least its first row, so
+/// an oversized description is still shown). Entities by degree (desc, ties name); relations by rank (desc, ties description).
 pub fn aggregate_tables(request: &AggregateRequest) -> String {
+    let table_tokens = request.prompt_tokens.unwrap_or(AGGREGATE_PROMPT_TOKENS) / 2;
     let mut members: Vec<&Member> = request.members.iter().collect();
     members.sort_by(|a, b| b.degree.cmp(&a.degree).then_with(|| a.name.cmp(&b.name)));
     let mut used = 0;
@@ -605,7 +611,7 @@ pub fn aggregate_tables(request: &AggregateRequest) -> String {
     for (i, m) in members.iter().enumerate() {
         let description = m.description.replace(SEP, " ");
         used += count_tokens(&description);
-        if used > AGGREGATE_TABLE_TOKENS && !rows.is_empty() {
+        if used > table_tokens && !rows.is_empty() {
             break;
         }
         rows.push(vec![
@@ -631,7 +637,7 @@ pub fn aggregate_tables(request: &AggregateRequest) -> String {
     let mut rows = Vec::new();
     for (i, r) in relations.iter().enumerate() {
         used += count_tokens(&r.description);
-        if used > AGGREGATE_TABLE_TOKENS && !rows.is_empty() {
+        if used > table_tokens && !rows.is_empty() {
             break;
         }
         rows.push(vec![

@@ -186,6 +186,7 @@ fn aggregate_request() -> AggregateRequest {
                 rank: 3,
             },
         ],
+        prompt_tokens: None,
     }
 }
 
@@ -344,9 +345,31 @@ Sea. The Neman crosses Belarus and Lithuania. The Daugava ends in the Gulf of Ri
             layer: 0,
             members: long,
             relations: vec![],
+            prompt_tokens: None,
         })
         .await
         .unwrap();
     assert!(Encoding::Cl100kBase.count(&out.description).unwrap() <= 100);
     assert_eq!(out.outcome, Outcome::Extractive);
+}
+
+#[test]
+fn aggregate_prompt_budget_is_configurable() {
+    // Half of the budget per table; a table keeps at least its first row.
+    let tiny = AggregateRequest {
+        prompt_tokens: Some(2),
+        ..aggregate_request()
+    };
+    let tables = aggregate_tables(&tiny);
+    assert_eq!(tables.matches("\n0,\t").count(), 2, "{tables}");
+    assert!(!tables.contains("\n1,\t"), "{tables}");
+    let full = aggregate_tables(&aggregate_request());
+    assert!(full.contains("\n1,\t"));
+    assert_eq!(
+        full,
+        aggregate_tables(&AggregateRequest {
+            prompt_tokens: Some(12_000),
+            ..aggregate_request()
+        })
+    );
 }
