@@ -9,7 +9,7 @@
 //!   a separate clippy pass), start llama.cpp's server (SmolLM2) on a free loopback port, then
 //!   `cargo test --workspace --all-features ARGS…` with `KGRAG_ASSETS`, `KGRAG_DATA_DIR` and
 //!   `KGRAG_TEST_LLM_URL` set; the server is stopped by pid afterwards, also when tests fail; finally a
-//!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2,hirag,hirag-bridge --limit 10 --question-corpus`) whose
+//!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2,hirag,hirag-bridge,leanrag --limit 10 --question-corpus`) whose
 //!   report is checked. The stage times are printed at the end, also when a stage fails, and the build's
 //!   timings are written to `cargo-timings/` in the target folder.
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
@@ -365,7 +365,8 @@ fn bench(extra: &[OsString]) -> TaskResult {
     run_step("kgrag bench", &mut command)
 }
 
-/// The bench as CI runs it: 10 MuSiQue questions, dense, HippoRAG 2, HiRAG's `hi` and bridge modes, with the binary `cargo test` built
+/// The bench as CI runs it: 10 MuSiQue questions, dense, HippoRAG 2, HiRAG's `hi` and bridge modes and
+/// LeanRAG, with the binary `cargo test` built
 /// (same profile and features, so nothing is compiled again); the written report is then checked. The corpus
 /// is cut to the 200 passages those questions list (`--question-corpus`): embedding all 1,890 passages and
 /// 33k phrases and facts with MiniLM takes about 20 minutes on CI's two cores.
@@ -382,7 +383,7 @@ fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
         "--dataset",
         "musique-100",
         "--methods",
-        "dense,hipporag2,hirag,hirag-bridge",
+        "dense,hipporag2,hirag,hirag-bridge,leanrag",
         "--limit",
         "10",
         "--question-corpus",
@@ -409,7 +410,7 @@ fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
         &out.join("report.json"),
         "musique-100",
         10,
-        &["dense", "hipporag2", "hirag", "hirag-bridge"],
+        &["dense", "hipporag2", "hirag", "hirag-bridge", "leanrag"],
     )
 }
 

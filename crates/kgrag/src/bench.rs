@@ -25,7 +25,8 @@ use kgrag_dense::DenseRetriever;
 use kgrag_eval::{Dataset, ExtractionSource, MethodAccumulator, QuestionResult, Report};
 use kgrag_graph_store::EmbeddingStore;
 use kgrag_hipporag::{FilterMode, HippoIndex, HippoRetriever, IndexProgress};
-use kgrag_hirag::{BaseSource, ExtractionMode, HiragIndex, HiragRetriever, Mode};
+use kgrag_hirag::{BaseSource, HiragRetriever, Mode};
+use kgrag_leanrag::{G0Source, LeanragRetriever};
 use kgrag_llm::{build_chat, build_embedder, ManagedChatModel, ManagedEmbedder, ResponseCache};
 use kgrag_openie::{read_openie_file, run_extraction, ExtractionStore, RunnerConfig};
 use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
@@ -46,10 +47,11 @@ pub const METHODS: &[&str] = &[
     "hirag-global",
     "hirag-bridge",
     "hirag-nobridge",
+    "leanrag",
 ];
 
-/// Method names of the report contract that later issues add.
-pub const PLANNED_METHODS: &[&str] = &["leanrag"];
+/// Method names of the report contract that later issues add (none left).
+pub const PLANNED_METHODS: &[&str] = &[];
 
 /// The dataset used when none is named and `musique-100` is not present.
 pub const FALLBACK_DATASET: &str = "kgrag-fixture";
@@ -247,8 +249,11 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         .iter()
         .filter_map(|m| Mode::from_method_name(m))
         .collect();
+    let want_leanrag = methods.iter().any(|m| m == "leanrag");
+    let uses_hirag_base =
+        !hirag_modes.is_empty() || (want_leanrag && config.leanrag.g0 == G0Source::Hirag);
     let needs_triples = methods.iter().any(|m| m == "hipporag2")
-        || (!hirag_modes.is_empty() && config.hirag.base == BaseSource::OpenieCache);
+        || (uses_hirag_base && config.hirag.base == BaseSource::OpenieCache);
     let extractions = if needs_triples {
         let t = Instant::now();
         let ex = extractions_for(
@@ -313,23 +318,37 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     }
 
     let mut hirag_index = None;
-    if !hirag_modes.is_empty() {
-        let index = build_hirag(
-            &passages,
-            &extractions,
-            &config,
-            embedder_dyn.clone(),
-            chat_dyn.clone(),
-            args.progress,
-            &mut stages,
-            &mut notes,
+    let mut leanrag_index = None;
+    if !hirag_modes.is_empty() || want_leanrag {
+        let built = crate::graphs::build_graph_indexes(
+            crate::graphs::GraphInputs {
+                passages: &passages,
+                extractions: &extractions,
+                config: &config,
+                embedder: embedder_dyn.clone(),
+                chat: chat_dyn.clone(),
+                extractor: None,
+                progress: args.progress,
+            },
+            !hirag_modes.is_empty(),
+            want_leanrag,
         )
         .await?;
-        if hippo_index.is_none() {
-            entities = index.graph().node_count() as u64;
-            relations = index.graph().edges().len() as u64;
+        for (stage, secs) in &built.stages {
+            stages.record(stage, *secs);
         }
-        hirag_index = Some(Arc::new(index));
+        notes.extend(built.notes);
+        if hippo_index.is_none() {
+            if let Some(index) = &built.hirag {
+                entities = index.graph().node_count() as u64;
+                relations = index.graph().edges().len() as u64;
+            } else if let Some(index) = &built.leanrag {
+                entities = index.stats().entities as u64;
+                relations = index.stats().base_relations as u64;
+            }
+        }
+        hirag_index = built.hirag.map(Arc::new);
+        leanrag_index = built.leanrag.map(Arc::new);
     }
 
     let index_usage = chat.as_ref().map(|c| c.usage()).unwrap_or_default();
@@ -350,8 +369,15 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     let mut reports = BTreeMap::new();
     let answer_text = ExtractiveSummarizer::new(embedder_dyn.clone(), Encoding::O200kBase);
     for method in &methods {
-        let mut hirag_retriever = None;
+        let mut graph_reader = GraphReader::None;
         let retriever: Box<dyn Retriever> = match method.as_str() {
+            "leanrag" => {
+                let index = leanrag_index
+                    .clone()
+                    .ok_or_else(|| KgragError::Config("the LeanRAG index was not built".into()))?;
+                graph_reader = GraphReader::Leanrag;
+                Box::new(LeanragRetriever::new(index, embedder_dyn.clone()))
+            }
             "dense" => Box::new(DenseRetriever::new(
                 store.clone(),
                 embedder_dyn.clone(),
@@ -363,7 +389,7 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
                     return Err(KgragError::Config("the HiRAG index was not built".into()));
                 };
                 let r = Arc::new(HiragRetriever::new(index, embedder_dyn.clone(), mode));
-                hirag_retriever = Some(r.clone());
+                graph_reader = GraphReader::Hirag(r.clone());
                 Box::new(r)
             }
             _ => {
@@ -391,10 +417,6 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         } else {
             config.hipporag.qa_top_k
         };
-        let hirag_reader = hirag_retriever.as_deref().map(|r| HiragReader {
-            retriever: r,
-            text: &answer_text,
-        });
         let report = run_method(
             retriever.as_ref(),
             &dataset,
@@ -404,7 +426,8 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
             qa_top_k,
             embedder_dyn.as_ref(),
             chat_dyn.as_deref(),
-            hirag_reader,
+            &graph_reader,
+            &answer_text,
             args.progress,
         )
         .await?;
@@ -458,10 +481,12 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     Ok(BenchOutcome { report, path })
 }
 
-/// HiRAG's reader: its own answer prompt, or the extractive answer over the assembled context.
-struct HiragReader<'a> {
-    retriever: &'a HiragRetriever,
-    text: &'a ExtractiveSummarizer,
+/// The graph methods' own readers: their answer prompts, or the extractive answer over the assembled
+/// context. `None`: HippoRAG 2's reader over the top passages (dense, HippoRAG 2).
+enum GraphReader {
+    None,
+    Hirag(Arc<HiragRetriever>),
+    Leanrag,
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -474,7 +499,8 @@ async fn run_method(
     qa_top_k: usize,
     embedder: &dyn Embedder,
     chat: Option<&dyn ChatModel>,
-    hirag: Option<HiragReader<'_>>,
+    graph_reader: &GraphReader,
+    answer_text: &ExtractiveSummarizer,
     progress: bool,
 ) -> Result<kgrag_eval::MethodReport> {
     let name = retriever.name().to_owned();
@@ -512,18 +538,28 @@ async fn run_method(
             QuestionResult::retrieval(retrieved, q.gold.clone(), ctx.context_tokens, latency_ms);
         result.stats = ctx.stats.clone();
         let top: Vec<String> = result.retrieved.iter().take(qa_top_k).cloned().collect();
-        let answer = match (reader, chat, &hirag) {
-            (ReaderMode::Llm, Some(chat), Some(_)) => Some(
+        let answer = match (reader, chat, graph_reader) {
+            (ReaderMode::Llm, Some(chat), GraphReader::Hirag(_)) => Some(
                 kgrag_hirag::answer::answer(chat, &ctx, &q.question, &config.hirag.response_type)
                     .await
                     .map_err(|e| e.to_string()),
             ),
-            (ReaderMode::Extractive, _, Some(h)) => Some(
-                kgrag_hirag::answer::extractive_answer(h.text, h.retriever, &ctx, &q.question)
+            (ReaderMode::Extractive, _, GraphReader::Hirag(h)) => Some(
+                kgrag_hirag::answer::extractive_answer(answer_text, h, &ctx, &q.question)
                     .await
                     .map_err(|e| e.to_string()),
             ),
-            (ReaderMode::Llm, Some(chat), None) => {
+            (ReaderMode::Llm, Some(chat), GraphReader::Leanrag) => Some(
+                kgrag_leanrag::answer::answer(chat, &ctx, &q.question, &config.leanrag)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            (ReaderMode::Extractive, _, GraphReader::Leanrag) => Some(
+                kgrag_leanrag::answer::extractive_answer(answer_text, &ctx, &q.question)
+                    .await
+                    .map_err(|e| e.to_string()),
+            ),
+            (ReaderMode::Llm, Some(chat), GraphReader::None) => {
                 let reader_config = kgrag_hipporag::HippoConfig {
                     qa_top_k,
                     ..config.hipporag.clone()
@@ -535,7 +571,7 @@ async fn run_method(
                         .map_err(|e| e.to_string()),
                 )
             }
-            (ReaderMode::Extractive, _, None) => Some(
+            (ReaderMode::Extractive, _, GraphReader::None) => Some(
                 extractive_answer(embedder, &q.question, &top, &config.hipporag)
                     .await
                     .map_err(|e| e.to_string()),
@@ -697,126 +733,9 @@ async fn extractions_for(
         .collect())
 }
 
-/// Builds the HiRAG index the five modes share: the base graph from the dataset's triples
-/// (`base = "openie_cache"`, one chunk per passage) or from HiRAG's own chunking and extraction
-/// (`base = "extract"`: the LLM extractor with a `[chat]` model, else the rule extractor), then HiIndex,
-/// communities and reports. Reports of earlier runs are kept in the cache folder and reused when their
-/// input is unchanged.
-#[allow(clippy::too_many_arguments)]
-async fn build_hirag(
-    passages: &[(ChunkId, String)],
-    extractions: &[Extraction],
-    config: &Config,
-    embedder: Arc<dyn Embedder>,
-    chat: Option<Arc<dyn ChatModel>>,
-    progress: bool,
-    stages: &mut Stages,
-    notes: &mut Vec<String>,
-) -> Result<HiragIndex> {
-    let hc = &config.hirag;
-    let t = Instant::now();
-    let (chunks, hirag_extractions) = match hc.base {
-        BaseSource::OpenieCache => {
-            let chunker = Chunker::new(ChunkerConfig::hipporag())?;
-            let mut chunks = Vec::with_capacity(passages.len());
-            for (_, text) in passages {
-                chunks.extend(chunker.chunk(&Document::new(text.clone()))?);
-            }
-            let triples: Vec<(ChunkId, Vec<kgrag_types::Triple>)> = extractions
-                .iter()
-                .map(|e| (e.chunk_id.clone(), e.triples.clone()))
-                .collect();
-            (chunks, kgrag_hirag::openie_extractions(&triples))
-        }
-        BaseSource::Extract => {
-            let chunker = Chunker::new(ChunkerConfig::TokenWindow {
-                encoding: Encoding::O200kBase,
-                size: hc.chunk_token_size,
-                overlap: hc.chunk_overlap,
-            })?;
-            let mut chunks = Vec::new();
-            for (_, text) in passages {
-                chunks.extend(chunker.chunk(&Document::new(text.clone()))?);
-            }
-            let extractor: Box<dyn Extractor> = match (hc.extraction, &chat) {
-                (ExtractionMode::Llm, Some(chat)) => {
-                    Box::new(kgrag_openie::GraphRagExtractor::new(
-                        chat.clone(),
-                        kgrag_openie::GraphRagConfig {
-                            entity_types: hc.entity_types.clone(),
-                            max_gleaning: hc.max_gleaning,
-                            gleaning: hc.gleaning,
-                            ..kgrag_openie::GraphRagConfig::default()
-                        },
-                    ))
-                }
-                (ExtractionMode::Llm, None) => {
-                    notes.push(
-                        "hirag: no [chat] model configured, so extraction = \"rules\" (the offline kit)"
-                            .to_owned(),
-                    );
-                    Box::new(kgrag_openie::RuleExtractor)
-                }
-                (ExtractionMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
-            };
-            let found = extract_chunks(
-                extractor.as_ref(),
-                &chunks,
-                config,
-                progress,
-                notes,
-                "entities",
-            )
-            .await?;
-            (chunks, found)
-        }
-    };
-    stages.record("hirag_extraction", t.elapsed().as_secs_f64());
-
-    let reports_file = config.cache_dir.join("hirag-reports.json");
-    let previous: HashMap<String, kgrag_hirag::CommunityReport> = match std::fs::read(&reports_file)
-    {
-        Ok(bytes) => serde_json::from_slice(&bytes).unwrap_or_else(|e| {
-            notes.push(format!(
-                "hirag: {} could not be read ({e}); every community report is written again",
-                reports_file.display()
-            ));
-            HashMap::new()
-        }),
-        Err(_) => HashMap::new(),
-    };
-    let models = kgrag_hirag::Models {
-        embedder,
-        chat,
-        cheap_chat: None,
-    };
-    let index = HiragIndex::build(&chunks, &hirag_extractions, &models, hc, &previous).await?;
-    for (stage, secs) in &index.stats().secs {
-        stages.record(stage, *secs);
-    }
-    let bytes = serde_json::to_vec(&index.reports_by_hash())
-        .map_err(|e| KgragError::Config(format!("serialising HiRAG reports: {e}")))?;
-    kgrag_graph_store::persist::write_atomic(&reports_file, &bytes)?;
-    let s = index.stats();
-    eprintln!(
-        "kgrag: hirag graph: {} chunks, {} nodes per layer {:?}, {} relations, {} embedded entities, \
-         communities per level {:?}, reports {} written / {} reused {:?}",
-        s.chunks,
-        index.graph().node_count(),
-        s.entities_per_layer,
-        s.relations,
-        s.embedded_entities,
-        s.communities_per_level,
-        s.reports_written,
-        s.reports_reused,
-        s.report_outcomes
-    );
-    Ok(index)
-}
-
 /// Extracts `chunks` with `extractor` through the resumable runner (the extraction store in the cache
 /// folder); chunks that fail get nothing (`what` names it in the note) and a rerun retries them.
-async fn extract_chunks(
+pub(crate) async fn extract_chunks(
     extractor: &dyn Extractor,
     chunks: &[kgrag_types::Chunk],
     config: &Config,

@@ -23,6 +23,9 @@
 //! [hirag]                            # kgrag-hirag HiragConfig: every key of the HiRAG spec §2
 //! base = "openie_cache"              # the facade's default: HippoRAG 2's triples; "extract" chunks and extracts
 //! extraction = "llm"                 # with base = "extract": "llm" (needs [chat]; offline: rules) | "rules"
+//!
+//! [leanrag]                          # kgrag-leanrag LeanragConfig: every key of the LeanRAG spec §2
+//! g0 = "hirag"                       # HiRAG's base layer, shared with the HiRAG modes | "native"
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -30,6 +33,7 @@ use std::path::{Path, PathBuf};
 use kgrag_dense::DenseConfig;
 use kgrag_hipporag::HippoConfig;
 use kgrag_hirag::{BaseSource, HiragConfig};
+use kgrag_leanrag::LeanragConfig;
 use kgrag_llm::{ChatConfig, EmbedderConfig, LocalEmbedderConfig};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -91,6 +95,8 @@ pub struct Config {
     pub dense: DenseConfig,
     /// HiRAG (all five modes share it).
     pub hirag: HiragConfig,
+    /// LeanRAG.
+    pub leanrag: LeanragConfig,
 }
 
 impl Default for Config {
@@ -107,6 +113,7 @@ impl Default for Config {
                 base: BaseSource::OpenieCache,
                 ..HiragConfig::default()
             },
+            leanrag: LeanragConfig::default(),
         }
     }
 }

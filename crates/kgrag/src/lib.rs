@@ -9,7 +9,7 @@
 //!
 //! Methods available: `dense` ([`kgrag_dense`]), `hipporag2` ([`kgrag_hipporag`]) and HiRAG's five modes
 //! `hirag`, `hirag-local`, `hirag-global`, `hirag-bridge`, `hirag-nobridge` ([`kgrag_hirag`], one index
-//! shared by the five). Without a chat model the whole pipeline runs offline: triples from the dataset's
+//! shared by the five) and `leanrag` ([`kgrag_leanrag`], on HiRAG's base graph). Without a chat model the whole pipeline runs offline: triples from the dataset's
 //! OpenIE cache (or the rule extractor), MiniLM embeddings on the CPU, HippoRAG 2 without its LLM filter,
 //! HiRAG with extractive cluster summaries and community reports, extractive answers.
 
@@ -17,12 +17,14 @@
 
 pub mod bench;
 pub mod config;
+pub mod graphs;
 
 pub use kgrag_dense as dense;
 pub use kgrag_eval as eval;
 pub use kgrag_graph_store as graph_store;
 pub use kgrag_hipporag as hipporag;
 pub use kgrag_hirag as hirag;
+pub use kgrag_leanrag as leanrag;
 pub use kgrag_llm as llm;
 pub use kgrag_openie as openie;
 pub use kgrag_types as types;
@@ -62,6 +64,9 @@ pub enum KgragError {
     /// HiRAG failed.
     #[error(transparent)]
     Hirag(#[from] kgrag_hirag::HiragError),
+    /// LeanRAG failed.
+    #[error(transparent)]
+    Leanrag(#[from] kgrag_leanrag::LeanragError),
     /// Reading the OpenIE cache or extraction failed.
     #[error(transparent)]
     OpenIe(#[from] kgrag_openie::OpenIeError),

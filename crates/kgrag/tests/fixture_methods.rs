@@ -346,3 +346,89 @@ async fn recognition_filter_and_dense_fallback() {
     }
     assert_eq!(chat.calls(), 4);
 }
+
+/// An extractor that counts its calls (the rule extractor underneath).
+struct Counting(std::sync::atomic::AtomicUsize);
+
+#[async_trait]
+impl kgrag::types::Extractor for Counting {
+    fn fingerprint(&self) -> String {
+        "counting-rules-test".into()
+    }
+    async fn extract(
+        &self,
+        chunk: &kgrag::types::Chunk,
+    ) -> kgrag::types::Result<kgrag::types::Extraction> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(kgrag::openie::RuleExtractor.extract_text(chunk))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leanrag_g0_is_hirag_base_layer_extracted_once() {
+    let ds = kgrag::eval::load("kgrag-fixture", std::path::Path::new("/nonexistent")).unwrap();
+    let passages: Vec<(ChunkId, String)> = ds
+        .passages
+        .iter()
+        .map(|p| (p.chunk_id(), p.content()))
+        .collect();
+    let cache = std::env::temp_dir().join(format!("kgrag-g0-shared-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&cache);
+    let mut config = kgrag::config::Config {
+        cache_dir: cache.clone(),
+        ..kgrag::config::Config::default()
+    };
+    config.hirag.base = kgrag::hirag::BaseSource::Extract;
+    config.hirag.extraction = kgrag::hirag::ExtractionMode::Rules;
+    config.hirag.log_layers = false;
+    config.leanrag.log_layers = false;
+    config.leanrag.cluster_size = 5;
+    let extractor = Arc::new(Counting(std::sync::atomic::AtomicUsize::new(0)));
+    let built = kgrag::graphs::build_graph_indexes(
+        kgrag::graphs::GraphInputs {
+            passages: &passages,
+            extractions: &[],
+            config: &config,
+            embedder: Arc::new(kgrag::types::testing::HashingEmbedder::new(64)),
+            chat: None,
+            extractor: Some(extractor.clone()),
+            progress: false,
+        },
+        true,
+        true,
+    )
+    .await
+    .unwrap();
+    let hirag = built.hirag.unwrap();
+    let leanrag = built.leanrag.unwrap();
+    // One extraction call per chunk, for both methods together.
+    assert_eq!(
+        extractor.0.load(std::sync::atomic::Ordering::SeqCst),
+        hirag.chunks().len()
+    );
+    // G0 = HiRAG's base layer: its layer-0 nodes, and only edges among them.
+    let base: Vec<&str> = hirag
+        .graph()
+        .nodes()
+        .iter()
+        .filter(|n| n.layer == 0)
+        .map(|n| n.name.as_str())
+        .collect();
+    let g0: Vec<&str> = leanrag.hierarchy().layers[0]
+        .iter()
+        .map(|n| n.name.as_str())
+        .collect();
+    assert_eq!(base, g0);
+    let g = hirag.graph();
+    let base_edges = g
+        .edges()
+        .iter()
+        .filter(|e| g.node(e.a).unwrap().layer == 0 && g.node(e.b).unwrap().layer == 0)
+        .count();
+    assert_eq!(leanrag.stats().base_relations, base_edges);
+    assert!(
+        base_edges < g.edges().len(),
+        "member relations are not in G0"
+    );
+    let _ = std::fs::remove_dir_all(&cache);
+}

@@ -116,24 +116,6 @@ pub fn graphml(index: &HiragIndex) -> String {
     out
 }
 
-/// A float32 matrix in NumPy's `.npy` format (version 1.0, little endian, C order).
-pub fn npy_f32(rows: usize, cols: usize, data: &[f32]) -> Vec<u8> {
-    let mut header =
-        format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({rows}, {cols}), }}");
-    // Magic (6) + version (2) + length (2) + header + '\n' is a multiple of 64.
-    let total = 10 + header.len() + 1;
-    header.push_str(&" ".repeat((64 - total % 64) % 64));
-    header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + data.len() * 4);
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    for x in data {
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out
-}
-
 /// Writes the export into `dir` (created if missing).
 pub fn export_reference(index: &HiragIndex, dir: &Path) -> Result<ExportFiles> {
     std::fs::create_dir_all(dir).map_err(|e| HiragError::Export {
@@ -194,7 +176,10 @@ pub fn export_reference(index: &HiragIndex, dir: &Path) -> Result<ExportFiles> {
     let store = index.entity_vectors();
     let dim = store.dim().unwrap_or(0);
     let data = store.index().map_or(&[][..], |i| i.as_slice());
-    write(&files.vectors, &npy_f32(store.len(), dim, data))?;
+    write(
+        &files.vectors,
+        &kgrag_graph_store::persist::npy_f32(store.len(), dim, data),
+    )?;
     let names: Vec<Value> = (0..store.len())
         .map(|row| {
             json!({
@@ -212,15 +197,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn npy_header_is_aligned() {
-        let b = npy_f32(2, 3, &[1.0; 6]);
-        assert_eq!(&b[..8], b"\x93NUMPY\x01\x00");
-        let hlen = u16::from_le_bytes([b[8], b[9]]) as usize;
-        assert_eq!((10 + hlen) % 64, 0);
-        assert_eq!(b.len(), 10 + hlen + 24);
-        assert!(std::str::from_utf8(&b[10..10 + hlen])
-            .unwrap()
-            .contains("'shape': (2, 3)"));
+    fn xml_is_escaped() {
         assert_eq!(xml_escape("a<b & \"c\""), "a&lt;b &amp; &quot;c&quot;");
     }
 }

@@ -1,0 +1,341 @@
+//! Building LeanRAG's index (spec §5): embed G0's descriptions, aggregate layer by layer, and index the
+//! seed layers' vectors.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+use kgrag_graph_store::{ExactIndex, Metric};
+use kgrag_hierarchy::{
+    build_leanrag, embed_texts, BaseEntity, BaseRelation, ClusterSummarizer,
+    ExtractiveClusterSummarizer, HNodeKind, Hierarchy, LlmClusterSummarizer, NodeId, RelationKind,
+};
+use kgrag_text::{Encoding, ExtractiveSummarizer};
+use kgrag_types::{ChatModel, ChunkId, CountingChat, Embedder, StageUsage};
+use serde::{Deserialize, Serialize};
+
+use crate::base::BaseGraph;
+use crate::config::{LeanragConfig, SeedLayers};
+use crate::{LeanragError, Result};
+
+/// The models an index build uses.
+#[derive(Clone)]
+pub struct Models {
+    /// Embeds descriptions (clustering, seeds) and the extractive summaries' sentences.
+    pub embedder: Arc<dyn Embedder>,
+    /// Writes aggregate entities and relation sentences (none: extractive, offline).
+    pub chat: Option<Arc<dyn ChatModel>>,
+}
+
+/// One aggregation round.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LayerStats {
+    /// The layer clustered.
+    pub layer: u32,
+    /// Its node count N.
+    pub n: usize,
+    /// Components fitted (max(⌊N/20⌋, k_BIC)).
+    pub k: usize,
+    /// BIC's choice.
+    pub k_bic: usize,
+    /// Non-empty clusters.
+    pub clusters: usize,
+    /// Sparsity of the clusters.
+    pub sparsity: f64,
+    /// Aggregates per outcome (`llm`, `retried`, `fallback`, `extractive`).
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+/// What a build made and cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LeanragStats {
+    /// Base entities.
+    pub entities: usize,
+    /// Base relations (one per pair).
+    pub base_relations: usize,
+    /// Nodes per layer (promoted copies included; the last layer holds the root).
+    pub nodes_per_layer: Vec<usize>,
+    /// One entry per aggregation round.
+    pub layers: Vec<LayerStats>,
+    /// Relations by kind (`base`, `concat`, `llm`, `extractive`).
+    pub relations_by_kind: BTreeMap<String, usize>,
+    /// Rows in the seed vector index.
+    pub seed_vectors: usize,
+    /// Model usage of the aggregation.
+    pub llm: StageUsage,
+    /// Seconds per stage.
+    #[serde(skip)]
+    pub secs: BTreeMap<String, f64>,
+}
+
+/// LeanRAG's index. See the crate docs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LeanragIndex {
+    config: LeanragConfig,
+    hierarchy: Hierarchy,
+    /// Chunk id → text.
+    chunks: BTreeMap<ChunkId, String>,
+    /// Seed vectors: one row per node of the seed layers.
+    vectors: Option<ExactIndex>,
+    /// Row → node.
+    rows: Vec<NodeId>,
+    /// Unordered origin pair → position in `hierarchy.relations`.
+    #[serde(skip)]
+    relation_of: HashMap<(NodeId, NodeId), usize>,
+    stats: LeanragStats,
+}
+
+fn kind_name(k: RelationKind) -> String {
+    serde_json::to_value(k)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+impl LeanragIndex {
+    /// Builds the index over `g0`.
+    pub async fn build(g0: BaseGraph, models: &Models, config: &LeanragConfig) -> Result<Self> {
+        config.validate()?;
+        let mut stats = LeanragStats {
+            entities: g0.entities.len(),
+            base_relations: g0.relations.len(),
+            ..LeanragStats::default()
+        };
+        let started = Instant::now();
+        let texts: Vec<String> = g0
+            .entities
+            .iter()
+            .map(|e| {
+                let d = Encoding::Cl100kBase
+                    .truncate(&e.description, config.embed_max_tokens)
+                    .unwrap_or(&e.description);
+                if d.trim().is_empty() {
+                    e.name.clone()
+                } else {
+                    d.to_owned()
+                }
+            })
+            .collect();
+        let vectors = embed_texts(
+            models.embedder.as_ref(),
+            &texts,
+            config.embed_batch,
+            "G0 entity descriptions",
+        )
+        .await?;
+        *stats.secs.entry("leanrag_embed".into()).or_default() += started.elapsed().as_secs_f64();
+
+        let started = Instant::now();
+        let base: Vec<BaseEntity> = g0
+            .entities
+            .iter()
+            .zip(vectors)
+            .enumerate()
+            .map(|(i, (e, v))| BaseEntity {
+                key: format!("leanrag-g0:{i}"),
+                name: e.name.clone(),
+                entity_type: e.entity_type.clone(),
+                description: e.description.clone(),
+                sources: e.sources.clone(),
+                embedding: v,
+            })
+            .collect();
+        let relations: Vec<BaseRelation> = g0
+            .relations
+            .iter()
+            .map(|(a, b, d)| BaseRelation {
+                source: *a,
+                target: *b,
+                description: d.clone(),
+            })
+            .collect();
+        let text = Arc::new(ExtractiveSummarizer::new(
+            models.embedder.clone(),
+            Encoding::Cl100kBase,
+        ));
+        let extractive = ExtractiveClusterSummarizer::new(text);
+        let counted = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
+        let llm = counted.as_ref().map(|c| {
+            LlmClusterSummarizer::new(c.clone() as Arc<dyn ChatModel>, extractive.clone())
+        });
+        let summarizer: &dyn ClusterSummarizer = match &llm {
+            Some(l) => l,
+            None => &extractive,
+        };
+        let hierarchy = build_leanrag(
+            base,
+            &relations,
+            models.embedder.as_ref(),
+            summarizer,
+            &config.hierarchy(),
+        )
+        .await?;
+        if let Some(c) = &counted {
+            stats.llm = c.usage();
+        }
+        *stats.secs.entry("leanrag_aggregate".into()).or_default() +=
+            started.elapsed().as_secs_f64();
+        stats.nodes_per_layer = hierarchy.layer_sizes();
+        stats.layers = hierarchy
+            .log
+            .iter()
+            .map(|l| LayerStats {
+                layer: l.layer,
+                n: l.n,
+                k: l.k,
+                k_bic: l.k_bic,
+                clusters: l.clusters,
+                sparsity: l.sparsity,
+                outcomes: l.outcomes.clone(),
+            })
+            .collect();
+        for r in &hierarchy.relations {
+            *stats
+                .relations_by_kind
+                .entry(kind_name(r.kind))
+                .or_default() += 1;
+        }
+        let chunks: BTreeMap<ChunkId, String> = g0.chunks.into_iter().collect();
+        let mut index = Self {
+            config: config.clone(),
+            hierarchy,
+            chunks,
+            vectors: None,
+            rows: Vec::new(),
+            relation_of: HashMap::new(),
+            stats,
+        };
+        index.index_seeds()?;
+        index.rebuild_lookups();
+        Ok(index)
+    }
+
+    fn index_seeds(&mut self) -> Result<()> {
+        let nodes: Vec<&kgrag_hierarchy::HNode> = match self.config.seed_layers {
+            SeedLayers::Base => self
+                .hierarchy
+                .layers
+                .first()
+                .into_iter()
+                .flatten()
+                .collect(),
+            SeedLayers::Aggregate => self.hierarchy.layers.iter().skip(1).flatten().collect(),
+        };
+        let nodes: Vec<&kgrag_hierarchy::HNode> = nodes
+            .into_iter()
+            .filter(|n| !n.embedding.is_empty())
+            .collect();
+        self.rows = nodes.iter().map(|n| n.id).collect();
+        self.stats.seed_vectors = self.rows.len();
+        let Some(dim) = nodes.first().map(|n| n.embedding.len()) else {
+            self.vectors = None;
+            return Ok(());
+        };
+        let mut flat = Vec::with_capacity(nodes.len() * dim);
+        for n in &nodes {
+            if n.embedding.len() != dim {
+                return Err(LeanragError::Input(format!(
+                    "node {} has an embedding of dimension {}, expected {dim}",
+                    n.id,
+                    n.embedding.len()
+                )));
+            }
+            flat.extend_from_slice(&n.embedding);
+        }
+        self.vectors = Some(ExactIndex::from_rows(dim, Metric::Cosine, &flat)?);
+        Ok(())
+    }
+
+    fn rebuild_lookups(&mut self) {
+        self.relation_of = self
+            .hierarchy
+            .relations
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((r.a.min(r.b), r.a.max(r.b)), i))
+            .collect();
+    }
+
+    /// An index over a hierarchy built elsewhere (tests, or a hierarchy loaded from disk): the seed vectors
+    /// are the nodes' stored embeddings.
+    pub fn from_hierarchy(
+        hierarchy: Hierarchy,
+        chunks: Vec<(ChunkId, String)>,
+        config: &LeanragConfig,
+    ) -> Result<Self> {
+        let mut index = Self {
+            config: config.clone(),
+            hierarchy,
+            chunks: chunks.into_iter().collect(),
+            vectors: None,
+            rows: Vec::new(),
+            relation_of: HashMap::new(),
+            stats: LeanragStats::default(),
+        };
+        index.stats.nodes_per_layer = index.hierarchy.layer_sizes();
+        index.index_seeds()?;
+        index.rebuild_lookups();
+        Ok(index)
+    }
+
+    /// Writes the index to `path` (checksummed, atomic).
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        kgrag_graph_store::persist::save(path, "leanrag-index", 1, self)?;
+        Ok(())
+    }
+
+    /// Reads an index written by [`save`](Self::save).
+    pub fn load(path: &std::path::Path) -> Result<Self> {
+        let mut index: Self = kgrag_graph_store::persist::load(path, "leanrag-index", 1)?;
+        index.rebuild_lookups();
+        Ok(index)
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LeanragConfig {
+        &self.config
+    }
+
+    /// The aggregation tree.
+    pub fn hierarchy(&self) -> &Hierarchy {
+        &self.hierarchy
+    }
+
+    /// The text of chunk `id`.
+    pub fn chunk_text(&self, id: &ChunkId) -> Option<&str> {
+        self.chunks.get(id).map(String::as_str)
+    }
+
+    /// The chunk store.
+    pub fn chunks(&self) -> &BTreeMap<ChunkId, String> {
+        &self.chunks
+    }
+
+    /// What the build made and cost.
+    pub fn stats(&self) -> &LeanragStats {
+        &self.stats
+    }
+
+    /// The seed vectors and their nodes.
+    pub(crate) fn seed_index(&self) -> (Option<&ExactIndex>, &[NodeId]) {
+        (self.vectors.as_ref(), &self.rows)
+    }
+
+    /// The relation between two origins, if any (any level).
+    pub fn relation_between(&self, a: NodeId, b: NodeId) -> Option<&kgrag_hierarchy::HRelation> {
+        self.relation_index(a, b)
+            .and_then(|i| self.hierarchy.relations.get(i))
+    }
+
+    /// The position in [`Hierarchy::relations`] of the relation between two origins.
+    pub fn relation_index(&self, a: NodeId, b: NodeId) -> Option<usize> {
+        self.relation_of.get(&(a.min(b), a.max(b))).copied()
+    }
+
+    /// Whether `id` is an aggregate (or the root).
+    pub(crate) fn is_aggregate(&self, id: NodeId) -> bool {
+        self.hierarchy
+            .node(id)
+            .is_some_and(|n| matches!(n.kind, HNodeKind::Aggregate | HNodeKind::Top))
+    }
+}

@@ -1,0 +1,322 @@
+//! LeanRAG's retrieval (spec §6): seeds, pairwise lowest common ancestors, context assembly.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+use kgrag_hierarchy::{Hierarchy, NodeId};
+use kgrag_types::{
+    ChunkId, ContextEntity, ContextRelation, EmbedKind, Embedder, RetrievalRequest,
+    RetrievedContext, Retriever, ScoredChunk,
+};
+
+use crate::config::SeedLayers;
+use crate::index::LeanragIndex;
+use crate::{LeanragError, Result};
+
+/// The path between two nodes through their lowest common ancestor, walking both ancestor chains in
+/// lockstep (spec §6.2): `a → … → LCA → … → b`; where the chains cross at different depths the walk stops
+/// there. `a == b` gives `[a]`.
+pub fn lca_path(h: &Hierarchy, a: NodeId, b: NodeId) -> Vec<NodeId> {
+    let chain = |x: NodeId| {
+        let mut c = vec![x];
+        c.extend(h.ancestors(x));
+        c
+    };
+    let (ca, cb) = (chain(a), chain(b));
+    let mut pa: Vec<NodeId> = Vec::new();
+    let mut pb: Vec<NodeId> = Vec::new();
+    for (&x, &y) in ca.iter().zip(&cb) {
+        if x == y {
+            pa.push(x);
+            break;
+        }
+        if pb.contains(&x) || pa.contains(&y) {
+            break;
+        }
+        pa.push(x);
+        pb.push(y);
+    }
+    pa.extend(pb.into_iter().rev());
+    pa
+}
+
+/// LeanRAG's retriever over a built index.
+pub struct LeanragRetriever {
+    index: Arc<LeanragIndex>,
+    embedder: Arc<dyn Embedder>,
+}
+
+impl LeanragRetriever {
+    /// A retriever over `index`, embedding queries (raw, no instruction) with `embedder`.
+    pub fn new(index: Arc<LeanragIndex>, embedder: Arc<dyn Embedder>) -> Self {
+        Self { index, embedder }
+    }
+
+    /// The index.
+    pub fn index(&self) -> &Arc<LeanragIndex> {
+        &self.index
+    }
+
+    /// Embeds the raw query.
+    pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        let v = self
+            .embedder
+            .embed(&[query.to_owned()], &EmbedKind::Query { instruction: None })
+            .await
+            .map_err(|e| LeanragError::Model(format!("embedding the query: {e}")))?;
+        v.row(0)
+            .map(<[f32]>::to_vec)
+            .ok_or_else(|| LeanragError::Model("the embedder returned no query vector".into()))
+    }
+
+    /// Seeds (spec §6.1): the `top_n` most similar nodes of the seed layers, best first (ties: NodeId);
+    /// with aggregate seeds, the best node per origin.
+    pub fn seeds(&self, query_vector: &[f32]) -> Result<Vec<(NodeId, f32)>> {
+        let (vectors, rows) = self.index.seed_index();
+        let Some(vectors) = vectors else {
+            return Ok(Vec::new());
+        };
+        let scores = vectors.scores(query_vector)?;
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        order
+            .sort_unstable_by(|&x, &y| scores[y].total_cmp(&scores[x]).then(rows[x].cmp(&rows[y])));
+        let h = self.index.hierarchy();
+        let mut seen_origin = HashSet::new();
+        let mut out = Vec::new();
+        for r in order {
+            if out.len() == self.index.config().top_n {
+                break;
+            }
+            let id = rows[r];
+            if self.index.config().seed_layers == SeedLayers::Aggregate {
+                let origin = h.node(id).map_or(id, |n| n.origin);
+                if !seen_origin.insert(origin) {
+                    continue;
+                }
+            }
+            out.push((id, scores[r]));
+        }
+        Ok(out)
+    }
+
+    /// The context for an embedded query (everything after the embedding); `top_k` caps the passages.
+    pub fn context_for(&self, query_vector: &[f32], top_k: usize) -> Result<RetrievedContext> {
+        let seeds = self.seeds(query_vector)?;
+        Ok(self.context_for_seeds(&seeds, top_k))
+    }
+
+    /// The context for given seeds (spec §6.2–§6.4).
+    pub fn context_for_seeds(&self, seeds: &[(NodeId, f32)], top_k: usize) -> RetrievedContext {
+        let index = &self.index;
+        let h = index.hierarchy();
+        let cfg = index.config();
+        let node = |id: NodeId| h.node(id);
+        let origin = |id: NodeId| node(id).map_or(id, |n| n.origin);
+        let mut relations: Vec<usize> = Vec::new();
+        let mut seen_rel: HashSet<usize> = HashSet::new();
+        let mut aggregates: Vec<NodeId> = Vec::new();
+        let mut paths = Vec::new();
+        for i in 0..seeds.len() {
+            for j in i + 1..seeds.len() {
+                let path = lca_path(h, seeds[i].0, seeds[j].0);
+                for (p, &u) in path.iter().enumerate() {
+                    for &v in &path[p + 1..] {
+                        let (ou, ov) = (origin(u), origin(v));
+                        if ou == ov {
+                            continue;
+                        }
+                        if let Some(r) = index.relation_index(ou, ov) {
+                            if seen_rel.insert(r) {
+                                relations.push(r);
+                            }
+                        }
+                    }
+                }
+                for &n in &path {
+                    if index.is_aggregate(n) && !aggregates.contains(&n) {
+                        aggregates.push(n);
+                    }
+                }
+                paths.push(
+                    path.iter()
+                        .filter_map(|&n| node(n).map(|x| x.name.clone()))
+                        .collect::<Vec<_>>(),
+                );
+            }
+        }
+
+        // Chunks: the seeds' sources (multisets) counted; counts > 1 first (count desc, ties first seen),
+        // then the rest in first-seen order.
+        let mut counts: Vec<(ChunkId, usize)> = Vec::new();
+        let mut pos: HashMap<ChunkId, usize> = HashMap::new();
+        for &(s, _) in seeds {
+            for c in node(s).map_or(&[][..], |n| n.sources.as_slice()) {
+                match pos.get(c) {
+                    Some(&p) => counts[p].1 += 1,
+                    None => {
+                        pos.insert(c.clone(), counts.len());
+                        counts.push((c.clone(), 1));
+                    }
+                }
+            }
+        }
+        let mut ranked: Vec<(usize, &(ChunkId, usize))> = counts.iter().enumerate().collect();
+        ranked.sort_by(|(ia, a), (ib, b)| {
+            let (ma, mb) = (a.1 > 1, b.1 > 1);
+            mb.cmp(&ma)
+                .then(if ma && mb {
+                    b.1.cmp(&a.1)
+                } else {
+                    std::cmp::Ordering::Equal
+                })
+                .then(ia.cmp(ib))
+        });
+        let chunks: Vec<&ChunkId> = ranked
+            .into_iter()
+            .map(|(_, c)| &c.0)
+            .filter(|c| index.chunk_text(c).is_some())
+            .collect();
+
+        // §6.4 layout.
+        let mut lines: Vec<String> = vec![
+            "entity_information:".into(),
+            "entity_name\t\tparent\t\tdescription".into(),
+        ];
+        for &(s, _) in seeds {
+            let Some(n) = node(s) else { continue };
+            let parent = n
+                .parents
+                .first()
+                .and_then(|&p| node(p))
+                .map_or("root", |p| p.name.as_str());
+            lines.push(format!("{}\t\t{}\t\t{}", n.name, parent, n.description));
+        }
+        lines.push("aggregation_entity_information:".into());
+        lines.push(if cfg.include_findings {
+            "entity_name\t\tentity_description\t\tfindings".into()
+        } else {
+            "entity_name\t\tentity_description".into()
+        });
+        for &a in &aggregates {
+            let Some(n) = node(a) else { continue };
+            if cfg.include_findings {
+                let findings: Vec<String> = n
+                    .findings
+                    .iter()
+                    .map(|f| format!("{}: {}", f.summary, f.explanation))
+                    .collect();
+                lines.push(format!(
+                    "{}\t\t{}\t\t{}",
+                    n.name,
+                    n.description,
+                    findings.join("; ")
+                ));
+            } else {
+                lines.push(format!("{}\t\t{}", n.name, n.description));
+            }
+        }
+        lines.push("reasoning_path_information:".into());
+        for &r in &relations {
+            if let Some(rel) = h.relations.get(r) {
+                lines.push(rel.description.clone());
+            }
+        }
+        lines.push("text_units:".into());
+        for c in chunks.iter().take(cfg.top_c) {
+            if let Some(t) = index.chunk_text(c) {
+                lines.push(t.to_owned());
+            }
+        }
+        let rendered = lines.join("\n");
+        let context_tokens = crate::cl100k(&rendered);
+
+        let mut ctx = RetrievedContext {
+            method: "leanrag".into(),
+            context_tokens,
+            ..RetrievedContext::default()
+        };
+        ctx.stats.insert(
+            "context_tokens_o200k".into(),
+            kgrag_text::Encoding::O200kBase
+                .count(&rendered)
+                .unwrap_or(0) as f64,
+        );
+        ctx.rendered = rendered;
+        ctx.entities = seeds
+            .iter()
+            .filter_map(|&(s, score)| {
+                let n = node(s)?;
+                Some(ContextEntity {
+                    name: n.name.clone(),
+                    entity_type: n.entity_type.clone(),
+                    description: n.description.clone(),
+                    layer: n.id.layer,
+                    score: f64::from(score),
+                })
+            })
+            .chain(aggregates.iter().filter_map(|&a| {
+                let n = node(a)?;
+                Some(ContextEntity {
+                    name: n.name.clone(),
+                    entity_type: n.entity_type.clone(),
+                    description: n.description.clone(),
+                    layer: n.id.layer,
+                    score: 0.0,
+                })
+            }))
+            .collect();
+        ctx.relations = relations
+            .iter()
+            .filter_map(|&r| {
+                let rel = h.relations.get(r)?;
+                Some(ContextRelation {
+                    source: node(rel.a)?.name.clone(),
+                    target: node(rel.b)?.name.clone(),
+                    description: rel.description.clone(),
+                    score: f64::from(rel.level),
+                })
+            })
+            .collect();
+        ctx.paths = paths;
+        let n = chunks.len().max(1) as f64;
+        ctx.passages = chunks
+            .iter()
+            .take(top_k)
+            .enumerate()
+            .map(|(i, c)| ScoredChunk {
+                chunk_id: (*c).clone(),
+                score: 1.0 - i as f64 / n,
+            })
+            .collect();
+        ctx.stats.insert("seeds".into(), seeds.len() as f64);
+        ctx.stats
+            .insert("aggregates".into(), aggregates.len() as f64);
+        ctx.stats.insert("relations".into(), relations.len() as f64);
+        ctx.stats
+            .insert("text_units".into(), chunks.len().min(cfg.top_c) as f64);
+        ctx
+    }
+}
+
+#[async_trait]
+impl Retriever for LeanragRetriever {
+    fn name(&self) -> &str {
+        "leanrag"
+    }
+
+    async fn retrieve(&self, request: &RetrievalRequest) -> kgrag_types::Result<RetrievedContext> {
+        let started = Instant::now();
+        let v = self
+            .embed_query(&request.query)
+            .await
+            .map_err(|e| kgrag_types::Error::backend("leanrag query embedding", e))?;
+        let embed_ms = started.elapsed().as_secs_f64() * 1e3;
+        let mut ctx = self
+            .context_for(&v, request.top_k)
+            .map_err(|e| kgrag_types::Error::backend("leanrag retrieval", e))?;
+        ctx.stats.insert("embed_ms".into(), embed_ms);
+        Ok(ctx)
+    }
+}

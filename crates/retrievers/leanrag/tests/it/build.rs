@@ -1,0 +1,139 @@
+//! LeanRAG built over the bundled fixture: G0 from its triples, extractive aggregation, determinism,
+//! retrieval and the export.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+use kgrag_leanrag::{BaseGraph, LeanragConfig, LeanragIndex, LeanragRetriever, Models};
+use kgrag_types::testing::HashingEmbedder;
+use kgrag_types::{ChunkId, Entity, Relation, RetrievalRequest, Retriever};
+
+/// G0 from the fixture's triples: an entity per phrase described by its facts, a relation per pair.
+pub fn fixture_g0(passages: usize) -> BaseGraph {
+    let ds = kgrag_eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
+    let kgrag_eval::ExtractionSource::Inline(list) = &ds.extraction else {
+        panic!("the fixture ships its triples");
+    };
+    let mut entities: BTreeMap<String, Entity> = BTreeMap::new();
+    let mut relations: BTreeMap<(String, String), Relation> = BTreeMap::new();
+    let mut chunks = Vec::new();
+    for (p, e) in ds.passages.iter().zip(list).take(passages) {
+        let chunk: ChunkId = e.chunk_id.clone();
+        chunks.push((chunk.clone(), p.content()));
+        for t in &e.triples {
+            let sentence = format!("{} {} {}.", t.subject, t.predicate, t.object);
+            for name in [&t.subject, &t.object] {
+                let ent = entities
+                    .entry(name.to_uppercase())
+                    .or_insert_with(|| Entity {
+                        name: name.to_uppercase(),
+                        entity_type: "THING".into(),
+                        ..Entity::default()
+                    });
+                if !ent.description.contains(&sentence) {
+                    if !ent.description.is_empty() {
+                        ent.description.push(' ');
+                    }
+                    ent.description.push_str(&sentence);
+                }
+                ent.source_chunks.insert(chunk.clone());
+            }
+            let (a, b) = (t.subject.to_uppercase(), t.object.to_uppercase());
+            if a != b {
+                let key = if a < b { (a, b) } else { (b, a) };
+                relations.entry(key.clone()).or_insert_with(|| Relation {
+                    source: key.0.clone(),
+                    target: key.1.clone(),
+                    keywords: String::new(),
+                    description: sentence.clone(),
+                    weight: 1.0,
+                    source_chunks: BTreeSet::from([chunk.clone()]),
+                });
+            }
+        }
+    }
+    let entities: Vec<Entity> = entities.into_values().collect();
+    let relations: Vec<Relation> = relations.into_values().collect();
+    BaseGraph::from_records(&entities, &relations, chunks).unwrap()
+}
+
+async fn build(g0: BaseGraph, config: &LeanragConfig) -> LeanragIndex {
+    let models = Models {
+        embedder: Arc::new(HashingEmbedder::new(64)),
+        chat: None,
+    };
+    LeanragIndex::build(g0, &models, config).await.unwrap()
+}
+
+#[tokio::test]
+async fn fixture_tree_retrieval_determinism_and_export() {
+    let config = LeanragConfig {
+        cluster_size: 5,
+        log_layers: false,
+        ..LeanragConfig::default()
+    };
+    let g0 = fixture_g0(usize::MAX);
+    let n0 = g0.entities.len();
+    assert!(n0 > 50, "{n0}");
+    let index = Arc::new(build(g0.clone(), &config).await);
+    let h = index.hierarchy();
+    let s = index.stats();
+    assert_eq!(s.entities, n0);
+    assert!(h.layers.len() >= 2, "{:?}", s.nodes_per_layer);
+    let root = h.root.unwrap();
+    // Every base node has exactly one ancestor chain ending at the root.
+    for n in &h.layers[0] {
+        assert_eq!(*h.ancestors(n.id).last().unwrap(), root, "{}", n.name);
+    }
+    assert!(s.relations_by_kind.get("base").copied().unwrap_or(0) > 0);
+    assert!(!s.layers.is_empty());
+    assert_eq!(s.seed_vectors, n0);
+
+    let again = build(g0, &config).await;
+    assert_eq!(index.hierarchy(), again.hierarchy());
+    let embedder = Arc::new(HashingEmbedder::new(64));
+    let r1 = LeanragRetriever::new(index.clone(), embedder.clone());
+    let r2 = LeanragRetriever::new(Arc::new(again), embedder);
+    for q in [
+        "Who founded the Quillmarsh Glassblowers Guild?",
+        "Where did Tesk Amberlow grow up?",
+    ] {
+        let req = RetrievalRequest {
+            query: q.into(),
+            top_k: 20,
+        };
+        let a = r1.retrieve(&req).await.unwrap();
+        let b = r2.retrieve(&req).await.unwrap();
+        assert_eq!(a.rendered, b.rendered);
+        assert_eq!(a.passages, b.passages);
+        assert_eq!(
+            a.entities.iter().filter(|e| e.layer == 0).count(),
+            config.top_n
+        );
+        assert!(!a.passages.is_empty());
+        assert!(a.rendered.starts_with("entity_information:\n"));
+        assert!(a.stats["text_units"] <= config.top_c as f64);
+        assert_eq!(
+            a.context_tokens,
+            kgrag_text::Encoding::Cl100kBase.count(&a.rendered).unwrap()
+        );
+        // With ten seeds there are 45 pairs and as many paths.
+        assert_eq!(a.paths.len(), 45);
+    }
+
+    let dir = std::env::temp_dir().join(format!("kgrag-leanrag-export-{}", std::process::id()));
+    let files = kgrag_leanrag::export::export_reference(&index, &dir).unwrap();
+    assert_eq!(files.len(), 7);
+    let levels = std::fs::read_to_string(dir.join("all_entities.json")).unwrap();
+    assert_eq!(levels.lines().count(), index.hierarchy().layers.len());
+    let last: serde_json::Value = serde_json::from_str(levels.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        last.as_array().unwrap().len(),
+        1,
+        "the last line holds the top node"
+    );
+    let base = std::fs::read_to_string(dir.join("relation.jsonl")).unwrap();
+    assert_eq!(base.lines().count(), s.relations_by_kind["base"]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
