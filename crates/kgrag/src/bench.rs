@@ -537,6 +537,14 @@ async fn run_method(
         let mut result =
             QuestionResult::retrieval(retrieved, q.gold.clone(), ctx.context_tokens, latency_ms);
         result.stats = ctx.stats.clone();
+        if matches!(graph_reader, GraphReader::Leanrag) {
+            // LeanRAG counts its context in cl100k; o200k too, for comparison with the other methods
+            // (counted here, outside the timed call).
+            let o200k = Encoding::O200kBase.count(&ctx.rendered).unwrap_or(0);
+            result
+                .stats
+                .insert("context_tokens_o200k".into(), o200k as f64);
+        }
         let top: Vec<String> = result.retrieved.iter().take(qa_top_k).cloned().collect();
         let answer = match (reader, chat, graph_reader) {
             (ReaderMode::Llm, Some(chat), GraphReader::Hirag(_)) => Some(

@@ -211,7 +211,12 @@ pub async fn build_graph_indexes(
                 HiragIndex::build(chunks, extractions, &hirag_models, hc, &previous).await?;
             out.stages
                 .extend(index.stats().secs.iter().map(|(k, v)| (k.clone(), *v)));
-            let bytes = serde_json::to_vec(&index.reports_by_hash())
+            // Reports are keyed by their input's hash: keep the earlier ones too (another dataset or
+            // corpus cut in the same cache folder reuses its own).
+            let mut keep = previous;
+            keep.extend(index.reports_by_hash());
+            let keep: std::collections::BTreeMap<_, _> = keep.into_iter().collect();
+            let bytes = serde_json::to_vec(&keep)
                 .map_err(|e| KgragError::Config(format!("serialising HiRAG reports: {e}")))?;
             kgrag_graph_store::persist::write_atomic(&reports_file, &bytes)?;
             let s = index.stats();

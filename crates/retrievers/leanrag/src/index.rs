@@ -82,7 +82,26 @@ pub struct LeanragIndex {
     /// Unordered origin pair → position in `hierarchy.relations`.
     #[serde(skip)]
     relation_of: HashMap<(NodeId, NodeId), usize>,
+    /// cl100k tokens of each context line with its newline (see [`LineTokens`]).
+    #[serde(skip)]
+    line_tokens: LineTokens,
     stats: LeanragStats,
+}
+
+/// cl100k tokens of every line a context can hold, each followed by its newline, counted once per index.
+/// A context's count is their sum plus the fixed lines' (the last line counted without its newline):
+/// cl100k's pre-tokeniser never joins text across a newline run, so lines add up exactly — unless a line
+/// starts with a newline itself, in which case the context is counted whole (see `exact`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LineTokens {
+    /// Per layer and node: the seed line and the aggregate line.
+    pub(crate) nodes: Vec<Vec<(u32, u32)>>,
+    /// Per relation: its description line.
+    pub(crate) relations: Vec<u32>,
+    /// Per chunk: its text line.
+    pub(crate) chunks: HashMap<ChunkId, u32>,
+    /// Whether every line starts with something other than a line break (then sums are exact).
+    pub(crate) exact: bool,
 }
 
 fn kind_name(k: RelationKind) -> String {
@@ -203,6 +222,7 @@ impl LeanragIndex {
             vectors: None,
             rows: Vec::new(),
             relation_of: HashMap::new(),
+            line_tokens: LineTokens::default(),
             stats,
         };
         index.index_seeds()?;
@@ -254,6 +274,76 @@ impl LeanragIndex {
             .enumerate()
             .map(|(i, r)| ((r.a.min(r.b), r.a.max(r.b)), i))
             .collect();
+        self.count_lines();
+    }
+
+    /// The seed line of a node (`name\t\tparent\t\tdescription`).
+    pub(crate) fn seed_line(&self, n: &kgrag_hierarchy::HNode) -> String {
+        let parent = n
+            .parents
+            .first()
+            .and_then(|&p| self.hierarchy.node(p))
+            .map_or("root", |p| p.name.as_str());
+        format!("{}\t\t{}\t\t{}", n.name, parent, n.description)
+    }
+
+    /// The aggregate line of a node (`name\t\tdescription`, findings appended when configured).
+    pub(crate) fn aggregate_line(&self, n: &kgrag_hierarchy::HNode) -> String {
+        if self.config.include_findings {
+            let findings: Vec<String> = n
+                .findings
+                .iter()
+                .map(|f| format!("{}: {}", f.summary, f.explanation))
+                .collect();
+            format!("{}\t\t{}\t\t{}", n.name, n.description, findings.join("; "))
+        } else {
+            format!("{}\t\t{}", n.name, n.description)
+        }
+    }
+
+    fn count_lines(&mut self) {
+        use rayon::prelude::*;
+        let line = |text: String| crate::cl100k(&(text + "\n")) as u32;
+        let starts_clean = |t: &str| !t.is_empty() && !t.starts_with(['\n', '\r']);
+        let mut exact = true;
+        let nodes: Vec<Vec<(u32, u32)>> = self
+            .hierarchy
+            .layers
+            .iter()
+            .map(|layer| {
+                layer
+                    .par_iter()
+                    .map(|n| (line(self.seed_line(n)), line(self.aggregate_line(n))))
+                    .collect()
+            })
+            .collect();
+        let relations: Vec<u32> = self
+            .hierarchy
+            .relations
+            .par_iter()
+            .map(|r| line(r.description.clone()))
+            .collect();
+        exact &= self
+            .hierarchy
+            .relations
+            .iter()
+            .all(|r| starts_clean(&r.description));
+        let chunks: Vec<(ChunkId, u32)> = self
+            .chunks
+            .par_iter()
+            .map(|(id, text)| (id.clone(), line(text.clone())))
+            .collect();
+        exact &= self.chunks.values().all(|t| starts_clean(t));
+        self.line_tokens = LineTokens {
+            nodes,
+            relations,
+            chunks: chunks.into_iter().collect(),
+            exact,
+        };
+    }
+
+    pub(crate) fn line_tokens(&self) -> &LineTokens {
+        &self.line_tokens
     }
 
     /// An index over a hierarchy built elsewhere (tests, or a hierarchy loaded from disk): the seed vectors
@@ -270,6 +360,7 @@ impl LeanragIndex {
             vectors: None,
             rows: Vec::new(),
             relation_of: HashMap::new(),
+            line_tokens: LineTokens::default(),
             stats: LeanragStats::default(),
         };
         index.stats.nodes_per_layer = index.hierarchy.layer_sizes();

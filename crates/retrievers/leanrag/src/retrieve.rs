@@ -79,9 +79,20 @@ impl LeanragRetriever {
             return Ok(Vec::new());
         };
         let scores = vectors.scores(query_vector)?;
+        let cmp = |x: &usize, y: &usize| {
+            scores[*y]
+                .total_cmp(&scores[*x])
+                .then(rows[*x].cmp(&rows[*y]))
+        };
         let mut order: Vec<usize> = (0..scores.len()).collect();
-        order
-            .sort_unstable_by(|&x, &y| scores[y].total_cmp(&scores[x]).then(rows[x].cmp(&rows[y])));
+        // Base seeds have one node per origin, so the best `top_n` are all that is needed; aggregate seeds
+        // may skip copies and rank everything.
+        let top_n = self.index.config().top_n;
+        if self.index.config().seed_layers == SeedLayers::Base && order.len() > top_n {
+            order.select_nth_unstable_by(top_n - 1, cmp);
+            order.truncate(top_n);
+        }
+        order.sort_unstable_by(cmp);
         let h = self.index.hierarchy();
         let mut seen_origin = HashSet::new();
         let mut out = Vec::new();
@@ -179,70 +190,77 @@ impl LeanragRetriever {
             .filter(|c| index.chunk_text(c).is_some())
             .collect();
 
-        // §6.4 layout.
+        // §6.4 layout; its cl100k count summed from the per-line counts of the index where exact.
+        let shown: Vec<&ChunkId> = chunks.iter().take(cfg.top_c).copied().collect();
+        let lt = index.line_tokens();
         let mut lines: Vec<String> = vec![
             "entity_information:".into(),
             "entity_name\t\tparent\t\tdescription".into(),
         ];
+        let mut tokens = 0usize;
         for &(s, _) in seeds {
             let Some(n) = node(s) else { continue };
-            let parent = n
-                .parents
-                .first()
-                .and_then(|&p| node(p))
-                .map_or("root", |p| p.name.as_str());
-            lines.push(format!("{}\t\t{}\t\t{}", n.name, parent, n.description));
+            lines.push(index.seed_line(n));
+            tokens += lt.nodes[s.layer as usize][s.idx as usize].0 as usize;
         }
-        lines.push("aggregation_entity_information:".into());
-        lines.push(if cfg.include_findings {
-            "entity_name\t\tentity_description\t\tfindings".into()
+        let aggregate_header = if cfg.include_findings {
+            "entity_name\t\tentity_description\t\tfindings"
         } else {
-            "entity_name\t\tentity_description".into()
-        });
+            "entity_name\t\tentity_description"
+        };
+        lines.push("aggregation_entity_information:".into());
+        lines.push(aggregate_header.into());
         for &a in &aggregates {
             let Some(n) = node(a) else { continue };
-            if cfg.include_findings {
-                let findings: Vec<String> = n
-                    .findings
-                    .iter()
-                    .map(|f| format!("{}: {}", f.summary, f.explanation))
-                    .collect();
-                lines.push(format!(
-                    "{}\t\t{}\t\t{}",
-                    n.name,
-                    n.description,
-                    findings.join("; ")
-                ));
-            } else {
-                lines.push(format!("{}\t\t{}", n.name, n.description));
-            }
+            lines.push(index.aggregate_line(n));
+            tokens += lt.nodes[a.layer as usize][a.idx as usize].1 as usize;
         }
         lines.push("reasoning_path_information:".into());
         for &r in &relations {
             if let Some(rel) = h.relations.get(r) {
                 lines.push(rel.description.clone());
+                tokens += lt.relations[r] as usize;
             }
         }
         lines.push("text_units:".into());
-        for c in chunks.iter().take(cfg.top_c) {
-            if let Some(t) = index.chunk_text(c) {
-                lines.push(t.to_owned());
-            }
+        for (i, c) in shown.iter().enumerate() {
+            let Some(t) = index.chunk_text(c) else {
+                continue;
+            };
+            lines.push(t.to_owned());
+            tokens += if i + 1 == shown.len() {
+                crate::cl100k(t)
+            } else {
+                lt.chunks.get(*c).copied().unwrap_or(0) as usize
+            };
         }
+        // The fixed lines; each is followed by a newline except a last `text_units:`.
+        for fixed in [
+            "entity_information:\n",
+            "entity_name\t\tparent\t\tdescription\n",
+            "aggregation_entity_information:\n",
+            "reasoning_path_information:\n",
+        ] {
+            tokens += crate::cl100k(fixed);
+        }
+        tokens += crate::cl100k(&format!("{aggregate_header}\n"));
+        tokens += crate::cl100k(if shown.is_empty() {
+            "text_units:"
+        } else {
+            "text_units:\n"
+        });
         let rendered = lines.join("\n");
-        let context_tokens = crate::cl100k(&rendered);
+        let context_tokens = if lt.exact {
+            tokens
+        } else {
+            crate::cl100k(&rendered)
+        };
 
         let mut ctx = RetrievedContext {
             method: "leanrag".into(),
             context_tokens,
             ..RetrievedContext::default()
         };
-        ctx.stats.insert(
-            "context_tokens_o200k".into(),
-            kgrag_text::Encoding::O200kBase
-                .count(&rendered)
-                .unwrap_or(0) as f64,
-        );
         ctx.rendered = rendered;
         ctx.entities = seeds
             .iter()
@@ -294,8 +312,7 @@ impl LeanragRetriever {
         ctx.stats
             .insert("aggregates".into(), aggregates.len() as f64);
         ctx.stats.insert("relations".into(), relations.len() as f64);
-        ctx.stats
-            .insert("text_units".into(), chunks.len().min(cfg.top_c) as f64);
+        ctx.stats.insert("text_units".into(), shown.len() as f64);
         ctx
     }
 }

@@ -216,6 +216,13 @@ fn context_assembly_is_exact() {
         ..LeanragConfig::default()
     });
     let top = with.context_for_seeds(&[(id(3, 0), 0.5), (id(0, 0), 0.4)], 20);
+    // The summed token counts equal full counts (one seed; findings; no chunk at all).
+    let cl = |t: &str| kgrag_text::Encoding::Cl100kBase.count(t).unwrap();
+    assert_eq!(one.context_tokens, cl(&one.rendered));
+    assert_eq!(top.context_tokens, cl(&top.rendered));
+    let bare = r.context_for_seeds(&[(id(0, 3), 0.5), (id(0, 6), 0.4)], 20);
+    assert!(bare.rendered.ends_with("text_units:"));
+    assert_eq!(bare.context_tokens, cl(&bare.rendered));
     assert!(
         top.rendered.contains("R\t\troot\t\tR desc"),
         "{}",
