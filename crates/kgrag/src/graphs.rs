@@ -57,35 +57,45 @@ fn chunk_passages(passages: &[(ChunkId, String)], config: ChunkerConfig) -> Resu
     Ok(chunks)
 }
 
-/// The configured extractor for the entity–relation form: the LLM extractor with a chat model, else the
-/// rule extractor (with a note when the LLM was asked for).
-fn extractor_for(
-    llm: bool,
-    entity_types: &[String],
-    max_gleaning: usize,
-    gleaning: kgrag_openie::Gleaning,
-    chat: &Option<Arc<dyn ChatModel>>,
+/// Extracts `chunks` in the entity–relation form: with the test's extractor if one is given, else the LLM
+/// extractor (HiRAG's entity types and gleaning) with a chat model, else the rule extractor (with a note when
+/// the LLM was asked for).
+async fn extract(
+    inputs: &GraphInputs<'_>,
+    chunks: &[Chunk],
+    mode: ExtractionMode,
     method: &str,
     notes: &mut Vec<String>,
-) -> Arc<dyn Extractor> {
-    match (llm, chat) {
-        (true, Some(chat)) => Arc::new(kgrag_openie::GraphRagExtractor::new(
+) -> Result<Vec<Extraction>> {
+    let hc = &inputs.config.hirag;
+    let extractor: Arc<dyn Extractor> = match (&inputs.extractor, mode, &inputs.chat) {
+        (Some(e), _, _) => e.clone(),
+        (None, ExtractionMode::Llm, Some(chat)) => Arc::new(kgrag_openie::GraphRagExtractor::new(
             chat.clone(),
             kgrag_openie::GraphRagConfig {
-                entity_types: entity_types.to_vec(),
-                max_gleaning,
-                gleaning,
+                entity_types: hc.entity_types.clone(),
+                max_gleaning: hc.max_gleaning,
+                gleaning: hc.gleaning,
                 ..kgrag_openie::GraphRagConfig::default()
             },
         )),
-        (true, None) => {
+        (None, ExtractionMode::Llm, None) => {
             notes.push(format!(
                 "{method}: no [chat] model configured, so extraction = \"rules\" (the offline kit)"
             ));
             Arc::new(kgrag_openie::RuleExtractor)
         }
-        (false, _) => Arc::new(kgrag_openie::RuleExtractor),
-    }
+        (None, ExtractionMode::Rules, _) => Arc::new(kgrag_openie::RuleExtractor),
+    };
+    extract_chunks(
+        extractor.as_ref(),
+        chunks,
+        inputs.config,
+        inputs.progress,
+        notes,
+        "entities",
+    )
+    .await
 }
 
 /// G0 from HiRAG's index: its base-layer nodes and the edges among them (spec leanrag §4.1).
@@ -164,27 +174,8 @@ pub async fn build_graph_indexes(
                         overlap: hc.chunk_overlap,
                     },
                 )?;
-                let extractor = match &inputs.extractor {
-                    Some(e) => e.clone(),
-                    None => extractor_for(
-                        hc.extraction == ExtractionMode::Llm,
-                        &hc.entity_types,
-                        hc.max_gleaning,
-                        hc.gleaning,
-                        &inputs.chat,
-                        "hirag",
-                        &mut out.notes,
-                    ),
-                };
-                let found = extract_chunks(
-                    extractor.as_ref(),
-                    &chunks,
-                    config,
-                    inputs.progress,
-                    &mut out.notes,
-                    "entities",
-                )
-                .await?;
+                let found =
+                    extract(&inputs, &chunks, hc.extraction, "hirag", &mut out.notes).await?;
                 (chunks, found)
             }
         };
@@ -263,27 +254,8 @@ pub async fn build_graph_indexes(
                         .collect::<Vec<_>>()
                         .join(" ");
                 }
-                let extractor = match &inputs.extractor {
-                    Some(e) => e.clone(),
-                    None => extractor_for(
-                        lc.extraction == kgrag_leanrag::ExtractionMode::Llm,
-                        &hc.entity_types,
-                        hc.max_gleaning,
-                        hc.gleaning,
-                        &inputs.chat,
-                        "leanrag",
-                        &mut out.notes,
-                    ),
-                };
-                let found = extract_chunks(
-                    extractor.as_ref(),
-                    &chunks,
-                    config,
-                    inputs.progress,
-                    &mut out.notes,
-                    "entities",
-                )
-                .await?;
+                let found =
+                    extract(&inputs, &chunks, lc.extraction, "leanrag", &mut out.notes).await?;
                 let text = Arc::new(ExtractiveSummarizer::new(
                     inputs.embedder.clone(),
                     Encoding::Cl100kBase,

@@ -37,6 +37,8 @@ pub mod local;
 pub mod managed;
 pub mod ollama;
 pub mod openai;
+#[cfg(feature = "test-utils")]
+pub mod testing;
 
 pub use cache::ResponseCache;
 pub use config::{

@@ -43,6 +43,19 @@ pub use interop::{read_openie_file, write_openie_file, OpenIeDoc};
 pub use rules::RuleExtractor;
 pub use runner::{run_extraction, ExtractionStore, RunSummary, RunnerConfig};
 
+/// Which extractor a method of the GraphRAG family runs (HiRAG's and LeanRAG's `extraction` key).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ExtractionMode {
+    /// The two-stage LLM extraction ([`GraphRagExtractor`]) with the configured chat model.
+    #[default]
+    Llm,
+    /// The offline kit's rule extractor ([`RuleExtractor`]).
+    Rules,
+}
+
 /// Errors of this crate.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

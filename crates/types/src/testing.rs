@@ -426,6 +426,34 @@ impl Retriever for ScriptedRetriever {
     }
 }
 
+/// A chat model that caps every completion at `max_tokens` (and fixes the seed to 1) before forwarding:
+/// real-server tests use it, since a tiny CPU model writes about ten tokens a second.
+pub struct CappedChat {
+    inner: Arc<dyn ChatModel>,
+    max_tokens: u32,
+}
+
+impl CappedChat {
+    /// Caps `inner`'s completions at `max_tokens`.
+    pub fn new(inner: Arc<dyn ChatModel>, max_tokens: u32) -> Self {
+        Self { inner, max_tokens }
+    }
+}
+
+#[async_trait]
+impl ChatModel for CappedChat {
+    fn model_name(&self) -> &str {
+        self.inner.model_name()
+    }
+
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        let mut r = request.clone();
+        r.settings.max_tokens = Some(self.max_tokens);
+        r.settings.seed = Some(1);
+        self.inner.chat(&r).await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -255,6 +255,17 @@ pub trait Embedder: Send + Sync {
     async fn embed(&self, texts: &[String], kind: &EmbedKind) -> Result<Embeddings>;
 }
 
+/// Embeds one text as `kind` and returns its vector; an error when the embedder returns no row.
+pub async fn embed_one(embedder: &dyn Embedder, text: &str, kind: &EmbedKind) -> Result<Vec<f32>> {
+    let rows = embedder.embed(&[text.to_owned()], kind).await?;
+    rows.row(0).map(<[f32]>::to_vec).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "the embedder {} returned no vector for one text",
+            embedder.model_name()
+        ))
+    })
+}
+
 /// Turns chunks into entities, relations and triples.
 #[async_trait]
 pub trait Extractor: Send + Sync {

@@ -23,16 +23,8 @@ pub enum BaseSource {
     OpenieCache,
 }
 
-/// Which extractor `base = "extract"` runs (spec §2 `extraction`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExtractionMode {
-    /// The two-stage LLM extraction with the configured chat model.
-    #[default]
-    Llm,
-    /// The offline kit's rule extractor (spec §10).
-    Rules,
-}
+/// Which extractor runs: the LLM extraction or the offline kit's rule extractor (spec §2 `extraction`).
+pub use kgrag_openie::ExtractionMode;
 
 /// The text embedded for clustering a base entity (spec §5.1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -64,14 +64,13 @@ impl HiragRetriever {
 
     /// Embeds the raw query (no instruction, as the reference does).
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        let v = self
-            .embedder
-            .embed(&[query.to_owned()], &EmbedKind::Query { instruction: None })
-            .await
-            .map_err(|e| HiragError::Model(format!("embedding the query: {e}")))?;
-        v.row(0)
-            .map(<[f32]>::to_vec)
-            .ok_or_else(|| HiragError::Model("the embedder returned no query vector".into()))
+        kgrag_types::embed_one(
+            self.embedder.as_ref(),
+            query,
+            &EmbedKind::Query { instruction: None },
+        )
+        .await
+        .map_err(|e| HiragError::Model(format!("embedding the query: {e}")))
     }
 
     /// The context for an embedded query: everything after the embedding (spec §7.1–§7.3); `top_k`

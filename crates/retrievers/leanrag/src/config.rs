@@ -17,16 +17,8 @@ pub enum G0Source {
     Native,
 }
 
-/// The extractor `g0 = "native"` runs.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExtractionMode {
-    /// The two-stage LLM extraction with the configured chat model.
-    #[default]
-    Llm,
-    /// The offline kit's rule extractor (spec §10).
-    Rules,
-}
+/// Which extractor runs: the LLM extraction or the offline kit's rule extractor (spec §2 `extraction`).
+pub use kgrag_openie::ExtractionMode;
 
 /// Which layers seeds are drawn from (spec §6.1).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -61,14 +61,13 @@ impl LeanragRetriever {
 
     /// Embeds the raw query.
     pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        let v = self
-            .embedder
-            .embed(&[query.to_owned()], &EmbedKind::Query { instruction: None })
-            .await
-            .map_err(|e| LeanragError::Model(format!("embedding the query: {e}")))?;
-        v.row(0)
-            .map(<[f32]>::to_vec)
-            .ok_or_else(|| LeanragError::Model("the embedder returned no query vector".into()))
+        kgrag_types::embed_one(
+            self.embedder.as_ref(),
+            query,
+            &EmbedKind::Query { instruction: None },
+        )
+        .await
+        .map_err(|e| LeanragError::Model(format!("embedding the query: {e}")))
     }
 
     /// Seeds (spec §6.1): the `top_n` most similar nodes of the seed layers, best first (ties: NodeId);

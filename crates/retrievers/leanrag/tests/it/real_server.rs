@@ -5,65 +5,18 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use kgrag_leanrag::{LeanragConfig, LeanragIndex, LeanragRetriever, Models};
-use kgrag_llm::{build_chat, ChatConfig, Limits, OpenAiConfig};
-use kgrag_types::testing::HashingEmbedder;
-use kgrag_types::{ChatModel, ChatRequest, ChatResponse, RetrievalRequest, Retriever};
+use kgrag_llm::testing::{smollm2_chat, test_server_url};
+use kgrag_types::testing::{CappedChat, HashingEmbedder};
+use kgrag_types::{ChatModel, RetrievalRequest, Retriever};
 
 use crate::build::fixture_g0;
 
-fn server() -> Option<String> {
-    match std::env::var("KGRAG_TEST_LLM_URL") {
-        Ok(url) if !url.is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("KGRAG_REQUIRE_LLM_SERVER").is_none(),
-                "KGRAG_TEST_LLM_URL is not set but KGRAG_REQUIRE_LLM_SERVER is: the local server did not start"
-            );
-            eprintln!("KGRAG_TEST_LLM_URL not set: skipping the real-server test (run `cargo xtask test`)");
-            None
-        }
-    }
-}
-
-/// Caps every completion at 32 tokens: SmolLM2 writes about 10 tokens a second on two cores.
-struct Short(Arc<dyn ChatModel>);
-
-#[async_trait]
-impl ChatModel for Short {
-    fn model_name(&self) -> &str {
-        self.0.model_name()
-    }
-    async fn chat(&self, request: &ChatRequest) -> kgrag_types::Result<ChatResponse> {
-        let mut r = request.clone();
-        r.settings.max_tokens = Some(32);
-        r.settings.seed = Some(1);
-        self.0.chat(&r).await
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fixture_with_smollm2_aggregates_and_answer() {
-    let Some(url) = server() else { return };
-    let chat = build_chat(
-        &ChatConfig::Openai(OpenAiConfig {
-            base_url: url,
-            model: "smollm2".into(),
-            api_key_env: None,
-            limits: Limits {
-                max_attempts: 2,
-                initial_backoff_ms: 50,
-                request_timeout_secs: 120.0,
-                ..Limits::default()
-            },
-            dimension: None,
-            batch_size: 8,
-        }),
-        None,
-    )
-    .unwrap();
-    let chat: Arc<dyn ChatModel> = Arc::new(Short(chat as Arc<dyn ChatModel>));
+    let Some(url) = test_server_url() else { return };
+    // Completions capped at 32 tokens: SmolLM2 writes about 10 tokens a second on two cores.
+    let chat: Arc<dyn ChatModel> = Arc::new(CappedChat::new(smollm2_chat(url).unwrap(), 32));
     // The first eight fixture passages: a few dozen entities, one aggregation round at cluster size 10.
     let config = LeanragConfig {
         cluster_size: 10,
