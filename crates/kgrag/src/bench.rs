@@ -29,10 +29,9 @@ use kgrag_hirag::{BaseSource, HiragRetriever, Mode};
 use kgrag_leanrag::{G0Source, LeanragRetriever};
 use kgrag_llm::{build_chat, build_embedder, ManagedChatModel, ManagedEmbedder, ResponseCache};
 use kgrag_openie::{read_openie_file, run_extraction, ExtractionStore, RunnerConfig};
-use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
+use kgrag_text::{ChunkerConfig, Encoding, ExtractiveSummarizer};
 use kgrag_types::{
-    ChatModel, ChunkId, Document, EmbedKind, Embedder, Extraction, Extractor, RetrievalRequest,
-    Retriever,
+    ChatModel, ChunkId, EmbedKind, Embedder, Extraction, Extractor, RetrievalRequest, Retriever,
 };
 
 use crate::config::{Config, OpenIeMode, ReaderMode};
@@ -370,24 +369,24 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     let answer_text = ExtractiveSummarizer::new(embedder_dyn.clone(), Encoding::O200kBase);
     for method in &methods {
         let mut graph_reader = GraphReader::None;
-        let retriever: Box<dyn Retriever> = match method.as_str() {
-            "leanrag" => {
+        let retriever: Box<dyn Retriever> = match (method.as_str(), Mode::from_method_name(method))
+        {
+            ("leanrag", _) => {
                 let index = leanrag_index
                     .clone()
                     .ok_or_else(|| KgragError::Config("the LeanRAG index was not built".into()))?;
                 graph_reader = GraphReader::Leanrag;
                 Box::new(LeanragRetriever::new(index, embedder_dyn.clone()))
             }
-            "dense" => Box::new(DenseRetriever::new(
+            ("dense", _) => Box::new(DenseRetriever::new(
                 store.clone(),
                 embedder_dyn.clone(),
                 config.dense.clone(),
             )),
-            m if Mode::from_method_name(m).is_some() => {
-                let (Some(index), Some(mode)) = (hirag_index.clone(), Mode::from_method_name(m))
-                else {
-                    return Err(KgragError::Config("the HiRAG index was not built".into()));
-                };
+            (_, Some(mode)) => {
+                let index = hirag_index
+                    .clone()
+                    .ok_or_else(|| KgragError::Config("the HiRAG index was not built".into()))?;
                 let r = Arc::new(HiragRetriever::new(index, embedder_dyn.clone(), mode));
                 graph_reader = GraphReader::Hirag(r.clone());
                 Box::new(r)
@@ -717,11 +716,8 @@ async fn extractions_for(
                 ))
             }
         };
-        let chunker = Chunker::new(ChunkerConfig::hipporag())?;
-        let mut chunks = Vec::with_capacity(missing.len());
-        for (_, text) in &missing {
-            chunks.extend(chunker.chunk(&Document::new(text.clone()))?);
-        }
+        let chunks =
+            crate::graphs::chunk_passages(missing.iter().copied(), ChunkerConfig::hipporag())?;
         let found = extract_chunks(
             extractor.as_ref(),
             &chunks,

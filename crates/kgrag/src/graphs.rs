@@ -48,7 +48,11 @@ pub struct GraphIndexes {
     pub notes: Vec<String>,
 }
 
-fn chunk_passages(passages: &[(ChunkId, String)], config: ChunkerConfig) -> Result<Vec<Chunk>> {
+/// The chunks of every passage (each passage a document), in passage order.
+pub(crate) fn chunk_passages<'a>(
+    passages: impl IntoIterator<Item = &'a (ChunkId, String)>,
+    config: ChunkerConfig,
+) -> Result<Vec<Chunk>> {
     let chunker = Chunker::new(config)?;
     let mut chunks = Vec::new();
     for (_, text) in passages {
