@@ -118,19 +118,13 @@ pub fn bench_data_dir() -> std::path::PathBuf {
     dir
 }
 
-/// The folder of the reference datasets: `KGRAG_DATA_DIR`, else `../shared/datasets` beside the project,
-/// else the project's `datasets/`.
+/// The folder of the reference datasets: `KGRAG_DATA_DIR` (e.g. `/path/to/datasets`), else the
+/// project's `datasets/`.
 pub fn data_dir() -> std::path::PathBuf {
     if let Some(d) = std::env::var_os("KGRAG_DATA_DIR").filter(|d| !d.is_empty()) {
         return d.into();
     }
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let shared = root.join("../shared/datasets");
-    if shared.is_dir() {
-        shared
-    } else {
-        root.join("datasets")
-    }
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../datasets")
 }
 
 /// The MuSiQue HippoRAG 2 graph (GPT-3.5 OpenIE, 1,890 passages) with MiniLM phrase embeddings (cached in

@@ -59,7 +59,7 @@ commands:
 
 environment:
   KGRAG_ASSETS     where model assets live (default: <workspace>/.assets)
-  KGRAG_DATA_DIR   where datasets live (default: <workspace>/datasets; CI: ../shared/datasets)
+  KGRAG_DATA_DIR   where datasets live (default: <workspace>/datasets), e.g. /path/to/datasets
   KGRAG_PYTHON     the Python used for `pip download` (default: python3)";
 
 fn main() -> ExitCode {
@@ -287,7 +287,7 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     if !data.is_dir() {
         println!(
             "xtask: warning: data folder {} does not exist; tests that need reference data will fail \
-             (set KGRAG_DATA_DIR, e.g. to ../shared/datasets)",
+             (set KGRAG_DATA_DIR=/path/to/datasets, the folder that holds musique-hipporag/)",
             data.display()
         );
     }
@@ -343,8 +343,35 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     );
     drop(server);
     result?;
+    stages.run("examples", || examples(&assets))?;
     stages.run("CI bench", || ci_bench(&assets, &data, &clippy))
 }
+
+/// The facade's examples, as built by the test build: each must run and exit 0.
+fn examples(assets: &Path) -> TaskResult {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"));
+    for name in EXAMPLES {
+        let binary = target
+            .join("debug")
+            .join("examples")
+            .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+        if !binary.is_file() {
+            return Err(fail(format!(
+                "example {name} was not built ({} is missing)",
+                binary.display()
+            )));
+        }
+        let mut command = Command::new(&binary);
+        command.env("KGRAG_ASSETS", assets);
+        run_step(&format!("example {name}"), &mut command)?;
+    }
+    Ok(())
+}
+
+/// The examples of `crates/kgrag/examples/` that CI runs.
+const EXAMPLES: [&str; 3] = ["index_and_query", "ppr_only", "leiden_only"];
 
 /// `cargo xtask bench`: `kgrag bench` through `cargo run`, with the assets fetched and the environment set.
 fn bench(extra: &[OsString]) -> TaskResult {

@@ -96,7 +96,7 @@ pub struct Report {
     #[serde(default)]
     pub reused: bool,
     /// The last model error or unusable-reply reason, when the report fell back.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub failure: Option<String>,
 }
 

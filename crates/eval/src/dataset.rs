@@ -248,7 +248,7 @@ fn load_manifest_hipporag(manifest: Manifest, data_dir: &Path) -> Result<Dataset
             files: missing,
             hint: format!(
                 "The data is published at {}. Put the files in {}/ or set {DATA_DIR_VAR} to the folder that \
-                 holds {}/ (e.g. {DATA_DIR_VAR}=../shared/datasets).",
+                 holds {}/ (e.g. {DATA_DIR_VAR}=/path/to/datasets).",
                 manifest.source,
                 base.display(),
                 manifest.dir
@@ -691,7 +691,7 @@ mod tests {
     fn musique_from_data_dir() {
         let Some(dir) = test_data_dir() else {
             eprintln!(
-                "skipped: set {DATA_DIR_VAR} (e.g. ../shared/datasets) to test loading musique-100"
+                "skipped: set {DATA_DIR_VAR} (e.g. /path/to/datasets) to test loading musique-100"
             );
             return;
         };

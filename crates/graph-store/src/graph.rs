@@ -541,6 +541,16 @@ impl KnowledgeGraph {
         Ok(())
     }
 
+    /// Removes `chunk` from a node's sources; returns how many sources are left.
+    pub fn remove_source(&mut self, idx: NodeIndex, chunk: &ChunkId) -> Result<usize> {
+        let node = self
+            .g
+            .node_weight_mut(idx)
+            .ok_or_else(|| StoreError::UnknownNode(format!("index {}", idx.index())))?;
+        node.sources.remove(chunk);
+        Ok(node.sources.len())
+    }
+
     /// Replaces a node's description (after an LLM or extractive summary of the merged parts).
     pub fn set_description(&mut self, idx: NodeIndex, description: String) -> Result<()> {
         let node = self

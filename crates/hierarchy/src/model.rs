@@ -72,7 +72,7 @@ pub struct HNode {
     /// The node it stands for: itself, or for a copy the origin of the copied node.
     pub origin: NodeId,
     /// Graph-store key of a base node.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub key: Option<String>,
     /// Name.
     pub name: String,
@@ -89,13 +89,13 @@ pub struct HNode {
     /// Members of the cluster this node summarises or copies.
     pub children: Vec<NodeId>,
     /// LeanRAG findings.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub findings: Vec<Finding>,
     /// How the node's summary was written (`None` for base nodes, copies and unknown endpoints).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub outcome: Option<Outcome>,
     /// The embedding the next clustering round used (description embedding).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(default)]
     pub embedding: Vec<f32>,
 }
 
@@ -180,7 +180,7 @@ pub struct LayerLog {
     /// Sparsity of the clusters.
     pub sparsity: f64,
     /// HiRAG: relative change of sparsity from the previous layer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub change: Option<f64>,
     /// Dimension after reduction.
     pub reduced_dim: usize,

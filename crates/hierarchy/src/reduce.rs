@@ -152,6 +152,15 @@ pub fn all_identical<V: AsRef<[f32]>>(rows: &[V]) -> bool {
 
 /// Reduces `rows` (all of one dimension) as `reduction` says.
 pub fn reduce<V: AsRef<[f32]>>(rows: &[V], reduction: Reduction) -> Result<Points> {
+    let rows: Vec<&[f32]> = rows.iter().map(AsRef::as_ref).collect();
+    reduce_rows(&rows, reduction)
+}
+
+/// [`reduce`] without type parameters: compiled once, here, at this crate's optimisation level (a generic
+/// body would be instantiated, unoptimised in debug builds, in whichever crate calls it — through async
+/// callers that is the top-level binary).
+#[inline(never)]
+fn reduce_rows(rows: &[&[f32]], reduction: Reduction) -> Result<Points> {
     let n = rows.len();
     let dim = rows.first().map_or(0, |r| r.as_ref().len());
     if let Some((i, r)) = rows
@@ -190,7 +199,7 @@ pub fn reduce<V: AsRef<[f32]>>(rows: &[V], reduction: Reduction) -> Result<Point
     }
 }
 
-fn pca<V: AsRef<[f32]>>(rows: &[V], dim: usize, d: usize) -> Result<Points> {
+fn pca(rows: &[&[f32]], dim: usize, d: usize) -> Result<Points> {
     let n = rows.len();
     let mut mean = vec![0.0f64; dim];
     for r in rows {

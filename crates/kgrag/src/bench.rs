@@ -17,27 +17,23 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use kgrag_dense::DenseRetriever;
 use kgrag_eval::{Dataset, ExtractionSource, MethodAccumulator, QuestionResult, Report};
 use kgrag_graph_store::EmbeddingStore;
-use kgrag_hipporag::{FilterMode, HippoIndex, HippoRetriever, IndexProgress};
-use kgrag_hirag::{BaseSource, HiragRetriever, Mode};
-use kgrag_leanrag::{G0Source, LeanragRetriever};
-use kgrag_llm::{build_chat, build_embedder, ManagedChatModel, ManagedEmbedder, ResponseCache};
-use kgrag_openie::{read_openie_file, run_extraction, ExtractionStore, RunnerConfig};
-use kgrag_text::{ChunkerConfig, Encoding, ExtractiveSummarizer};
+use kgrag_openie::read_openie_file;
+use kgrag_text::Encoding;
 use kgrag_types::{
-    ChatModel, ChunkId, EmbedKind, Embedder, Extraction, Extractor, RetrievalRequest, Retriever,
+    ChunkId, DocId, Document, EmbedKind, Embedder, Extraction, RetrievalRequest, Retriever,
 };
 
-use crate::config::{Config, OpenIeMode, ReaderMode};
-use crate::{KgragError, Result};
+use crate::config::Config;
+use crate::documents::SourceDoc;
+use crate::progress::Stages;
+use crate::{KgragError, Pipeline, Result};
 
-/// Methods `kgrag bench` can run today, in report order.
+/// Methods (query strategies) `kgrag bench` can run today, in report order: every strategy of
+/// [`crate::methods::registry`].
 pub const METHODS: &[&str] = &[
     "dense",
     "hipporag2",
@@ -132,72 +128,30 @@ pub fn choose_dataset(args: &BenchArgs, notes: &mut Vec<String>) -> Result<Strin
     }
 }
 
-/// Progress of one stage: a bar on a terminal, else nothing until a one-line summary.
-struct Stages {
-    show: bool,
-    bar: Option<ProgressBar>,
-    secs: BTreeMap<String, f64>,
-}
-
-impl Stages {
-    fn new(show: bool) -> Self {
-        Self {
-            show,
-            bar: None,
-            secs: BTreeMap::new(),
-        }
-    }
-
-    fn bar(&self, total: usize, prefix: &str) -> ProgressBar {
-        let bar = if self.show {
-            ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
-        } else {
-            ProgressBar::hidden()
-        };
-        let style =
-            ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
-        bar.set_style(style);
-        bar.set_prefix(prefix.to_owned());
-        bar.enable_steady_tick(Duration::from_millis(250));
-        bar
-    }
-
-    fn record(&mut self, stage: &str, secs: f64) {
-        *self.secs.entry(stage.to_owned()).or_insert(0.0) += secs;
-        eprintln!("kgrag: {stage:<16} {secs:>9.2} s");
-    }
-}
-
-impl IndexProgress for Stages {
-    fn start(&mut self, stage: &str, total: usize) {
-        self.bar = Some(self.bar(total, stage));
-    }
-
-    fn advance(&mut self, n: usize) {
-        if let Some(b) = &self.bar {
-            b.inc(n as u64);
-        }
-    }
-
-    fn finish(&mut self, stage: &str, secs: f64) {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
-        self.record(stage, secs);
-    }
+/// The methods to index for `strategies`, in registry order.
+fn methods_for(strategies: &[String]) -> Vec<String> {
+    crate::methods::registry()
+        .iter()
+        .filter(|m| {
+            m.strategies()
+                .iter()
+                .any(|s| strategies.iter().any(|x| x == s))
+        })
+        .map(|m| m.name().to_owned())
+        .collect()
 }
 
 /// Runs the bench. See the module docs.
 pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    let methods = methods_of(args)?;
+    // The bench's datasets are passages already: one chunk per passage, as HippoRAG indexes them.
+    config.index.chunking = kgrag_text::ChunkerConfig::hipporag();
+    let strategies = methods_of(args)?;
     let mut notes = Vec::new();
-    let mut stages = Stages::new(args.progress);
+    let mut stages = Stages::new(args.progress, true);
 
     // Dataset.
     let t = Instant::now();
@@ -222,218 +176,69 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     }
     stages.record("load", t.elapsed().as_secs_f64());
 
-    // Models: one cache for responses and embeddings.
-    std::fs::create_dir_all(&config.cache_dir).map_err(|source| KgragError::Io {
-        path: config.cache_dir.clone(),
-        source,
-    })?;
-    let cache = ResponseCache::open(config.cache_dir.join("responses.redb"))?;
-    let embedder: Arc<dyn ManagedEmbedder> = build_embedder(&config.embedder, Some(cache.clone()))?;
-    let chat: Option<Arc<dyn ManagedChatModel>> = match &config.chat {
-        Some(c) => Some(build_chat(c, Some(cache.clone()))?),
-        None => None,
-    };
-
-    // Passages, de-duplicated by content (HippoRAG keys passages by their text).
+    // Passages, de-duplicated by content (HippoRAG keys passages by their text), as documents.
     let mut seen = HashSet::new();
-    let passages: Vec<(ChunkId, String)> = dataset
+    let docs: Vec<SourceDoc> = dataset
         .passages
         .iter()
-        .map(|p| (p.chunk_id(), p.content()))
-        .filter(|(id, _)| seen.insert(id.clone()))
-        .collect();
-
-    // Extraction: HippoRAG 2's triples, also HiRAG's base graph with `base = "openie_cache"`.
-    let hirag_modes: Vec<Mode> = methods
-        .iter()
-        .filter_map(|m| Mode::from_method_name(m))
-        .collect();
-    let want_leanrag = methods.iter().any(|m| m == "leanrag");
-    let uses_hirag_base =
-        !hirag_modes.is_empty() || (want_leanrag && config.leanrag.g0 == G0Source::Hirag);
-    let needs_triples = methods.iter().any(|m| m == "hipporag2")
-        || (uses_hirag_base && config.hirag.base == BaseSource::OpenieCache);
-    let extractions = if needs_triples {
-        let t = Instant::now();
-        let ex = extractions_for(
-            &dataset,
-            &passages,
-            &config,
-            chat.clone(),
-            args.progress,
-            &mut notes,
-        )
-        .await?;
-        stages.record("extraction", t.elapsed().as_secs_f64());
-        ex
-    } else {
-        Vec::new()
-    };
-
-    // The shared passage store.
-    let t = Instant::now();
-    let mut store = EmbeddingStore::new("passages");
-    let items: Vec<(String, String)> = passages
-        .iter()
-        .map(|(id, text)| (id.as_str().to_owned(), text.clone()))
-        .collect();
-    let bar = stages.bar(items.len(), "embed_passages");
-    store
-        .insert(
-            &items,
-            embedder.as_ref(),
-            config.hipporag.embed_batch,
-            |n| bar.inc(n as u64),
-        )
-        .await?;
-    bar.finish_and_clear();
-    stages.record("embed_passages", t.elapsed().as_secs_f64());
-    let store = Arc::new(store);
-
-    // Trait upcasting: the managed models are shared as plain `Embedder`/`ChatModel` with the methods.
-    let embedder_dyn: Arc<dyn Embedder> = embedder.clone();
-    let chat_dyn: Option<Arc<dyn ChatModel>> = chat.clone().map(|c| c as Arc<dyn ChatModel>);
-
-    let mut entities = 0u64;
-    let mut relations = 0u64;
-    let mut hippo_index = None;
-    if methods.iter().any(|m| m == "hipporag2") {
-        let mut index = HippoIndex::new(store.clone(), config.hipporag.clone());
-        let chunks = index.chunks_from_extractions(&passages, &extractions);
-        let stats = index
-            .insert(&chunks, embedder_dyn.as_ref(), &mut stages)
-            .await?;
-        entities = index.phrases().len() as u64;
-        relations = index.facts().len() as u64;
-        eprintln!(
-            "kgrag: hipporag2 graph: {} phrases, {} passages, {} facts, {} fact occurrences, {} synonymy directions",
-            index.phrases().len(),
-            stats.new_passages,
-            index.facts().len(),
-            stats.fact_occurrences,
-            stats.synonymy.accepted
-        );
-        hippo_index = Some(Arc::new(index));
-    }
-
-    let mut hirag_index = None;
-    let mut leanrag_index = None;
-    if !hirag_modes.is_empty() || want_leanrag {
-        let built = crate::graphs::build_graph_indexes(
-            crate::graphs::GraphInputs {
-                passages: &passages,
-                extractions: &extractions,
-                config: &config,
-                embedder: embedder_dyn.clone(),
-                chat: chat_dyn.clone(),
-                extractor: None,
-                progress: args.progress,
-            },
-            !hirag_modes.is_empty(),
-            want_leanrag,
-        )
-        .await?;
-        for (stage, secs) in &built.stages {
-            stages.record(stage, *secs);
-        }
-        notes.extend(built.notes);
-        if hippo_index.is_none() {
-            if let Some(index) = &built.hirag {
-                entities = index.graph().node_count() as u64;
-                relations = index.graph().edges().len() as u64;
-            } else if let Some(index) = &built.leanrag {
-                entities = index.stats().entities as u64;
-                relations = index.stats().base_relations as u64;
+        .filter(|p| seen.insert(p.chunk_id()))
+        .map(|p| {
+            let text = p.content();
+            SourceDoc {
+                id: p.chunk_id().as_str().to_owned(),
+                source: format!("{name}: {}", p.title),
+                document: Document {
+                    id: DocId::from_text(&text),
+                    title: Some(p.title.clone()),
+                    text,
+                },
             }
-        }
-        hirag_index = built.hirag.map(Arc::new);
-        leanrag_index = built.leanrag.map(Arc::new);
+        })
+        .collect();
+    let prefilled = dataset_extractions(&dataset)?;
+
+    let mut pipeline = Pipeline::new(config.clone(), None, args.progress)?;
+    let methods = methods_for(&strategies);
+    pipeline.index(docs, &methods, prefilled).await?;
+    for (stage, secs) in pipeline.stages() {
+        stages.secs_mut().insert(stage.clone(), *secs);
     }
-
-    let index_usage = chat.as_ref().map(|c| c.usage()).unwrap_or_default();
-
-    // Reader.
-    let reader = match (config.reader, &chat_dyn) {
-        (ReaderMode::Auto, Some(_)) | (ReaderMode::Llm, Some(_)) => ReaderMode::Llm,
-        (ReaderMode::Llm, None) => {
-            return Err(KgragError::Config(
-                "reader = \"llm\" needs a [chat] model".to_owned(),
-            ))
-        }
-        (ReaderMode::Auto, None) => ReaderMode::Extractive,
-        (other, _) => other,
-    };
+    let counts = ["hipporag2", "hirag", "leanrag"]
+        .iter()
+        .filter(|m| methods.iter().any(|x| x == *m))
+        .find_map(|m| pipeline.method_index(m).ok().map(|i| i.counts()))
+        .unwrap_or_default();
+    let index_usage: kgrag_eval::LlmReport =
+        pipeline
+            .llm_usage()
+            .values()
+            .fold(kgrag_eval::LlmReport::default(), |mut acc, u| {
+                acc.calls += u.calls;
+                acc.prompt_tokens += u.prompt_tokens;
+                acc.completion_tokens += u.completion_tokens;
+                acc.cache_hits += u.cache_hits;
+                acc
+            });
+    let passages = pipeline.corpus().passages.clone();
 
     // Methods.
     let mut reports = BTreeMap::new();
-    let answer_text = ExtractiveSummarizer::new(embedder_dyn.clone(), Encoding::O200kBase);
-    for method in &methods {
-        let mut graph_reader = GraphReader::None;
-        let retriever: Box<dyn Retriever> = match (method.as_str(), Mode::from_method_name(method))
-        {
-            ("leanrag", _) => {
-                let index = leanrag_index
-                    .clone()
-                    .ok_or_else(|| KgragError::Config("the LeanRAG index was not built".into()))?;
-                graph_reader = GraphReader::Leanrag;
-                Box::new(LeanragRetriever::new(index, embedder_dyn.clone()))
-            }
-            ("dense", _) => Box::new(DenseRetriever::new(
-                store.clone(),
-                embedder_dyn.clone(),
-                config.dense.clone(),
-            )),
-            (_, Some(mode)) => {
-                let index = hirag_index
-                    .clone()
-                    .ok_or_else(|| KgragError::Config("the HiRAG index was not built".into()))?;
-                let r = Arc::new(HiragRetriever::new(index, embedder_dyn.clone(), mode));
-                graph_reader = GraphReader::Hirag(r.clone());
-                Box::new(r)
-            }
-            _ => {
-                let index = hippo_index.clone().ok_or_else(|| {
-                    KgragError::Config("the HippoRAG 2 index was not built".into())
-                })?;
-                let mut hc = config.hipporag.clone();
-                if hc.filter == FilterMode::Llm && chat_dyn.is_none() {
-                    notes.push(
-                        "hipporag2: no [chat] model configured, so filter = \"none\" (the paper's \"w/o filter\" ablation)"
-                            .to_owned(),
-                    );
-                    hc.filter = FilterMode::None;
-                }
-                Box::new(HippoRetriever::new(
-                    index,
-                    embedder_dyn.clone(),
-                    chat_dyn.clone(),
-                    hc,
-                )?)
-            }
-        };
-        let qa_top_k = if method == "dense" {
-            config.dense.qa_top_k
-        } else {
-            config.hipporag.qa_top_k
-        };
+    for strategy in &strategies {
+        let retriever = pipeline.retriever(strategy)?;
         let report = run_method(
             retriever.as_ref(),
+            strategy,
             &dataset,
-            &store,
+            &passages,
             &config,
-            reader,
-            qa_top_k,
-            embedder_dyn.as_ref(),
-            chat_dyn.as_deref(),
-            &graph_reader,
-            &answer_text,
+            &mut pipeline,
             args.progress,
         )
         .await?;
-        reports.insert(method.clone(), report);
+        reports.insert(strategy.clone(), report);
     }
+    notes.extend(pipeline.notes());
 
-    let usage = index_usage;
     for (name, m) in &reports {
         if let Some(rate) = m.stats.get("filter_error").filter(|r| **r > 0.0) {
             notes.push(format!(
@@ -447,6 +252,12 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
                 rate * 100.0
             ));
         }
+        if let Some(rate) = m.stats.get("ppr_not_converged").filter(|r| **r > 0.0) {
+            notes.push(format!(
+                "{name}: PPR stopped at ppr_max_iter before converging on {:.1}% of the questions",
+                rate * 100.0
+            ));
+        }
     }
     let report = Report {
         dataset: name.clone(),
@@ -454,18 +265,13 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         config_hash: config.hash(),
         index: kgrag_eval::IndexReport {
             stages: stages
-                .secs
+                .secs()
                 .iter()
                 .map(|(k, v)| (k.clone(), kgrag_eval::StageReport { secs: *v }))
                 .collect(),
-            llm: kgrag_eval::LlmReport {
-                calls: usage.calls,
-                prompt_tokens: usage.prompt_tokens,
-                completion_tokens: usage.completion_tokens,
-                cache_hits: usage.cache_hits,
-            },
-            entities,
-            relations,
+            llm: index_usage,
+            entities: counts.entities,
+            relations: counts.relations,
             passages: passages.len() as u64,
         },
         methods: reports,
@@ -480,30 +286,38 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     Ok(BenchOutcome { report, path })
 }
 
-/// The graph methods' own readers: their answer prompts, or the extractive answer over the assembled
-/// context. `None`: HippoRAG 2's reader over the top passages (dense, HippoRAG 2).
-enum GraphReader {
-    None,
-    Hirag(Arc<HiragRetriever>),
-    Leanrag,
+/// The triples a dataset brings (its OpenIE cache or inline triples), by chunk id.
+fn dataset_extractions(dataset: &Dataset) -> Result<HashMap<ChunkId, Extraction>> {
+    let mut by_id: HashMap<ChunkId, Extraction> = HashMap::new();
+    match &dataset.extraction {
+        ExtractionSource::OpenIeFile(path) => {
+            for doc in read_openie_file(path)? {
+                by_id
+                    .entry(doc.extraction.chunk_id.clone())
+                    .or_insert(doc.extraction);
+            }
+        }
+        ExtractionSource::Inline(list) => {
+            for e in list {
+                by_id.entry(e.chunk_id.clone()).or_insert_with(|| e.clone());
+            }
+        }
+        ExtractionSource::None => {}
+    }
+    Ok(by_id)
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run_method(
     retriever: &dyn Retriever,
+    strategy: &str,
     dataset: &Dataset,
     store: &EmbeddingStore,
     config: &Config,
-    reader: ReaderMode,
-    qa_top_k: usize,
-    embedder: &dyn Embedder,
-    chat: Option<&dyn ChatModel>,
-    graph_reader: &GraphReader,
-    answer_text: &ExtractiveSummarizer,
+    pipeline: &mut Pipeline,
     progress: bool,
 ) -> Result<kgrag_eval::MethodReport> {
     let name = retriever.name().to_owned();
-    let stages = Stages::new(progress);
+    let stages = Stages::new(progress, false);
     let bar = stages.bar(dataset.questions.len(), &name);
     let mut acc = MethodAccumulator::new();
     let top_k = config.hipporag.retrieval_top_k.max(20);
@@ -536,7 +350,7 @@ async fn run_method(
         let mut result =
             QuestionResult::retrieval(retrieved, q.gold.clone(), ctx.context_tokens, latency_ms);
         result.stats = ctx.stats.clone();
-        if matches!(graph_reader, GraphReader::Leanrag) {
+        if strategy == "leanrag" {
             // LeanRAG counts its context in cl100k; o200k too, for comparison with the other methods
             // (counted here, outside the timed call).
             let o200k = Encoding::O200kBase.count(&ctx.rendered).unwrap_or(0);
@@ -544,73 +358,32 @@ async fn run_method(
                 .stats
                 .insert("context_tokens_o200k".into(), o200k as f64);
         }
-        let top: Vec<String> = result.retrieved.iter().take(qa_top_k).cloned().collect();
-        let answer = match (reader, chat, graph_reader) {
-            (ReaderMode::Llm, Some(chat), GraphReader::Hirag(_)) => Some(
-                kgrag_hirag::answer::answer(chat, &ctx, &q.question, &config.hirag.response_type)
-                    .await
-                    .map_err(|e| e.to_string()),
-            ),
-            (ReaderMode::Extractive, _, GraphReader::Hirag(h)) => Some(
-                kgrag_hirag::answer::extractive_answer(answer_text, h, &ctx, &q.question)
-                    .await
-                    .map_err(|e| e.to_string()),
-            ),
-            (ReaderMode::Llm, Some(chat), GraphReader::Leanrag) => Some(
-                kgrag_leanrag::answer::answer(chat, &ctx, &q.question, &config.leanrag)
-                    .await
-                    .map_err(|e| e.to_string()),
-            ),
-            (ReaderMode::Extractive, _, GraphReader::Leanrag) => Some(
-                kgrag_leanrag::answer::extractive_answer(answer_text, &ctx, &q.question)
-                    .await
-                    .map_err(|e| e.to_string()),
-            ),
-            (ReaderMode::Llm, Some(chat), GraphReader::None) => {
-                let reader_config = kgrag_hipporag::HippoConfig {
-                    qa_top_k,
-                    ..config.hipporag.clone()
-                };
-                Some(
-                    kgrag_hipporag::qa::answer(chat, &q.question, &top, &reader_config)
-                        .await
-                        .map(|a| a.answer)
-                        .map_err(|e| e.to_string()),
-                )
-            }
-            (ReaderMode::Extractive, _, GraphReader::None) => Some(
-                extractive_answer(embedder, &q.question, &top, &config.hipporag)
-                    .await
-                    .map_err(|e| e.to_string()),
-            ),
-            _ => None,
-        };
-        match answer {
-            Some(Ok(prediction)) => {
+        match pipeline.read(strategy, &q.question, &ctx).await {
+            Ok(Some(prediction)) => {
                 result = result.with_answer(prediction, q.answers.clone());
                 result.stats.insert("reader_failures".into(), 0.0);
             }
-            Some(Err(e)) => {
+            Err(e) => {
                 failures.push(format!("{} (reader): {e}", q.id));
                 result = result.with_answer(String::new(), q.answers.clone());
                 result.stats.insert("reader_failures".into(), 1.0);
             }
-            None => {}
+            Ok(None) => {}
         }
         acc.add(&result);
         bar.inc(1);
     }
     bar.finish_and_clear();
-    eprintln!(
-        "kgrag: {name:<16} {:>9.2} s for {} questions",
+    crate::progress::say(&format!(
+        "{name:<16} {:>9.2} s for {} questions",
         started.elapsed().as_secs_f64(),
         dataset.questions.len()
-    );
+    ));
     for f in failures.iter().take(5) {
-        eprintln!("kgrag: {name}: failed: {f}");
+        crate::progress::say(&format!("{name}: failed: {f}"));
     }
     if failures.len() > 5 {
-        eprintln!("kgrag: {name}: … {} failures in all", failures.len());
+        crate::progress::say(&format!("{name}: … {} failures in all", failures.len()));
     }
     Ok(acc.finish())
 }
@@ -645,8 +418,12 @@ pub async fn extractive_answer(
         )
         .await
         .map_err(|e| KgragError::Model(format!("embedding the question: {e}")))?;
+    // Embedded shortest first, so that each batch pads to similar lengths; scored in sentence order.
+    let mut order: Vec<usize> = (0..sentences.len()).collect();
+    order.sort_by_key(|&i| (sentences[i].len(), i));
+    let by_length: Vec<String> = order.iter().map(|&i| sentences[i].clone()).collect();
     let v = embedder
-        .embed(&sentences, &EmbedKind::Document)
+        .embed(&by_length, &EmbedKind::Document)
         .await
         .map_err(|e| KgragError::Model(format!("embedding answer sentences: {e}")))?;
     let qv = q.row(0).ok_or_else(|| {
@@ -654,120 +431,15 @@ pub async fn extractive_answer(
     })?;
     let norm = |x: &[f32]| x.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
     let qn = norm(qv);
+    let mut scores = vec![f32::NEG_INFINITY; sentences.len()];
+    for (&i, row) in order.iter().zip(v.rows()) {
+        scores[i] = row.iter().zip(qv).map(|(a, b)| a * b).sum::<f32>() / (norm(row) * qn);
+    }
     let mut best = (0usize, f32::NEG_INFINITY);
-    for (i, row) in v.rows().enumerate() {
-        let s: f32 = row.iter().zip(qv).map(|(a, b)| a * b).sum::<f32>() / (norm(row) * qn);
+    for (i, &s) in scores.iter().enumerate() {
         if s > best.1 {
             best = (i, s);
         }
     }
     Ok(sentences.swap_remove(best.0))
-}
-
-/// The triples of every passage: from the dataset's OpenIE cache or inline triples, then — for passages
-/// the cache lacks — from the configured extractor.
-async fn extractions_for(
-    dataset: &Dataset,
-    passages: &[(ChunkId, String)],
-    config: &Config,
-    chat: Option<Arc<dyn ManagedChatModel>>,
-    progress: bool,
-    notes: &mut Vec<String>,
-) -> Result<Vec<Extraction>> {
-    let mut by_id: HashMap<ChunkId, Extraction> = HashMap::new();
-    match &dataset.extraction {
-        ExtractionSource::OpenIeFile(path) => {
-            for doc in read_openie_file(path)? {
-                by_id
-                    .entry(doc.extraction.chunk_id.clone())
-                    .or_insert(doc.extraction);
-            }
-        }
-        ExtractionSource::Inline(list) => {
-            for e in list {
-                by_id.entry(e.chunk_id.clone()).or_insert_with(|| e.clone());
-            }
-        }
-        ExtractionSource::None => {}
-    }
-    let missing: Vec<&(ChunkId, String)> = passages
-        .iter()
-        .filter(|(id, _)| !by_id.contains_key(id))
-        .collect();
-    if !missing.is_empty() {
-        let extractor: Box<dyn Extractor> = match (config.openie, chat) {
-            (OpenIeMode::CacheOnly, _) => {
-                return Err(KgragError::Config(format!(
-                    "{} of {} passages of {} have no cached OpenIE triples (first: {}); set openie = \"rules\" \
-                     (offline) or openie = \"llm\" with a [chat] model",
-                    missing.len(),
-                    passages.len(),
-                    dataset.name,
-                    missing[0].0
-                )))
-            }
-            (OpenIeMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
-            (OpenIeMode::Llm, Some(chat)) => {
-                Box::new(kgrag_openie::HippoOpenIe::new(chat as Arc<dyn ChatModel>))
-            }
-            (OpenIeMode::Llm, None) => {
-                return Err(KgragError::Config(
-                    "openie = \"llm\" needs a [chat] model".to_owned(),
-                ))
-            }
-        };
-        let chunks =
-            crate::graphs::chunk_passages(missing.iter().copied(), ChunkerConfig::hipporag())?;
-        let found = extract_chunks(
-            extractor.as_ref(),
-            &chunks,
-            config,
-            progress,
-            notes,
-            "triples",
-        )
-        .await?;
-        for e in found {
-            by_id.entry(e.chunk_id.clone()).or_insert(e);
-        }
-    }
-    Ok(passages
-        .iter()
-        .filter_map(|(id, _)| by_id.remove(id))
-        .collect())
-}
-
-/// Extracts `chunks` with `extractor` through the resumable runner (the extraction store in the cache
-/// folder); chunks that fail get nothing (`what` names it in the note) and a rerun retries them.
-pub(crate) async fn extract_chunks(
-    extractor: &dyn Extractor,
-    chunks: &[kgrag_types::Chunk],
-    config: &Config,
-    progress: bool,
-    notes: &mut Vec<String>,
-    what: &str,
-) -> Result<Vec<Extraction>> {
-    let store = ExtractionStore::open(config.cache_dir.join("extractions.redb"))?;
-    let (found, summary) = run_extraction(
-        extractor,
-        chunks,
-        &store,
-        &RunnerConfig {
-            progress,
-            ..RunnerConfig::default()
-        },
-    )
-    .await?;
-    if !summary.failed.is_empty() {
-        notes.push(format!(
-            "extraction failed for {} of {} chunks; they have no {what} (a rerun retries them)",
-            summary.failed.len(),
-            chunks.len()
-        ));
-        eprintln!(
-            "kgrag: extraction failed for {} chunks (they get no {what}; a rerun retries them)",
-            summary.failed.len()
-        );
-    }
-    Ok(found)
 }

@@ -51,8 +51,10 @@ use crate::{KgragError, Result};
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OpenIeMode {
-    /// Error when a chunk is missing from the cache.
+    /// HippoRAG's OpenIE with the chat model when one is configured, else the rule extractor (said once).
     #[default]
+    Auto,
+    /// Error when a chunk is missing from the cache.
     CacheOnly,
     /// HippoRAG's two-call OpenIE with the configured chat model.
     Llm,
@@ -75,12 +77,56 @@ pub enum ReaderMode {
     None,
 }
 
+/// `[retriever]`: the strategy `kgrag query` uses when none is given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RetrieverSection {
+    /// A strategy name of [`crate::methods::strategies`], e.g. `hipporag2` or `hirag-local`.
+    pub strategy: String,
+    /// Passages returned per query.
+    pub top_k: usize,
+}
+
+impl Default for RetrieverSection {
+    fn default() -> Self {
+        Self {
+            strategy: "hipporag2".to_owned(),
+            top_k: 10,
+        }
+    }
+}
+
+/// `[index]`: what `kgrag index` builds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IndexSection {
+    /// Methods indexed (names of [`crate::methods::METHOD_NAMES`]); `kgrag index --methods` overrides.
+    pub methods: Vec<String>,
+    /// How documents are cut into the chunks every method shares (`strategy = "token_window"` with
+    /// `encoding`, `size`, `overlap`; or `strategy = "passage"`: one chunk per document). The bench always
+    /// uses `passage`: its datasets are passages already.
+    pub chunking: kgrag_text::ChunkerConfig,
+}
+
+impl Default for IndexSection {
+    fn default() -> Self {
+        Self {
+            methods: crate::methods::METHOD_NAMES
+                .iter()
+                .map(|m| (*m).to_owned())
+                .collect(),
+            chunking: kgrag_text::ChunkerConfig::hirag(),
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
-    /// Where the LLM response and embedding cache lives.
-    pub cache_dir: PathBuf,
+    /// Where the LLM response, embedding and extraction caches live; `None`: `target/kgrag-cache` for the
+    /// bench, `<index dir>/cache` for `kgrag index`.
+    pub cache_dir: Option<PathBuf>,
     /// Extraction of chunks the OpenIE cache lacks.
     pub openie: OpenIeMode,
     /// The reader.
@@ -97,13 +143,17 @@ pub struct Config {
     pub hirag: HiragConfig,
     /// LeanRAG.
     pub leanrag: LeanragConfig,
+    /// The default query strategy.
+    pub retriever: RetrieverSection,
+    /// What `kgrag index` builds.
+    pub index: IndexSection,
 }
 
 impl Default for Config {
     fn default() -> Self {
         Self {
-            cache_dir: PathBuf::from("target/kgrag-cache"),
-            openie: OpenIeMode::CacheOnly,
+            cache_dir: None,
+            openie: OpenIeMode::Auto,
             reader: ReaderMode::Auto,
             embedder: EmbedderConfig::Local(LocalEmbedderConfig::default()),
             chat: None,
@@ -114,6 +164,8 @@ impl Default for Config {
                 ..HiragConfig::default()
             },
             leanrag: LeanragConfig::default(),
+            retriever: RetrieverSection::default(),
+            index: IndexSection::default(),
         }
     }
 }
@@ -133,9 +185,63 @@ impl Config {
         })
     }
 
-    /// Parses TOML text.
+    /// Parses TOML text and checks the values: an unknown key or a bad value is an error naming the key,
+    /// the value and what is allowed.
     pub fn parse(text: &str) -> Result<Self> {
-        toml::from_str(text).map_err(|e| KgragError::Config(e.to_string()))
+        let config: Self = toml::from_str(text).map_err(|e| KgragError::Config(e.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the values serde cannot: the strategy and method names, and the numbers every method needs.
+    pub fn validate(&self) -> Result<()> {
+        let strategies = crate::methods::strategies();
+        if !strategies.contains(&self.retriever.strategy.as_str()) {
+            return Err(KgragError::Config(format!(
+                "retriever.strategy = {:?} is not a strategy; allowed: {}",
+                self.retriever.strategy,
+                strategies.join(", ")
+            )));
+        }
+        if self.retriever.top_k == 0 {
+            return Err(KgragError::Config(
+                "retriever.top_k = 0: at least 1 passage must be returned".into(),
+            ));
+        }
+        for m in &self.index.methods {
+            if !crate::methods::METHOD_NAMES.contains(&m.as_str()) {
+                return Err(KgragError::Config(format!(
+                    "index.methods: {m:?} is not a method; allowed: {}",
+                    crate::methods::METHOD_NAMES.join(", ")
+                )));
+            }
+        }
+        if self.hipporag.ppr_max_iter == 0 {
+            return Err(KgragError::Config(
+                "hipporag.ppr_max_iter = 0: PPR needs at least 1 iteration (default 1000)".into(),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.hipporag.damping) {
+            return Err(KgragError::Config(format!(
+                "hipporag.damping = {}: must be in [0, 1) (default 0.5)",
+                self.hipporag.damping
+            )));
+        }
+        if let kgrag_text::ChunkerConfig::TokenWindow { size, overlap, .. } = self.index.chunking {
+            if size == 0 || overlap >= size {
+                return Err(KgragError::Config(format!(
+                    "index.chunking: size = {size}, overlap = {overlap}: size must be positive and overlap below it"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The cache folder: [`Config::cache_dir`], else `fallback`.
+    pub fn cache_dir_or(&self, fallback: &Path) -> PathBuf {
+        self.cache_dir
+            .clone()
+            .unwrap_or_else(|| fallback.to_path_buf())
     }
 
     /// SHA-256 (hex) of the configuration as canonical JSON (sorted keys): changes whenever a setting does.

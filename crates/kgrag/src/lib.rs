@@ -17,7 +17,14 @@
 
 pub mod bench;
 pub mod config;
-pub mod graphs;
+pub mod documents;
+pub(crate) mod graphs;
+pub mod index_dir;
+pub mod methods;
+pub mod pipeline;
+pub mod progress;
+
+pub use pipeline::Pipeline;
 
 pub use kgrag_dense as dense;
 pub use kgrag_eval as eval;
@@ -27,6 +34,7 @@ pub use kgrag_hirag as hirag;
 pub use kgrag_leanrag as leanrag;
 pub use kgrag_llm as llm;
 pub use kgrag_openie as openie;
+pub use kgrag_text as text;
 pub use kgrag_types as types;
 
 use std::path::PathBuf;
@@ -46,6 +54,12 @@ pub enum KgragError {
     /// The configuration or the command line asks for something impossible.
     #[error("configuration: {0}")]
     Config(String),
+    /// An input document cannot be read (the message names the file and, for JSONL, the line).
+    #[error("input: {0}")]
+    Input(String),
+    /// The index directory is missing, damaged or built with other settings.
+    #[error("index: {0}")]
+    Index(String),
     /// A model call failed outside a method (e.g. the extractive reader's embeddings).
     #[error("model: {0}")]
     Model(String),

@@ -1,25 +1,109 @@
-//! The `kgrag` command line.
+//! The `kgrag` command line: `index`, `query`, `insert`, `delete`, `export`, `stats` on an index directory,
+//! and `bench` on a dataset. Exit codes: 0 success, 1 error, 2 usage.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use kgrag::bench::{run, BenchArgs, METHODS};
+use kgrag::config::Config;
+use kgrag::{KgragError, Pipeline};
 
 #[derive(Parser)]
 #[command(
     name = "kgrag",
     version,
-    about = "Knowledge-graph RAG: HippoRAG 2, HiRAG, LeanRAG and dense retrieval, side by side"
+    about = "Knowledge-graph RAG: HippoRAG 2, HiRAG, LeanRAG and dense retrieval, side by side",
+    after_help = "Configuration: --config FILE, else ./kgrag.toml when present, else the defaults (offline: \
+                  local MiniLM embeddings, rule extraction, extractive summaries and answers). \
+                  Logs: RUST_LOG=info (or debug, kgrag=debug, …)."
 )]
 struct Cli {
+    /// No progress bars or stage lines on stderr (errors are still printed).
+    #[arg(long, short, global = true)]
+    quiet: bool,
     #[command(subcommand)]
     command: Command,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Build an index of documents: a folder (recursively) or files of .txt/.md (one document each),
+    /// .jsonl ({"id"?, "title"?, "text"} per line) or .json (a HippoRAG corpus).
+    Index {
+        /// Files or folders.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The index directory (created if missing).
+        #[arg(long)]
+        index: PathBuf,
+        /// Configuration file (TOML).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Comma-separated methods to index (dense, hipporag2, hirag, leanrag); default: [index] methods.
+        #[arg(long, value_delimiter = ',')]
+        methods: Vec<String>,
+        /// Rebuild even when the directory holds an index built with other settings.
+        #[arg(long)]
+        force: bool,
+        /// A HippoRAG OpenIE results file (`openie_results_ner_*.json`): chunks it covers take its triples
+        /// instead of being extracted.
+        #[arg(long)]
+        openie_cache: Option<PathBuf>,
+    },
+    /// Answer a question from an index.
+    Query(QueryArgs),
+    /// Add documents to an index.
+    Insert {
+        /// Files or folders.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The index directory.
+        #[arg(long)]
+        index: PathBuf,
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Remove documents from an index by id (as `kgrag stats --documents` lists them).
+    Delete {
+        /// Document ids.
+        #[arg(required = true)]
+        ids: Vec<String>,
+        /// The index directory.
+        #[arg(long)]
+        index: PathBuf,
+        /// Configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Export a graph.
+    Export {
+        /// What to export.
+        format: ExportFormat,
+        /// The index directory.
+        #[arg(long)]
+        index: PathBuf,
+        /// Output file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Whose graph: hipporag2 (default when indexed) or hirag.
+        #[arg(long)]
+        method: Option<String>,
+    },
+    /// What an index holds and what it cost.
+    Stats {
+        /// The index directory.
+        #[arg(long)]
+        index: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Also list the documents.
+        #[arg(long)]
+        documents: bool,
+    },
     /// Build one index for a dataset, run the methods on every question, write report.json and print a table.
     Bench {
         /// Dataset name (musique-100, kgrag-fixture); default: musique-100 if present under the data folder,
@@ -51,28 +135,311 @@ enum Command {
     },
 }
 
+#[derive(Args)]
+struct QueryArgs {
+    /// The question.
+    question: String,
+    /// The index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// Strategy (default: [retriever] strategy): dense, hipporag2, hirag, hirag-local, hirag-global,
+    /// hirag-bridge, hirag-nobridge, leanrag.
+    #[arg(long)]
+    strategy: Option<String>,
+    /// Passages to return (default: [retriever] top_k).
+    #[arg(long)]
+    top_k: Option<usize>,
+    /// Also print the rendered context the reader saw.
+    #[arg(long)]
+    context: bool,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Configuration file (default: ./kgrag.toml, else the one the index was built with).
+    #[arg(long)]
+    config: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ExportFormat {
+    /// GraphML (nodes and weighted edges with their attributes).
+    Graphml,
+}
+
+/// `--config F`, else `./kgrag.toml`, else `None`.
+fn config_arg(path: Option<&Path>) -> kgrag::Result<Option<Config>> {
+    match path {
+        Some(p) => Config::load(p).map(Some),
+        None => {
+            let local = Path::new("kgrag.toml");
+            if local.is_file() {
+                Config::load(local).map(Some)
+            } else {
+                Ok(None)
+            }
+        }
+    }
+}
+
+fn progress(quiet: bool) -> bool {
+    !quiet && std::io::stderr().is_terminal()
+}
+
+async fn run_index(
+    paths: Vec<PathBuf>,
+    index: PathBuf,
+    config: Option<PathBuf>,
+    methods: Vec<String>,
+    (force, openie_cache): (bool, Option<PathBuf>),
+    quiet: bool,
+) -> kgrag::Result<()> {
+    let docs = kgrag::documents::read_inputs(&paths)?;
+    let mut prefilled = std::collections::HashMap::new();
+    if let Some(path) = &openie_cache {
+        for doc in kgrag::openie::read_openie_file(path)? {
+            prefilled
+                .entry(doc.extraction.chunk_id.clone())
+                .or_insert(doc.extraction);
+        }
+    }
+    let config = config_arg(config.as_deref())?.unwrap_or_default();
+    let mut pipeline = Pipeline::new(config.clone(), Some(&index), progress(quiet))?;
+    if let Some(manifest) =
+        kgrag::index_dir::read_manifest(&index).or_else(
+            |e| {
+                if force {
+                    Ok(None)
+                } else {
+                    Err(e)
+                }
+            },
+        )?
+    {
+        if !force {
+            pipeline.check_compatible(&manifest)?;
+            let methods_now: Vec<String> = if methods.is_empty() {
+                config.index.methods.clone()
+            } else {
+                methods.clone()
+            };
+            let same_docs = manifest.documents.len() == docs.len()
+                && manifest
+                    .documents
+                    .iter()
+                    .zip(&docs)
+                    .all(|(a, b)| a.id == b.id && a.doc_id == b.document.id);
+            let same_methods = methods_now.len() == manifest.methods.len()
+                && methods_now.iter().all(|m| manifest.methods.contains_key(m));
+            if same_docs && same_methods {
+                kgrag::progress::say(&format!(
+                    "the index in {} is up to date (generation {}, {} documents)",
+                    index.display(),
+                    manifest.generation,
+                    manifest.documents.len()
+                ));
+                return Ok(());
+            }
+        }
+    }
+    let generation = pipeline.index(docs, &methods, prefilled).await?;
+    println!(
+        "indexed {} documents ({} chunks) into {} — generation {generation}",
+        pipeline.documents().len(),
+        pipeline.corpus().chunks.len(),
+        index.display()
+    );
+    Ok(())
+}
+
+async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
+    let QueryArgs {
+        question,
+        index,
+        strategy,
+        top_k,
+        context,
+        json,
+        config,
+    } = args;
+    let config = config_arg(config.as_deref())?;
+    let mut pipeline = Pipeline::open(&index, config, progress(quiet))?;
+    let strategy = strategy.unwrap_or_else(|| pipeline.config().retriever.strategy.clone());
+    let top_k = top_k.unwrap_or(pipeline.config().retriever.top_k);
+    if top_k == 0 {
+        return Err(KgragError::Config("--top-k must be at least 1".into()));
+    }
+    let a = pipeline.answer(&question, &strategy, top_k).await?;
+    if json {
+        let mut v = serde_json::json!({
+            "strategy": a.strategy,
+            "question": a.question,
+            "answer": a.answer,
+            "passages": a.passages,
+            "context_tokens": a.context.context_tokens,
+            "stats": a.context.stats,
+            "retrieve_ms": a.retrieve_ms,
+            "answer_ms": a.answer_ms,
+        });
+        if context {
+            v["context"] = serde_json::Value::String(a.context.rendered.clone());
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    println!("strategy: {}", a.strategy);
+    println!("answer: {}", a.answer.as_deref().unwrap_or("(no reader)"));
+    println!("passages:");
+    for p in &a.passages {
+        let preview: String = p
+            .text
+            .chars()
+            .take(160)
+            .collect::<String>()
+            .replace('\n', " ");
+        println!(
+            "  {:>3}. {:.6}  [{}]  {}{}",
+            p.rank,
+            p.score,
+            p.documents.join(", "),
+            preview,
+            if p.text.chars().count() > 160 {
+                "…"
+            } else {
+                ""
+            }
+        );
+    }
+    if a.context
+        .stats
+        .get("ppr_not_converged")
+        .is_some_and(|v| *v > 0.0)
+    {
+        println!("note: PPR stopped at ppr_max_iter before converging; scores are approximate");
+    }
+    if context {
+        println!(
+            "context ({} tokens):\n{}",
+            a.context.context_tokens, a.context.rendered
+        );
+    }
+    Ok(())
+}
+
+async fn run_change(
+    index: PathBuf,
+    config: Option<PathBuf>,
+    quiet: bool,
+    insert: Option<Vec<PathBuf>>,
+    delete: Option<Vec<String>>,
+) -> kgrag::Result<()> {
+    let docs = match &insert {
+        Some(paths) => Some(kgrag::documents::read_inputs(paths)?),
+        None => None,
+    };
+    let config = config_arg(config.as_deref())?;
+    let mut pipeline = Pipeline::open(&index, config, progress(quiet))?;
+    let summary = match (docs, delete) {
+        (Some(docs), _) => {
+            let s = pipeline.insert(docs).await?;
+            println!(
+                "inserted {} documents ({} new chunks){} — generation {}",
+                s.documents,
+                s.chunks,
+                if s.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} already present: {}",
+                        s.skipped.len(),
+                        s.skipped.join(", ")
+                    )
+                },
+                s.generation
+            );
+            s
+        }
+        (None, Some(ids)) => {
+            let s = pipeline.delete(&ids).await?;
+            println!(
+                "deleted {} documents ({} chunks){} — generation {}",
+                s.documents,
+                s.chunks,
+                if s.skipped.is_empty() {
+                    String::new()
+                } else {
+                    format!("; not found: {}", s.skipped.join(", "))
+                },
+                s.generation
+            );
+            s
+        }
+        (None, None) => return Ok(()),
+    };
+    let _ = summary;
+    Ok(())
+}
+
+fn run_stats(index: PathBuf, json: bool, documents: bool) -> kgrag::Result<()> {
+    let pipeline = Pipeline::inspect(&index)?;
+    let mut s = pipeline.stats()?;
+    if documents {
+        s["document_list"] = serde_json::to_value(pipeline.documents())?;
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!(
+        "index: {} (generation {})",
+        index.display(),
+        s["generation"]
+    );
+    println!("documents: {}, chunks: {}", s["documents"], s["chunks"]);
+    println!("embedder: {}", s["embedder"]);
+    if let Some(methods) = s["methods"].as_object() {
+        for (name, v) in methods {
+            println!("{name}: {v}");
+        }
+    }
+    println!(
+        "bytes by part: {} (total {})",
+        s["bytes_by_part"], s["bytes_total"]
+    );
+    println!("cache: {}", s["cache"]);
+    println!("LLM usage by stage: {}", s["llm_by_stage"]);
+    println!(
+        "last build: stages {} extraction {}",
+        s["last_build_stages"], s["last_build_extraction"]
+    );
+    if documents {
+        for d in pipeline.documents() {
+            println!("  {}\t{} chunks\t{}", d.id, d.chunks.len(), d.source);
+        }
+    }
+    Ok(())
+}
+
+fn run_export(index: PathBuf, output: PathBuf, method: Option<String>) -> kgrag::Result<()> {
+    let mut pipeline = Pipeline::inspect(&index)?;
+    let (name, graphml) = pipeline.graphml(method.as_deref())?;
+    kgrag::graph_store::persist::write_atomic(&output, graphml.as_bytes())?;
+    println!("wrote the {name} graph to {}", output.display());
+    Ok(())
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Command::Bench {
-        dataset,
-        methods,
-        config,
-        limit,
-        question_corpus,
-        out,
-        data_dir,
-        no_progress,
-    } = cli.command;
-    let args = BenchArgs {
-        dataset,
-        methods,
-        limit,
-        question_corpus,
-        out,
-        config,
-        data_dir: data_dir.unwrap_or_else(kgrag::eval::data_dir),
-        progress: !no_progress && std::io::stderr().is_terminal(),
-    };
+    init_tracing();
+    kgrag::progress::set_quiet(cli.quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -83,17 +450,84 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(&args)) {
-        Ok(outcome) => {
-            println!("{}", outcome.report.to_markdown());
-            println!("report: {}", outcome.path.display());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("kgrag bench: error: {e}");
-            if args.methods.is_empty() {
+    let quiet = cli.quiet;
+    let (what, result) = match cli.command {
+        Command::Index {
+            paths,
+            index,
+            config,
+            methods,
+            force,
+            openie_cache,
+        } => (
+            "index",
+            runtime.block_on(run_index(
+                paths,
+                index,
+                config,
+                methods,
+                (force, openie_cache),
+                quiet,
+            )),
+        ),
+        Command::Query(args) => ("query", runtime.block_on(run_query(args, quiet))),
+        Command::Insert {
+            paths,
+            index,
+            config,
+        } => (
+            "insert",
+            runtime.block_on(run_change(index, config, quiet, Some(paths), None)),
+        ),
+        Command::Delete { ids, index, config } => (
+            "delete",
+            runtime.block_on(run_change(index, config, quiet, None, Some(ids))),
+        ),
+        Command::Export {
+            format: ExportFormat::Graphml,
+            index,
+            output,
+            method,
+        } => ("export", run_export(index, output, method)),
+        Command::Stats {
+            index,
+            json,
+            documents,
+        } => ("stats", run_stats(index, json, documents)),
+        Command::Bench {
+            dataset,
+            methods,
+            config,
+            limit,
+            question_corpus,
+            out,
+            data_dir,
+            no_progress,
+        } => {
+            let args = BenchArgs {
+                dataset,
+                methods,
+                limit,
+                question_corpus,
+                out,
+                config,
+                data_dir: data_dir.unwrap_or_else(kgrag::eval::data_dir),
+                progress: !no_progress && !quiet && std::io::stderr().is_terminal(),
+            };
+            let r = runtime.block_on(run(&args)).map(|outcome| {
+                println!("{}", outcome.report.to_markdown());
+                println!("report: {}", outcome.path.display());
+            });
+            if r.is_err() && args.methods.is_empty() {
                 eprintln!("(methods available: {})", METHODS.join(", "));
             }
+            ("bench", r)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("kgrag {what}: error: {e}");
             ExitCode::FAILURE
         }
     }

@@ -120,6 +120,20 @@ impl ResponseCache {
         txn.commit().map_err(|e| self.err(e))
     }
 
+    /// Entries stored: (chat replies, embeddings).
+    pub fn entries(&self) -> Result<(u64, u64)> {
+        use redb::ReadableTableMetadata;
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let count = |table: TableDefinition<&str, &[u8]>| -> Result<u64> {
+            match txn.open_table(table) {
+                Ok(t) => t.len().map_err(|e| self.err(e)),
+                Err(redb::TableError::TableDoesNotExist(_)) => Ok(0),
+                Err(e) => Err(self.err(e)),
+            }
+        };
+        Ok((count(CHAT)?, count(EMBED)?))
+    }
+
     /// A cached chat reply. An entry that no longer parses counts as a miss.
     pub fn get_chat(&self, key: &str) -> Result<Option<ChatResponse>> {
         Ok(self

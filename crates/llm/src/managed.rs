@@ -356,11 +356,15 @@ impl<B: EmbedBackend> Managed<B> {
                     ),
                 });
             }
-            let prompt_tokens: usize = batch_texts
-                .iter()
-                .map(|t| Encoding::O200kBase.count(t).unwrap_or(0))
-                .sum();
-            Counters::add(&self.counters.prompt_tokens, prompt_tokens as u64);
+            // Tokens are what a hosted embedding API bills; an in-process model costs none, and loading
+            // the o200k vocabulary only to count them would cost a quarter of a second per process.
+            if provider != "local" {
+                let prompt_tokens: usize = batch_texts
+                    .iter()
+                    .map(|t| Encoding::O200kBase.count(t).unwrap_or(0))
+                    .sum();
+                Counters::add(&self.counters.prompt_tokens, prompt_tokens as u64);
+            }
             if let Some(cache) = &self.cache {
                 cache.put_embeddings(
                     batch

@@ -45,7 +45,9 @@ fn as_string(v: &Value) -> String {
 /// Reads an OpenIE file.
 pub fn read_openie_file(path: &Path) -> Result<Vec<OpenIeDoc>> {
     let raw = std::fs::read_to_string(path).map_err(|e| bad(path, e.to_string()))?;
-    let value: Value = serde_json::from_str(&replace_non_finite_literals(&raw))
+    // Editors on Windows start UTF-8 files with a byte-order mark; JSON has none.
+    let raw = raw.strip_prefix('\u{feff}').unwrap_or(&raw);
+    let value: Value = serde_json::from_str(&replace_non_finite_literals(raw))
         .map_err(|e| bad(path, format!("not JSON: {e}")))?;
     let docs = value
         .get("docs")

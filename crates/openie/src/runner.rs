@@ -72,6 +72,19 @@ impl ExtractionStore {
         Ok(value.and_then(|v| serde_json::from_slice(v.value()).ok()))
     }
 
+    /// Number of stored extractions (all extractors).
+    pub fn len(&self) -> Result<u64> {
+        use redb::ReadableTableMetadata;
+        let txn = self.db.begin_read().map_err(|e| self.err(e))?;
+        let table = txn.open_table(EXTRACTIONS).map_err(|e| self.err(e))?;
+        table.len().map_err(|e| self.err(e))
+    }
+
+    /// Whether the store holds no extraction.
+    pub fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+
     /// Stores one extraction durably.
     pub fn put(&self, fingerprint: &str, extraction: &Extraction) -> Result<()> {
         let bytes = serde_json::to_vec(extraction).map_err(|e| self.err(e))?;

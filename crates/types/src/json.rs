@@ -33,7 +33,7 @@ pub fn replace_non_finite_literals(json: &str) -> Cow<'_, str> {
             i += 1;
             continue;
         }
-        if let Some(token) = TOKENS.iter().find(|t| json[i..].starts_with(**t)) {
+        if let Some(token) = TOKENS.iter().find(|t| bytes[i..].starts_with(t.as_bytes())) {
             let buf = out.get_or_insert_with(|| String::with_capacity(json.len()));
             buf.push_str(&json[copied_up_to..i]);
             buf.push_str("null");
@@ -55,6 +55,19 @@ pub fn replace_non_finite_literals(json: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multibyte_characters_outside_strings_do_not_split() {
+        // Curly quotes and a BOM outside strings: scanning must step over them whole (it used to slice
+        // the text at a byte inside a character and panic).
+        let src = "\u{feff}{\u{201c}a\u{201d}: NaN, \u{2014} Infinity\u{2019}s}";
+        let fixed = replace_non_finite_literals(src);
+        assert_eq!(
+            fixed,
+            "\u{feff}{\u{201c}a\u{201d}: null, \u{2014} null\u{2019}s}"
+        );
+        assert_eq!(replace_non_finite_literals("\u{e9}NaN"), "\u{e9}null");
+    }
 
     #[test]
     fn replaces_only_outside_strings() {

@@ -16,7 +16,7 @@ pub struct Document {
     /// Content hash of the stripped text, see [`DocId::from_text`].
     pub id: DocId,
     /// Optional title, kept as metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub title: Option<String>,
     /// The full text.
     pub text: String,

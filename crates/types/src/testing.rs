@@ -47,7 +47,7 @@ pub fn data_file(relative: &str) -> PathBuf {
     let path = dir.join(relative);
     if !path.is_file() {
         panic!(
-            "missing test data {}: set KGRAG_DATA_DIR to the folder that holds it (CI uses ../shared/datasets; \
+            "missing test data {}: set KGRAG_DATA_DIR to the folder that holds it (e.g. KGRAG_DATA_DIR=/path/to/datasets; \
              datasets/README.md says where each dataset is published)",
             path.display()
         );

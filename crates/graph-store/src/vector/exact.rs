@@ -10,7 +10,8 @@ use crate::error::invalid;
 use crate::{persist, Result};
 
 pub(super) const KIND: &str = "exact-index";
-const FORMAT: u32 = 1;
+// 2: the matrix as one little-endian byte string (1 wrote one element at a time).
+const FORMAT: u32 = 2;
 
 /// Relative margin by which the blocked product may differ from [`dot`] (f32 rounding over ≤ 4096 terms).
 const SCREEN_MARGIN: f32 = 1e-4;
@@ -26,7 +27,52 @@ const ROW_BLOCK: usize = 2048;
 pub struct ExactIndex {
     dim: usize,
     metric: Metric,
+    #[serde(with = "f32_bytes")]
     data: Vec<f32>,
+}
+
+/// A `Vec<f32>` as one little-endian byte string: read back with one copy instead of one call per element.
+mod f32_bytes {
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
+        let mut bytes = Vec::with_capacity(v.len() * 4);
+        for x in v {
+            bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        s.serialize_bytes(&bytes)
+    }
+
+    struct Floats;
+
+    impl Visitor<'_> for Floats {
+        type Value = Vec<f32>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a byte string of little-endian f32 values")
+        }
+
+        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Vec<f32>, E> {
+            if !b.len().is_multiple_of(4) {
+                return Err(E::custom(format!(
+                    "{} bytes are not a whole number of f32 values",
+                    b.len()
+                )));
+            }
+            Ok(b.chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect())
+        }
+
+        fn visit_byte_buf<E: Error>(self, b: Vec<u8>) -> Result<Vec<f32>, E> {
+            self.visit_bytes(&b)
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
+        d.deserialize_bytes(Floats)
+    }
 }
 
 impl ExactIndex {
@@ -132,6 +178,19 @@ impl ExactIndex {
                 }
             });
         Ok(out)
+    }
+
+    /// Keeps only the rows whose `keep(row)` is true, in their order; the stored values are copied
+    /// unchanged (no re-normalisation), so the result equals an index built from the kept rows alone.
+    pub fn retain_rows(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let dim = self.dim;
+        let mut out = Vec::with_capacity(self.data.len());
+        for (row, values) in self.data.chunks_exact(dim).enumerate() {
+            if keep(row) {
+                out.extend_from_slice(values);
+            }
+        }
+        self.data = out;
     }
 
     /// Loads an index saved by [`VectorIndex::save`].

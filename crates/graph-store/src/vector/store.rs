@@ -12,7 +12,8 @@ use crate::error::invalid;
 use crate::{persist, Result, StoreError};
 
 const KIND: &str = "embedding-store";
-const FORMAT: u32 = 1;
+// 2: the vectors as one byte string (see `ExactIndex`).
+const FORMAT: u32 = 2;
 
 /// Texts embedded without instruction, one row per distinct key, rows in first-insertion order, cosine
 /// similarity (rows L2-normalised). Inserting a key that is already present embeds nothing: rerunning an
@@ -187,6 +188,48 @@ impl EmbeddingStore {
             .iter()
             .filter_map(|(key, _)| self.rows.get(key.as_str()).copied())
             .collect())
+    }
+
+    /// Removes the rows whose key `remove` returns true for; the other rows keep their order and values
+    /// (so the store equals one into which the removed keys were never inserted). Returns, for every old
+    /// row, its new row (`None` when removed).
+    pub fn remove_where(&mut self, mut remove: impl FnMut(&str) -> bool) -> Vec<Option<usize>> {
+        let mut map = Vec::with_capacity(self.keys.len());
+        let mut next = 0usize;
+        for k in &self.keys {
+            if remove(k) {
+                map.push(None);
+            } else {
+                map.push(Some(next));
+                next += 1;
+            }
+        }
+        if next == self.keys.len() {
+            return map;
+        }
+        if let Some(index) = &mut self.index {
+            index.retain_rows(|row| map[row].is_some());
+        }
+        let mut row = 0usize;
+        self.keys.retain(|_| {
+            row += 1;
+            map[row - 1].is_some()
+        });
+        let mut row = 0usize;
+        self.texts.retain(|_| {
+            row += 1;
+            map[row - 1].is_some()
+        });
+        if self.keys.is_empty() {
+            self.index = None;
+        }
+        self.rows = self
+            .keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i))
+            .collect();
+        map
     }
 
     /// Saves the store atomically to `path`.

@@ -1,6 +1,7 @@
 //! HippoRAG 2 indexing (spec §4.1–§4.4, §4.6 inserts).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -56,7 +57,7 @@ pub struct InsertStats {
 
 /// The HippoRAG 2 index: the graph and the phrase and fact stores over a passage store shared with the
 /// other methods. Rows of the phrase store map to graph nodes, rows of the fact store to their triples.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct HippoIndex {
     config: HippoConfig,
     graph: KnowledgeGraph,
@@ -65,7 +66,38 @@ pub struct HippoIndex {
     phrase_nodes: Vec<NodeIndex>,
     facts: EmbeddingStore,
     fact_triples: Vec<Triple>,
+    chunk_triples: BTreeMap<ChunkId, Vec<Triple>>,
 }
+
+/// What one [`HippoIndex::delete`] removed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeleteStats {
+    /// Passages removed from the graph.
+    pub passages: usize,
+    /// Chunk ids asked for that were not in the index (ignored).
+    pub unknown: usize,
+    /// Phrases left without any chunk, removed with all their edges.
+    pub phrases: usize,
+    /// Facts left without any chunk, removed from the fact store.
+    pub facts: usize,
+    /// Fact edges whose last occurrence went.
+    pub fact_edges: usize,
+}
+
+/// The parts of a saved index besides the graph and the stores.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedMeta {
+    config: HippoConfig,
+    phrase_nodes: Vec<u32>,
+    fact_triples: Vec<Triple>,
+    chunk_triples: BTreeMap<ChunkId, Vec<Triple>>,
+}
+
+const META_KIND: &str = "hipporag2-index";
+const META_FORMAT: u32 = 1;
+
+/// The files of a saved index inside its folder.
+pub const INDEX_FILES: [&str; 4] = ["graph.kg", "phrases.store", "facts.store", "hipporag2.meta"];
 
 impl HippoIndex {
     /// An empty index over `passages` (keys: chunk ids; texts: the passages). Only `config`'s index-time
@@ -79,7 +111,195 @@ impl HippoIndex {
             phrase_nodes: Vec::new(),
             facts: EmbeddingStore::new("facts"),
             fact_triples: Vec::new(),
+            chunk_triples: BTreeMap::new(),
         }
+    }
+
+    /// Writes the index into the folder `dir` (the files of [`INDEX_FILES`], each checksummed and
+    /// replaced atomically). The passage store is not written: it is shared, and the caller saves it.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|source| {
+            HippoError::Store(kgrag_graph_store::StoreError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })
+        })?;
+        self.graph.save(&dir.join(INDEX_FILES[0]))?;
+        self.phrases.save(&dir.join(INDEX_FILES[1]))?;
+        self.facts.save(&dir.join(INDEX_FILES[2]))?;
+        let meta = SavedMeta {
+            config: self.config.clone(),
+            phrase_nodes: self.phrase_nodes.iter().map(|n| n.index() as u32).collect(),
+            fact_triples: self.fact_triples.clone(),
+            chunk_triples: self.chunk_triples.clone(),
+        };
+        kgrag_graph_store::persist::save(&dir.join(INDEX_FILES[3]), META_KIND, META_FORMAT, &meta)?;
+        Ok(())
+    }
+
+    /// Reads an index written by [`save`](Self::save) over the shared `passages` store; nothing is
+    /// embedded or rebuilt. The parts are checked against each other (row counts, phrase nodes).
+    pub fn load(dir: &Path, passages: Arc<EmbeddingStore>) -> Result<Self> {
+        let graph = KnowledgeGraph::load(&dir.join(INDEX_FILES[0]))?;
+        let phrases = EmbeddingStore::load(&dir.join(INDEX_FILES[1]))?;
+        let facts = EmbeddingStore::load(&dir.join(INDEX_FILES[2]))?;
+        let meta: SavedMeta =
+            kgrag_graph_store::persist::load(&dir.join(INDEX_FILES[3]), META_KIND, META_FORMAT)?;
+        let corrupt = |reason: String| {
+            HippoError::Store(kgrag_graph_store::StoreError::Corrupt {
+                path: dir.to_path_buf(),
+                reason,
+            })
+        };
+        if meta.phrase_nodes.len() != phrases.len() || meta.fact_triples.len() != facts.len() {
+            return Err(corrupt(format!(
+                "{} phrase nodes for {} phrase rows, {} triples for {} fact rows",
+                meta.phrase_nodes.len(),
+                phrases.len(),
+                meta.fact_triples.len(),
+                facts.len()
+            )));
+        }
+        let mut phrase_nodes = Vec::with_capacity(meta.phrase_nodes.len());
+        for (row, &n) in meta.phrase_nodes.iter().enumerate() {
+            let node = NodeIndex::new(n as usize);
+            let key = phrases.key(row).unwrap_or_default();
+            if graph.node(node).map(|x| x.key.as_str()) != Some(key) {
+                return Err(corrupt(format!(
+                    "phrase row {row} ({key}) does not match graph node {n}"
+                )));
+            }
+            phrase_nodes.push(node);
+        }
+        Ok(Self {
+            config: meta.config,
+            graph,
+            passages,
+            phrases,
+            phrase_nodes,
+            facts,
+            fact_triples: meta.fact_triples,
+            chunk_triples: meta.chunk_triples,
+        })
+    }
+
+    /// Replaces the shared passage store by `passages`, which must hold every indexed passage with the
+    /// vectors it had (e.g. the same store after more passages were embedded into it): an insert then
+    /// finds the new passages there instead of embedding them again.
+    pub fn set_passages(&mut self, passages: Arc<EmbeddingStore>) {
+        self.passages = passages;
+    }
+
+    /// The normalised triples of every indexed chunk.
+    pub fn chunk_triples(&self) -> &BTreeMap<ChunkId, Vec<Triple>> {
+        &self.chunk_triples
+    }
+
+    /// Removes chunks (spec §4.6 delete): each passage vertex with its context edges; the chunk's fact
+    /// occurrences (fact edges left with no occurrence and no synonymy go); facts no remaining chunk holds
+    /// leave the fact store; phrases no remaining chunk holds leave the phrase store and the graph with
+    /// all their edges (fact and synonymy). The passage rows leave the index's passage store (the index
+    /// continues with its own copy when the store is shared). Unknown ids are ignored and counted.
+    /// Retrievers built before keep their snapshot: build new ones afterwards.
+    pub fn delete(&mut self, chunks: &[ChunkId]) -> Result<DeleteStats> {
+        let mut stats = DeleteStats::default();
+        let mut gone: BTreeSet<ChunkId> = BTreeSet::new();
+        for c in chunks {
+            if self.graph.find(c.as_str()).is_some() && self.chunk_triples.contains_key(c) {
+                gone.insert(c.clone());
+            } else {
+                stats.unknown += 1;
+            }
+        }
+        if gone.is_empty() {
+            return Ok(stats);
+        }
+        let mut graph = self.graph.clone();
+        let mut orphan_phrases: BTreeSet<NodeIndex> = BTreeSet::new();
+        for c in &gone {
+            let triples = self.chunk_triples.get(c).map_or(&[][..], Vec::as_slice);
+            let mut pairs: BTreeSet<(NodeIndex, NodeIndex)> = BTreeSet::new();
+            let mut phrases: BTreeSet<NodeIndex> = BTreeSet::new();
+            for t in triples {
+                let (Some(s), Some(o)) = (
+                    graph.find(&phrase_key(&t.subject)),
+                    graph.find(&phrase_key(&t.object)),
+                ) else {
+                    continue;
+                };
+                phrases.insert(s);
+                phrases.insert(o);
+                if s != o {
+                    pairs.insert((s.min(o), s.max(o)));
+                }
+            }
+            for (a, b) in pairs {
+                let before = graph.edge_between(a, b).is_some();
+                graph.remove_fact_chunk(a, b, c);
+                if before && graph.edge_between(a, b).is_none() {
+                    stats.fact_edges += 1;
+                }
+            }
+            for p in phrases {
+                if graph.remove_source(p, c)? == 0 {
+                    orphan_phrases.insert(p);
+                }
+            }
+            if let Some(node) = graph.find(c.as_str()) {
+                graph.remove_node(node);
+                stats.passages += 1;
+            }
+        }
+        let mut gone_phrase_keys: HashSet<String> = HashSet::new();
+        for p in orphan_phrases {
+            if let Some(node) = graph.remove_node(p) {
+                gone_phrase_keys.insert(node.key);
+            }
+        }
+        stats.phrases = gone_phrase_keys.len();
+
+        let mut chunk_triples = self.chunk_triples.clone();
+        for c in &gone {
+            chunk_triples.remove(c);
+        }
+        let live_facts: HashSet<String> = chunk_triples
+            .values()
+            .flatten()
+            .map(|t| FactId::from_triple(t).as_str().to_owned())
+            .collect();
+        let mut facts = self.facts.clone();
+        let fact_map = facts.remove_where(|k| !live_facts.contains(k));
+        let fact_triples: Vec<Triple> = self
+            .fact_triples
+            .iter()
+            .zip(&fact_map)
+            .filter(|(_, m)| m.is_some())
+            .map(|(t, _)| t.clone())
+            .collect();
+        stats.facts = self.fact_triples.len() - fact_triples.len();
+
+        let mut phrases = self.phrases.clone();
+        let phrase_map = phrases.remove_where(|k| gone_phrase_keys.contains(k));
+        let phrase_nodes: Vec<NodeIndex> = self
+            .phrase_nodes
+            .iter()
+            .zip(&phrase_map)
+            .filter(|(_, m)| m.is_some())
+            .map(|(n, _)| *n)
+            .collect();
+
+        let mut passages = self.passages.as_ref().clone();
+        let gone_keys: HashSet<&str> = gone.iter().map(ChunkId::as_str).collect();
+        passages.remove_where(|k| gone_keys.contains(k));
+
+        self.graph = graph;
+        self.chunk_triples = chunk_triples;
+        self.facts = facts;
+        self.fact_triples = fact_triples;
+        self.phrases = phrases;
+        self.phrase_nodes = phrase_nodes;
+        self.passages = Arc::new(passages);
+        Ok(stats)
     }
 
     /// The configuration the index was built with.
@@ -163,7 +383,7 @@ impl HippoIndex {
         &mut self,
         chunks: &[HippoChunk],
         embedder: &dyn Embedder,
-        progress: &mut dyn IndexProgress,
+        progress: &mut (dyn IndexProgress + Send),
     ) -> Result<InsertStats> {
         let mut stats = InsertStats::default();
         let mut seen = HashSet::new();
@@ -287,13 +507,22 @@ impl HippoIndex {
         self.phrases = phrases;
         self.facts = facts;
         self.fact_triples.extend(fact_new);
+        for c in &fresh {
+            self.chunk_triples
+                .insert(c.chunk.clone(), c.triples.clone());
+        }
         self.graph = graph;
         self.phrase_nodes = phrase_nodes;
         Ok(stats)
     }
 }
 
-fn finish(progress: &mut dyn IndexProgress, stats: &mut InsertStats, stage: &str, t: Instant) {
+fn finish(
+    progress: &mut (dyn IndexProgress + Send),
+    stats: &mut InsertStats,
+    stage: &str,
+    t: Instant,
+) {
     let secs = t.elapsed().as_secs_f64();
     progress.finish(stage, secs);
     stats.stages.push((stage.to_owned(), secs));

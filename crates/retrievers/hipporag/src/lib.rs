@@ -32,7 +32,7 @@ use kgrag_graph_store::EdgeWeighting;
 use kgrag_types::Normalisation;
 use serde::{Deserialize, Serialize};
 
-pub use index::{HippoIndex, IndexProgress, InsertStats, NoProgress};
+pub use index::{DeleteStats, HippoIndex, IndexProgress, InsertStats, NoProgress, INDEX_FILES};
 pub use retrieve::{seed_weights, HippoRetriever, QueryTrace, SeedPhrase};
 
 /// Errors of HippoRAG 2 indexing and retrieval.

@@ -78,6 +78,8 @@ pub struct QueryTrace {
     pub filter_error: Option<String>,
     /// PPR iterations (0 on fallback).
     pub ppr_iterations: usize,
+    /// Whether PPR stopped on its tolerance (false when it hit `ppr_max_iter`; true on fallback).
+    pub ppr_converged: bool,
 }
 
 /// HippoRAG 2 retrieval over a built [`HippoIndex`]. Holds a CSR snapshot of the graph under the configured
@@ -113,6 +115,12 @@ impl HippoRetriever {
                 "damping must be in [0, 1), got {}",
                 config.damping
             )));
+        }
+        if config.ppr_max_iter == 0 {
+            return Err(HippoError::Invalid(
+                "ppr_max_iter must be at least 1 (0 would return the seed vector as the ranking)"
+                    .into(),
+            ));
         }
         let graph = index.graph();
         let csr = graph.csr(config.graph_weights.weighting())?;
@@ -243,6 +251,7 @@ impl HippoRetriever {
         if trace.kept.is_empty() || total <= 0.0 {
             // Spec §5.6: nothing survived the filter (or nothing to walk from) -> dense ranking.
             trace.dense_fallback = true;
+            trace.ppr_converged = true;
             for row in top_k_desc(&dpr, top_k) {
                 push_passage(&mut ctx, passages, row, dpr[row])?;
             }
@@ -259,6 +268,7 @@ impl HippoRetriever {
             let mut solver = PprSolver::new(&self.csr, ppr_config(&self.config))?;
             let run = solver.run(&reset)?;
             trace.ppr_iterations = run.iterations;
+            trace.ppr_converged = run.converged;
             let scores = solver.scores();
             let mut ranked: Vec<(usize, usize, f64)> = self
                 .vertex_passage
@@ -290,6 +300,11 @@ impl HippoRetriever {
             .insert("kept_facts".into(), trace.kept.len() as f64);
         ctx.stats
             .insert("ppr_iterations".into(), trace.ppr_iterations as f64);
+        // 1 when the walk stopped at `ppr_max_iter` before reaching `ppr_tol`: its scores are approximate.
+        ctx.stats.insert(
+            "ppr_not_converged".into(),
+            f64::from(u8::from(!trace.ppr_converged)),
+        );
         ctx.stats.insert(
             "filter_error".into(),
             f64::from(u8::from(trace.filter_error.is_some())),

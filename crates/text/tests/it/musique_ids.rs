@@ -2,7 +2,7 @@
 //! the passages stored in the reference OpenIE cache are exactly those strings.
 //!
 //! Needs `musique-hipporag/` under `KGRAG_DATA_DIR` (default: `datasets/` of the workspace); `cargo xtask test`
-//! sets it, and CI points it at `../shared/datasets`.
+//! sets it (CI points it at its copy of the datasets).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;

@@ -2,7 +2,6 @@
 //! embedder whose cosines can be worked out by hand: a text's vector is the indicator of its content words
 //! (lower-cased, split at non-alphanumerics, the stop words below removed), so
 //! `cos(q, p) = |Q ∩ P| / sqrt(|Q| · |P|)`. Passages are `title\ntext`.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -367,40 +366,51 @@ impl kgrag::types::Extractor for Counting {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leanrag_g0_is_hirag_base_layer_extracted_once() {
     let ds = kgrag::eval::load("kgrag-fixture", std::path::Path::new("/nonexistent")).unwrap();
-    let passages: Vec<(ChunkId, String)> = ds
-        .passages
-        .iter()
-        .map(|p| (p.chunk_id(), p.content()))
-        .collect();
     let cache = std::env::temp_dir().join(format!("kgrag-g0-shared-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&cache);
     let mut config = kgrag::config::Config {
-        cache_dir: cache.clone(),
+        cache_dir: Some(cache.clone()),
         ..kgrag::config::Config::default()
     };
+    config.index.chunking = kgrag::text::ChunkerConfig::hipporag();
     config.hirag.base = kgrag::hirag::BaseSource::Extract;
     config.hirag.extraction = kgrag::hirag::ExtractionMode::Rules;
     config.hirag.log_layers = false;
     config.leanrag.log_layers = false;
     config.leanrag.cluster_size = 5;
     let extractor = Arc::new(Counting(std::sync::atomic::AtomicUsize::new(0)));
-    let built = kgrag::graphs::build_graph_indexes(
-        kgrag::graphs::GraphInputs {
-            passages: &passages,
-            extractions: &[],
-            config: &config,
-            embedder: Arc::new(kgrag::types::testing::HashingEmbedder::new(64)),
-            chat: None,
-            extractor: Some(extractor.clone()),
-            progress: false,
-        },
-        true,
-        true,
+    let mut pipeline = kgrag::Pipeline::with_models(
+        config,
+        cache.clone(),
+        Arc::new(kgrag::types::testing::HashingEmbedder::new(64)),
+        None,
+        None,
+        false,
     )
-    .await
     .unwrap();
-    let hirag = built.hirag.unwrap();
-    let leanrag = built.leanrag.unwrap();
+    pipeline.set_extractor(extractor.clone());
+    let docs: Vec<kgrag::documents::SourceDoc> = ds
+        .passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| kgrag::documents::SourceDoc {
+            id: format!("p{i}"),
+            source: "fixture".into(),
+            document: kgrag::types::Document::passage(p.title.clone(), &p.text),
+        })
+        .collect();
+    pipeline
+        .index(
+            docs,
+            &["hirag".into(), "leanrag".into()],
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    let hirag_index = pipeline.method_index("hirag").unwrap();
+    let leanrag_index = pipeline.method_index("leanrag").unwrap();
+    let hirag = kgrag::methods::hirag_index(hirag_index.as_ref()).unwrap();
+    let leanrag = kgrag::methods::leanrag_index(leanrag_index.as_ref()).unwrap();
     // One extraction call per chunk, for both methods together.
     assert_eq!(
         extractor.0.load(std::sync::atomic::Ordering::SeqCst),

@@ -1,0 +1,320 @@
+//! The index directory: generations of files committed by a manifest written last.
+//!
+//! ```text
+//! DIR/manifest.json        the committed generation: what is in it, its files and their checksums
+//! DIR/gen-000007/…         that generation's files (passages.store, corpus.kg, <method>/…)
+//! DIR/cache/               response, embedding and extraction caches (a killed build resumes from them)
+//! ```
+//!
+//! A build writes generation N + 1 into a fresh `gen-…` folder (every file checksummed and replaced
+//! atomically), then replaces `manifest.json` atomically. A crash before that leaves generation N intact
+//! and readable; a crash after it leaves N + 1. Uncommitted folders are removed by the next write; the
+//! generation before the committed one is kept, so a reader that opened it just before a commit finishes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use kgrag_types::{ChunkId, DocId};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::{KgragError, Result};
+
+/// The manifest's format version.
+pub const FORMAT: u32 = 1;
+
+/// The manifest's file name.
+pub const MANIFEST: &str = "manifest.json";
+
+/// One document of the index.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DocRecord {
+    /// The user's id (see [`crate::documents::SourceDoc::id`]).
+    pub id: String,
+    /// Content hash of the document text.
+    pub doc_id: DocId,
+    /// Title, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Where it was read from.
+    pub source: String,
+    /// Its chunks, in document order.
+    pub chunks: Vec<ChunkId>,
+}
+
+/// A file of a generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileEntry {
+    /// Path relative to the index directory.
+    pub path: String,
+    /// Size in bytes.
+    pub bytes: u64,
+    /// SHA-256 (hex).
+    pub sha256: String,
+}
+
+/// One method's part of a generation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodEntry {
+    /// Its files.
+    pub files: Vec<FileEntry>,
+    /// What its build made (for `kgrag stats`).
+    pub stats: serde_json::Value,
+}
+
+/// Model usage of one stage, summed over the builds of the index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageEntry {
+    /// Provider calls.
+    pub calls: u64,
+    /// Prompt tokens.
+    pub prompt_tokens: u64,
+    /// Completion tokens.
+    pub completion_tokens: u64,
+    /// Answers from the cache.
+    pub cache_hits: u64,
+}
+
+/// The embedder an index was built with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedderInfo {
+    /// Model name.
+    pub name: String,
+    /// Vector dimension.
+    pub dimension: usize,
+}
+
+/// The committed state of an index directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`FORMAT`].
+    pub format: u32,
+    /// The kgrag version that wrote it.
+    pub kgrag_version: String,
+    /// Generation number, from 1.
+    pub generation: u64,
+    /// SHA-256 of [`Manifest::settings`]: changes whenever a setting the index depends on does.
+    pub config_hash: String,
+    /// The settings the index depends on, by section (`embedder`, `chunking`, `openie`, one per method).
+    pub settings: BTreeMap<String, serde_json::Value>,
+    /// The whole configuration it was built with (the default of `kgrag query`).
+    pub config: serde_json::Value,
+    /// The embedder.
+    pub embedder: EmbedderInfo,
+    /// The documents.
+    pub documents: Vec<DocRecord>,
+    /// Number of distinct chunks.
+    pub chunks: usize,
+    /// Shared files (passages, corpus).
+    pub files: Vec<FileEntry>,
+    /// The methods indexed.
+    pub methods: BTreeMap<String, MethodEntry>,
+    /// Model usage per stage over all builds.
+    pub llm: BTreeMap<String, UsageEntry>,
+    /// Seconds per stage of the last build.
+    pub stages: Vec<(String, f64)>,
+    /// Extraction counts of the last build (`reused`, `extracted`, `failed`).
+    pub extraction: BTreeMap<String, u64>,
+    /// Notes of the last build.
+    pub notes: Vec<String>,
+}
+
+impl Manifest {
+    /// The folder of this generation.
+    pub fn generation_dir(&self) -> String {
+        generation_dir(self.generation)
+    }
+}
+
+/// `gen-000042`.
+pub fn generation_dir(generation: u64) -> String {
+    format!("gen-{generation:06}")
+}
+
+/// Reads `DIR/manifest.json`; `Ok(None)` when there is none (no index yet).
+pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
+    let path = dir.join(MANIFEST);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(KgragError::Io { path, source }),
+    };
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+        KgragError::Index(format!(
+            "{} is damaged ({e}); the index cannot be opened — rebuild it with `kgrag index --force`",
+            path.display()
+        ))
+    })?;
+    if manifest.format != FORMAT {
+        return Err(KgragError::Index(format!(
+            "{} has format {}, this kgrag reads format {FORMAT}; rebuild it with `kgrag index --force`",
+            path.display(),
+            manifest.format
+        )));
+    }
+    Ok(Some(manifest))
+}
+
+/// The entry of a file just written (size and checksum read back).
+pub fn file_entry(root: &Path, rel: &str) -> Result<FileEntry> {
+    let path = root.join(rel);
+    let bytes = std::fs::read(&path).map_err(|source| KgragError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(FileEntry {
+        path: rel.to_owned(),
+        bytes: bytes.len() as u64,
+        sha256: hex::encode(Sha256::digest(&bytes)),
+    })
+}
+
+/// Checks that every file of the manifest exists with its recorded size (the files' own frames verify
+/// their checksums when they are read).
+pub fn check_files(root: &Path, manifest: &Manifest) -> Result<()> {
+    let all = manifest
+        .files
+        .iter()
+        .chain(manifest.methods.values().flat_map(|m| m.files.iter()));
+    for f in all {
+        let path = root.join(&f.path);
+        let len = std::fs::metadata(&path).map(|m| m.len()).map_err(|e| {
+            KgragError::Index(format!(
+                "{} of generation {} is missing ({e}); rebuild with `kgrag index --force`",
+                path.display(),
+                manifest.generation
+            ))
+        })?;
+        if len != f.bytes {
+            return Err(KgragError::Index(format!(
+                "{} has {len} bytes, the manifest records {}; rebuild with `kgrag index --force`",
+                path.display(),
+                f.bytes
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Commits `manifest` (its files are written): replaces `manifest.json` atomically, then removes every
+/// generation folder except this one and the one before.
+pub fn commit(root: &Path, manifest: &Manifest) -> Result<()> {
+    let bytes = serde_json::to_vec_pretty(manifest)
+        .map_err(|e| KgragError::Index(format!("serialising the manifest: {e}")))?;
+    kgrag_graph_store::persist::write_atomic(&root.join(MANIFEST), &bytes)?;
+    let keep = [
+        generation_dir(manifest.generation),
+        generation_dir(manifest.generation.saturating_sub(1)),
+    ];
+    remove_generations(root, &keep)
+}
+
+/// Removes the `gen-…` folders of `root` not named in `keep`.
+pub fn remove_generations(root: &Path, keep: &[String]) -> Result<()> {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return Ok(());
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("gen-") && !keep.contains(&name) && e.path().is_dir() {
+            std::fs::remove_dir_all(e.path()).map_err(|source| KgragError::Io {
+                path: e.path(),
+                source,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// A fresh folder for `generation` (an uncommitted leftover of a killed build is removed first).
+pub fn fresh_generation(root: &Path, generation: u64) -> Result<PathBuf> {
+    let dir = root.join(generation_dir(generation));
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(|source| KgragError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|source| KgragError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(dir)
+}
+
+/// The differences between the settings an index was built with and the current ones, as
+/// `section.key: index X, configuration Y` lines (nested keys flattened with dots).
+pub fn diff_settings(
+    built: &BTreeMap<String, serde_json::Value>,
+    now: &BTreeMap<String, serde_json::Value>,
+) -> Vec<String> {
+    let mut a = BTreeMap::new();
+    let mut b = BTreeMap::new();
+    for (k, v) in built {
+        flatten(k, v, &mut a);
+    }
+    for (k, v) in now {
+        if built.contains_key(k) {
+            flatten(k, v, &mut b);
+        }
+    }
+    let mut out = Vec::new();
+    for (k, va) in &a {
+        match b.get(k) {
+            Some(vb) if vb == va => {}
+            Some(vb) => out.push(format!("{k}: index {va}, configuration {vb}")),
+            None => out.push(format!("{k}: index {va}, configuration (absent)")),
+        }
+    }
+    for (k, vb) in &b {
+        if !a.contains_key(k) {
+            out.push(format!("{k}: index (absent), configuration {vb}"));
+        }
+    }
+    out
+}
+
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut BTreeMap<String, String>) {
+    match v {
+        serde_json::Value::Object(map) if !map.is_empty() => {
+            for (k, x) in map {
+                flatten(&format!("{prefix}.{k}"), x, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), other.to_string());
+        }
+    }
+}
+
+/// SHA-256 (hex) of the settings as canonical JSON.
+pub fn settings_hash(settings: &BTreeMap<String, serde_json::Value>) -> String {
+    let text = serde_json::to_string(settings).unwrap_or_default();
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_names_keys() {
+        let mut a = BTreeMap::new();
+        a.insert(
+            "hipporag2".to_owned(),
+            serde_json::json!({"synonymy_threshold": 0.8, "x": {"y": 1}}),
+        );
+        let mut b = a.clone();
+        b.insert(
+            "hipporag2".to_owned(),
+            serde_json::json!({"synonymy_threshold": 0.9, "x": {"y": 1}}),
+        );
+        b.insert("hirag".to_owned(), serde_json::json!({"a": 1}));
+        let d = diff_settings(&a, &b);
+        assert_eq!(
+            d,
+            ["hipporag2.synonymy_threshold: index 0.8, configuration 0.9"]
+        );
+        assert!(diff_settings(&a, &a).is_empty());
+    }
+}

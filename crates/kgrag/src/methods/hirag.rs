@@ -1,0 +1,162 @@
+//! `hirag`, `hirag-local`, `hirag-global`, `hirag-bridge`, `hirag-nobridge`: HiRAG's five retrieval modes
+//! over one index — the base entity graph, the HiIndex summary layers, hierarchical Leiden communities and
+//! their reports. An insert or delete rebuilds the index from the stored extractions (nothing is extracted
+//! again); unchanged community reports are reused by the hash of their input and LLM summaries come from
+//! the response cache, both counted in the index's statistics.
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kgrag_hirag::{BaseSource, HiragIndex, HiragRetriever, Mode};
+use kgrag_types::{RetrievedContext, Retriever};
+
+use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
+use crate::config::{Config, ReaderMode};
+use crate::{KgragError, Result};
+
+pub(crate) struct Hirag;
+
+/// HiRAG's index as the registry holds it (LeanRAG reads its base layer).
+pub(crate) struct Index {
+    pub(crate) index: Arc<HiragIndex>,
+}
+
+const FILE: &str = "hirag.index";
+
+#[async_trait(?Send)]
+impl Method for Hirag {
+    fn name(&self) -> &'static str {
+        "hirag"
+    }
+
+    fn strategies(&self) -> &'static [&'static str] {
+        &[
+            "hirag",
+            "hirag-local",
+            "hirag-global",
+            "hirag-bridge",
+            "hirag-nobridge",
+        ]
+    }
+
+    fn settings(&self, config: &Config) -> serde_json::Value {
+        // Retrieval reads its budgets from the index's own settings, so every key counts but the log switch.
+        let mut v = json(&config.hirag);
+        if let Some(map) = v.as_object_mut() {
+            map.remove("log_layers");
+        }
+        v
+    }
+
+    fn needs_triples(&self, config: &Config) -> bool {
+        config.hirag.base == BaseSource::OpenieCache
+    }
+
+    async fn build(
+        &self,
+        env: &Env,
+        corpus: &Corpus,
+        _earlier: &BTreeMap<String, Arc<dyn MethodIndex>>,
+        previous: Option<Arc<dyn MethodIndex>>,
+        _change: &Change,
+    ) -> Result<Built> {
+        let previous = previous
+            .as_ref()
+            .and_then(|p| p.as_any().downcast_ref::<Index>())
+            .map(|p| p.index.clone());
+        let t = std::time::Instant::now();
+        let (chunks, extractions) = crate::graphs::hirag_inputs(env, corpus).await?;
+        let mut stages = vec![("hirag_extraction".to_owned(), t.elapsed().as_secs_f64())];
+        let index =
+            crate::graphs::build_hirag(env, &chunks, &extractions, previous.as_deref()).await?;
+        stages.extend(index.stats().secs.iter().map(|(k, v)| (k.clone(), *v)));
+        Ok(Built {
+            index: Box::new(Index {
+                index: Arc::new(index),
+            }),
+            stages,
+        })
+    }
+
+    fn load(&self, dir: &Path, _env: &Env, _corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
+        Ok(Arc::new(Index {
+            index: Arc::new(HiragIndex::load(&dir.join(FILE))?),
+        }))
+    }
+}
+
+fn mode_of(strategy: &str) -> Result<Mode> {
+    Mode::from_method_name(strategy)
+        .ok_or_else(|| KgragError::Config(format!("{strategy:?} is not a HiRAG strategy")))
+}
+
+#[async_trait]
+impl MethodIndex for Index {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn save(&self, dir: &Path) -> Result<Vec<String>> {
+        self.index.save(&dir.join(FILE))?;
+        Ok(vec![FILE.to_owned()])
+    }
+
+    fn retriever(&self, strategy: &str, env: &Env, _corpus: &Corpus) -> Result<Box<dyn Retriever>> {
+        Ok(Box::new(HiragRetriever::new(
+            self.index.clone(),
+            env.embedder.clone(),
+            mode_of(strategy)?,
+        )))
+    }
+
+    async fn answer(
+        &self,
+        strategy: &str,
+        env: &Env,
+        _corpus: &Corpus,
+        question: &str,
+        ctx: &RetrievedContext,
+    ) -> Result<Option<String>> {
+        match (env.reader, &env.chat) {
+            (ReaderMode::Llm, Some(chat)) => Ok(Some(
+                kgrag_hirag::answer::answer(
+                    chat.as_ref(),
+                    ctx,
+                    question,
+                    &env.config.hirag.response_type,
+                )
+                .await?,
+            )),
+            (ReaderMode::None, _) => Ok(None),
+            _ => {
+                let r = HiragRetriever::new(
+                    self.index.clone(),
+                    env.embedder.clone(),
+                    mode_of(strategy)?,
+                );
+                Ok(Some(
+                    kgrag_hirag::answer::extractive_answer(&env.answer_text, &r, ctx, question)
+                        .await?,
+                ))
+            }
+        }
+    }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            entities: self.index.graph().node_count() as u64,
+            relations: self.index.graph().edges().len() as u64,
+        }
+    }
+
+    fn stats(&self) -> serde_json::Value {
+        json(self.index.stats())
+    }
+
+    fn graphml(&self) -> Option<String> {
+        Some(kgrag_hirag::export::graphml(&self.index))
+    }
+}

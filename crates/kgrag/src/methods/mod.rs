@@ -1,0 +1,273 @@
+//! The method registry: every retrieval method the facade can index, save, load and query.
+//!
+//! A method is one file of this folder implementing [`Method`] (its name, the query strategies it serves,
+//! the settings its index depends on, how it builds, updates and loads) and [`MethodIndex`] (how its index
+//! is saved, queried and read). [`registry`] lists them in build order — a later method may reuse an
+//! earlier one's index (LeanRAG's G0 is HiRAG's base layer) — and the bench, the pipeline and the CLI all
+//! iterate it. Adding a method is one new file plus one line in [`registry`].
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use kgrag_graph_store::EmbeddingStore;
+use kgrag_text::ExtractiveSummarizer;
+use kgrag_types::{ChatModel, ChunkId, Embedder, Extraction, RetrievedContext, Retriever};
+
+use crate::config::{Config, ReaderMode};
+use crate::Result;
+
+mod dense;
+mod hipporag2;
+mod hirag;
+mod leanrag;
+
+/// Names of the methods, in build order.
+pub const METHOD_NAMES: &[&str] = &["dense", "hipporag2", "hirag", "leanrag"];
+
+/// Every method, in build order.
+pub fn registry() -> Vec<Box<dyn Method>> {
+    vec![
+        Box::new(dense::Dense),
+        Box::new(hipporag2::Hipporag2),
+        Box::new(hirag::Hirag),
+        Box::new(leanrag::Leanrag),
+    ]
+}
+
+/// HiRAG's index inside a registry entry (`None` for another method's).
+pub fn hirag_index(index: &dyn MethodIndex) -> Option<&kgrag_hirag::HiragIndex> {
+    index
+        .as_any()
+        .downcast_ref::<hirag::Index>()
+        .map(|i| i.index.as_ref())
+}
+
+/// LeanRAG's index inside a registry entry (`None` for another method's).
+pub fn leanrag_index(index: &dyn MethodIndex) -> Option<&kgrag_leanrag::LeanragIndex> {
+    index
+        .as_any()
+        .downcast_ref::<leanrag::Index>()
+        .map(|i| i.index.as_ref())
+}
+
+/// HippoRAG 2's index inside a registry entry (`None` for another method's).
+pub fn hippo_index(index: &dyn MethodIndex) -> Option<&kgrag_hipporag::HippoIndex> {
+    index
+        .as_any()
+        .downcast_ref::<hipporag2::Index>()
+        .map(|i| i.index.as_ref())
+}
+
+/// Every query strategy, in report order (a method's strategies follow its place in [`registry`]).
+pub fn strategies() -> Vec<&'static str> {
+    registry()
+        .iter()
+        .flat_map(|m| m.strategies().iter().copied())
+        .collect()
+}
+
+/// The method serving `strategy`.
+pub fn method_of(strategy: &str) -> Option<Box<dyn Method>> {
+    registry()
+        .into_iter()
+        .find(|m| m.strategies().contains(&strategy))
+}
+
+/// The models and settings every method builds and queries with.
+pub struct Env {
+    /// The configuration.
+    pub config: Config,
+    /// The cache folder (responses, embeddings, extractions, HiRAG reports).
+    pub cache_dir: PathBuf,
+    /// The shared embedder.
+    pub embedder: Arc<dyn Embedder>,
+    /// The chat model, if any.
+    pub chat: Option<Arc<dyn ChatModel>>,
+    /// The reader after resolving `auto`: `llm`, `extractive` or `none`.
+    pub reader: ReaderMode,
+    /// The offline kit's summariser for extractive answers.
+    pub answer_text: Arc<ExtractiveSummarizer>,
+    /// Draw progress bars.
+    pub progress: bool,
+    /// An extractor used instead of the configured entity–relation extractor (tests count its calls).
+    pub extractor: Option<Arc<dyn kgrag_types::Extractor>>,
+    /// Notes said once (e.g. "no chat model: rule extraction").
+    pub notes: std::sync::Mutex<Vec<String>>,
+    /// Counts of the current build (`reused`, `extracted`, `failed` extractions).
+    pub counts: std::sync::Mutex<BTreeMap<String, u64>>,
+}
+
+impl Env {
+    /// Records a note and tells the user, once (repeats are dropped).
+    pub fn note(&self, note: impl Into<String>) {
+        let note = note.into();
+        if let Ok(mut notes) = self.notes.lock() {
+            if !notes.contains(&note) {
+                crate::progress::say(&format!("note: {note}"));
+                notes.push(note);
+            }
+        }
+    }
+
+    /// Adds `n` to the count `name` of the current build.
+    pub fn count(&self, name: &str, n: u64) {
+        if let Ok(mut c) = self.counts.lock() {
+            *c.entry(name.to_owned()).or_default() += n;
+        }
+    }
+
+    /// The notes so far.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.lock().map(|n| n.clone()).unwrap_or_default()
+    }
+}
+
+/// The shared part of an index: the chunks every method indexes and their passage vectors.
+pub struct Corpus {
+    /// `(chunk id, text)` in corpus order, one per distinct chunk.
+    pub chunks: Vec<(ChunkId, String)>,
+    /// The chunks' OpenIE triples (HippoRAG 2's graph, HiRAG's `base = "openie_cache"`), by chunk; empty
+    /// when no method needs them.
+    pub triples: Vec<Extraction>,
+    /// The passage store: every chunk embedded once (keys: chunk ids).
+    pub passages: Arc<EmbeddingStore>,
+}
+
+/// What changed since the previous build, for methods that update incrementally.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    /// A build from nothing.
+    Full,
+    /// These chunks were added to the corpus.
+    Insert(Vec<ChunkId>),
+    /// These chunks left the corpus.
+    Delete(Vec<ChunkId>),
+}
+
+/// A built index with its stage times.
+pub struct Built {
+    /// The index.
+    pub index: Box<dyn MethodIndex>,
+    /// Seconds per stage.
+    pub stages: Vec<(String, f64)>,
+}
+
+/// Entities and relations of a method's graph (for reports).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Entity (phrase) nodes.
+    pub entities: u64,
+    /// Relations (facts).
+    pub relations: u64,
+}
+
+/// One retrieval method. See the module docs.
+#[async_trait(?Send)]
+pub trait Method: Send + Sync {
+    /// The method's name (its folder in an index directory), e.g. `hipporag2`.
+    fn name(&self) -> &'static str;
+
+    /// The query strategies it serves, e.g. HiRAG's five modes.
+    fn strategies(&self) -> &'static [&'static str];
+
+    /// The settings its index depends on: an index built with other values is stale.
+    fn settings(&self, config: &Config) -> serde_json::Value;
+
+    /// Whether it needs the corpus's OpenIE triples.
+    fn needs_triples(&self, config: &Config) -> bool;
+
+    /// Builds (or updates) the index. `earlier` holds the indexes of the methods before it in this build;
+    /// `previous` is this method's index before `change` (for incremental updates and reuse).
+    async fn build(
+        &self,
+        env: &Env,
+        corpus: &Corpus,
+        earlier: &BTreeMap<String, Arc<dyn MethodIndex>>,
+        previous: Option<Arc<dyn MethodIndex>>,
+        change: &Change,
+    ) -> Result<Built>;
+
+    /// Loads an index saved in `dir` by [`MethodIndex::save`]; embeds and rebuilds nothing.
+    fn load(&self, dir: &Path, env: &Env, corpus: &Corpus) -> Result<Arc<dyn MethodIndex>>;
+}
+
+/// A method's built index. See the module docs.
+#[async_trait]
+pub trait MethodIndex: Send + Sync {
+    /// For methods that reuse another's index.
+    fn as_any(&self) -> &dyn Any;
+
+    /// Writes the index's files into `dir` (created by the caller); returns their names.
+    fn save(&self, dir: &Path) -> Result<Vec<String>>;
+
+    /// A retriever for `strategy` (one of the method's strategies).
+    fn retriever(&self, strategy: &str, env: &Env, corpus: &Corpus) -> Result<Box<dyn Retriever>>;
+
+    /// The answer to `question` from `ctx` with the configured reader (`None` with `reader = "none"`).
+    async fn answer(
+        &self,
+        strategy: &str,
+        env: &Env,
+        corpus: &Corpus,
+        question: &str,
+        ctx: &RetrievedContext,
+    ) -> Result<Option<String>>;
+
+    /// Entities and relations.
+    fn counts(&self) -> Counts;
+
+    /// What the build made and cost, for `kgrag stats`.
+    fn stats(&self) -> serde_json::Value;
+
+    /// The graph as GraphML, for methods that have a graph.
+    fn graphml(&self) -> Option<String> {
+        None
+    }
+}
+
+/// HippoRAG 2's QA reader (also the dense baseline's) or the offline kit's extractive answer over the top
+/// `qa_top_k` passages of `ctx`.
+pub(crate) async fn passage_answer(
+    env: &Env,
+    corpus: &Corpus,
+    question: &str,
+    ctx: &RetrievedContext,
+    qa_top_k: usize,
+) -> Result<Option<String>> {
+    let top: Vec<String> = ctx
+        .passages
+        .iter()
+        .filter_map(|p| corpus.passages.text_of(p.chunk_id.as_str()))
+        .take(qa_top_k)
+        .map(str::to_owned)
+        .collect();
+    match (env.reader, &env.chat) {
+        (ReaderMode::Llm, Some(chat)) => {
+            let reader_config = kgrag_hipporag::HippoConfig {
+                qa_top_k,
+                ..env.config.hipporag.clone()
+            };
+            let a =
+                kgrag_hipporag::qa::answer(chat.as_ref(), question, &top, &reader_config).await?;
+            Ok(Some(a.answer))
+        }
+        (ReaderMode::Extractive, _) | (ReaderMode::Llm, None) | (ReaderMode::Auto, _) => Ok(Some(
+            crate::bench::extractive_answer(
+                env.embedder.as_ref(),
+                question,
+                &top,
+                &env.config.hipporag,
+            )
+            .await?,
+        )),
+        (ReaderMode::None, _) => Ok(None),
+    }
+}
+
+/// `serde_json::to_value` that cannot fail on our plain data (errors become a string value).
+pub(crate) fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
+    serde_json::to_value(value).unwrap_or_else(|e| serde_json::Value::String(e.to_string()))
+}

@@ -1,0 +1,1147 @@
+//! [`Pipeline`]: open or create an index, index documents (chunking → extraction → every enabled method's
+//! index), insert and delete documents, and answer queries with any strategy. The bench and the CLI share
+//! it; with an index directory every change is committed as a new generation (see [`crate::index_dir`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use kgrag_graph_store::EmbeddingStore;
+use kgrag_llm::{build_chat, build_embedder, ManagedChatModel, ResponseCache};
+use kgrag_openie::{run_extraction, ExtractionStore, RunnerConfig};
+use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
+use kgrag_types::{
+    ChatModel, ChunkId, Embedder, Extraction, Extractor, RetrievalRequest, RetrievedContext,
+    Retriever,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::config::{Config, OpenIeMode, ReaderMode};
+use crate::documents::SourceDoc;
+use crate::index_dir::{self, DocRecord, EmbedderInfo, Manifest, MethodEntry, UsageEntry};
+use crate::methods::{self, Change, Corpus, Env, MethodIndex};
+use crate::progress::{say, Stages};
+use crate::{KgragError, Result};
+
+const CORPUS_FILE: &str = "corpus.kg";
+
+/// A chunk id with its text.
+type Passage = (ChunkId, String);
+const PASSAGES_FILE: &str = "passages.store";
+
+/// The parts of the corpus besides the passage store: the triples of every chunk.
+#[derive(Serialize, Deserialize)]
+struct CorpusFile {
+    triples: Vec<Extraction>,
+}
+
+/// One ranked passage of an answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassageHit {
+    /// Rank, from 1.
+    pub rank: usize,
+    /// The chunk.
+    pub chunk_id: ChunkId,
+    /// The method's score.
+    pub score: f64,
+    /// Ids of the documents holding the chunk.
+    pub documents: Vec<String>,
+    /// The chunk's text.
+    pub text: String,
+}
+
+/// What [`Pipeline::answer`] returns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueryAnswer {
+    /// The strategy used.
+    pub strategy: String,
+    /// The question.
+    pub question: String,
+    /// The reader's answer (`None` with `reader = "none"`).
+    pub answer: Option<String>,
+    /// The ranked passages.
+    pub passages: Vec<PassageHit>,
+    /// The full retrieval output (rendered context, entities, paths, stats).
+    pub context: RetrievedContext,
+    /// Milliseconds in `retrieve` (query embedding included).
+    pub retrieve_ms: f64,
+    /// Milliseconds in the reader.
+    pub answer_ms: f64,
+}
+
+/// What an insert or delete did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeSummary {
+    /// Documents added or removed.
+    pub documents: usize,
+    /// Documents skipped (already present with the same text) or ids not found.
+    pub skipped: Vec<String>,
+    /// Chunks added or removed.
+    pub chunks: usize,
+    /// The generation committed (0 without an index directory).
+    pub generation: u64,
+}
+
+/// The embedder of [`Pipeline::inspect`]: the index's name and dimension, no model.
+struct NoEmbedder {
+    name: String,
+    dimension: usize,
+}
+
+#[async_trait::async_trait]
+impl Embedder for NoEmbedder {
+    fn model_name(&self) -> &str {
+        &self.name
+    }
+
+    fn dimension(&self) -> usize {
+        self.dimension
+    }
+
+    async fn embed(
+        &self,
+        _texts: &[String],
+        _kind: &kgrag_types::EmbedKind,
+    ) -> kgrag_types::Result<kgrag_types::Embeddings> {
+        Err(kgrag_types::Error::backend(
+            "inspection",
+            "this index was opened for inspection only (no embedder loaded)",
+        ))
+    }
+}
+
+/// Resolves `reader = "auto"` against the chat model.
+pub fn resolve_reader(reader: ReaderMode, has_chat: bool) -> Result<ReaderMode> {
+    Ok(match (reader, has_chat) {
+        (ReaderMode::Auto, true) | (ReaderMode::Llm, true) => ReaderMode::Llm,
+        (ReaderMode::Llm, false) => {
+            return Err(KgragError::Config(
+                "reader = \"llm\" needs a [chat] model".to_owned(),
+            ))
+        }
+        (ReaderMode::Auto, false) => ReaderMode::Extractive,
+        (other, _) => other,
+    })
+}
+
+/// An index and the models to build and query it. See the module docs.
+pub struct Pipeline {
+    env: Env,
+    chat_usage: Option<Arc<dyn ManagedChatModel>>,
+    cache: Option<ResponseCache>,
+    root: Option<PathBuf>,
+    manifest: Option<Manifest>,
+    documents: Vec<DocRecord>,
+    corpus: Corpus,
+    triples_loaded: bool,
+    methods: BTreeMap<String, Arc<dyn MethodIndex>>,
+    stages: Vec<(String, f64)>,
+    llm: BTreeMap<String, UsageEntry>,
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KgragError + '_ {
+    move |source| KgragError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+impl Pipeline {
+    /// A pipeline with the models of `config` (embedder and chat model through the response cache in the
+    /// cache folder: `config.cache_dir`, else `<root>/cache`, else `target/kgrag-cache`). `root` is the
+    /// index directory (none: in memory, as the bench runs). Nothing is read from `root` here: see
+    /// [`Pipeline::open`].
+    pub fn new(config: Config, root: Option<&Path>, progress: bool) -> Result<Self> {
+        config.validate()?;
+        let fallback = root
+            .map(|r| r.join("cache"))
+            .unwrap_or_else(|| PathBuf::from("target/kgrag-cache"));
+        let cache_dir = config.cache_dir_or(&fallback);
+        std::fs::create_dir_all(&cache_dir).map_err(io(&cache_dir))?;
+        // Another process (a running `kgrag index`) may hold the cache: go on without it rather than fail.
+        let cache = match ResponseCache::open(cache_dir.join("responses.redb")) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                say(&format!(
+                    "note: the response cache is in use or unreadable ({e}); running without it"
+                ));
+                None
+            }
+        };
+        let embedder = build_embedder(&config.embedder, cache.clone())?;
+        let chat = match &config.chat {
+            Some(c) => Some(build_chat(c, cache.clone())?),
+            None => None,
+        };
+        let chat_dyn = chat.clone().map(|c| c as Arc<dyn ChatModel>);
+        let mut p = Self::with_models(config, cache_dir, embedder, chat_dyn, root, progress)?;
+        p.chat_usage = chat;
+        p.cache = cache;
+        Ok(p)
+    }
+
+    /// A pipeline with given models (tests use scripted ones); `cache_dir` holds the extraction store and
+    /// the report cache.
+    pub fn with_models(
+        mut config: Config,
+        cache_dir: PathBuf,
+        embedder: Arc<dyn Embedder>,
+        chat: Option<Arc<dyn ChatModel>>,
+        root: Option<&Path>,
+        progress: bool,
+    ) -> Result<Self> {
+        config.validate()?;
+        if crate::progress::quiet() {
+            config.hirag.log_layers = false;
+            config.leanrag.log_layers = false;
+        }
+        let reader = resolve_reader(config.reader, chat.is_some())?;
+        let answer_text = Arc::new(ExtractiveSummarizer::new(
+            embedder.clone(),
+            Encoding::O200kBase,
+        ));
+        Ok(Self {
+            env: Env {
+                config,
+                cache_dir,
+                embedder,
+                chat,
+                reader,
+                answer_text,
+                progress,
+                extractor: None,
+                notes: Mutex::new(Vec::new()),
+                counts: Mutex::new(BTreeMap::new()),
+            },
+            chat_usage: None,
+            cache: None,
+            root: root.map(Path::to_path_buf),
+            manifest: None,
+            documents: Vec::new(),
+            corpus: Corpus {
+                chunks: Vec::new(),
+                triples: Vec::new(),
+                passages: Arc::new(EmbeddingStore::new("passages")),
+            },
+            triples_loaded: true,
+            methods: BTreeMap::new(),
+            stages: Vec::new(),
+            llm: BTreeMap::new(),
+        })
+    }
+
+    /// Uses `extractor` instead of the configured entity–relation extractor (tests count its calls).
+    pub fn set_extractor(&mut self, extractor: Arc<dyn Extractor>) {
+        self.env.extractor = Some(extractor);
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.env.config
+    }
+
+    /// The committed manifest (`None` before the first commit or in memory).
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.manifest.as_ref()
+    }
+
+    /// The documents of the index.
+    pub fn documents(&self) -> &[DocRecord] {
+        &self.documents
+    }
+
+    /// The corpus: chunks, triples, passage vectors.
+    pub fn corpus(&self) -> &Corpus {
+        &self.corpus
+    }
+
+    /// Notes said once during this session (offline fallbacks, failures).
+    pub fn notes(&self) -> Vec<String> {
+        self.env.notes()
+    }
+
+    /// Seconds per stage of the last build.
+    pub fn stages(&self) -> &[(String, f64)] {
+        &self.stages
+    }
+
+    /// Model usage per stage (over all builds of the index).
+    pub fn llm_usage(&self) -> &BTreeMap<String, UsageEntry> {
+        &self.llm
+    }
+
+    /// A built or loaded method's index.
+    pub fn method_index(&mut self, method: &str) -> Result<Arc<dyn MethodIndex>> {
+        self.ensure_method(method)
+    }
+
+    /// Opens the index in `root`. With `config` `None` the configuration it was built with is used;
+    /// otherwise `config`'s settings must match the index's (embedder, chunking, extraction, every indexed
+    /// method's index settings): a difference is an error naming the keys. Nothing is embedded or rebuilt:
+    /// the passage store is read now, each method's index when first asked for.
+    pub fn open(root: &Path, config: Option<Config>, progress: bool) -> Result<Self> {
+        let manifest = index_dir::read_manifest(root)?.ok_or_else(|| {
+            KgragError::Index(format!(
+                "no index in {} (no {}): build one with `kgrag index <PATH> --index {}`",
+                root.display(),
+                index_dir::MANIFEST,
+                root.display()
+            ))
+        })?;
+        let config = match config {
+            Some(c) => c,
+            None => serde_json::from_value(manifest.config.clone()).map_err(|e| {
+                KgragError::Index(format!(
+                    "the configuration stored in {} does not parse ({e}); pass --config",
+                    root.join(index_dir::MANIFEST).display()
+                ))
+            })?,
+        };
+        let mut p = Self::new(config, Some(root), progress)?;
+        p.attach(root, manifest)?;
+        Ok(p)
+    }
+
+    /// Opens the index in `root` to read what it holds (`kgrag stats`, `kgrag export`) without loading
+    /// any model: its embedder is a stand-in with the index's name and dimension that refuses to embed, so
+    /// queries, inserts and deletes fail; every method index loads as usual.
+    pub fn inspect(root: &Path) -> Result<Self> {
+        let manifest = index_dir::read_manifest(root)?.ok_or_else(|| {
+            KgragError::Index(format!(
+                "no index in {} (no {})",
+                root.display(),
+                index_dir::MANIFEST
+            ))
+        })?;
+        let config: Config = serde_json::from_value(manifest.config.clone()).map_err(|e| {
+            KgragError::Index(format!(
+                "the configuration stored in {} does not parse ({e})",
+                root.join(index_dir::MANIFEST).display()
+            ))
+        })?;
+        let cache_dir = config.cache_dir_or(&root.join("cache"));
+        let embedder = Arc::new(NoEmbedder {
+            name: manifest.embedder.name.clone(),
+            dimension: manifest.embedder.dimension,
+        });
+        let mut p =
+            Self::with_models(config, cache_dir.clone(), embedder, None, Some(root), false)?;
+        p.cache = ResponseCache::open(cache_dir.join("responses.redb")).ok();
+        p.attach(root, manifest)?;
+        Ok(p)
+    }
+
+    /// [`Pipeline::open`] with models given (tests).
+    pub fn open_with_models(
+        root: &Path,
+        config: Config,
+        embedder: Arc<dyn Embedder>,
+        chat: Option<Arc<dyn ChatModel>>,
+    ) -> Result<Self> {
+        let manifest = index_dir::read_manifest(root)?
+            .ok_or_else(|| KgragError::Index(format!("no index in {}", root.display())))?;
+        let cache = config.cache_dir_or(&root.join("cache"));
+        let mut p = Self::with_models(config, cache, embedder, chat, Some(root), false)?;
+        p.attach(root, manifest)?;
+        Ok(p)
+    }
+
+    fn attach(&mut self, root: &Path, manifest: Manifest) -> Result<()> {
+        self.check_compatible(&manifest)?;
+        index_dir::check_files(root, &manifest)?;
+        let gdir = root.join(manifest.generation_dir());
+        let passages = EmbeddingStore::load(&gdir.join(PASSAGES_FILE))?;
+        self.corpus = Corpus {
+            chunks: passages
+                .keys()
+                .iter()
+                .zip(passages.texts())
+                .filter_map(|(k, t)| Some((ChunkId::parse(k).ok()?, t.clone())))
+                .collect(),
+            triples: Vec::new(),
+            passages: Arc::new(passages),
+        };
+        self.triples_loaded = false;
+        self.documents = manifest.documents.clone();
+        self.llm = manifest.llm.clone();
+        self.stages = manifest.stages.clone();
+        self.manifest = Some(manifest);
+        Ok(())
+    }
+
+    /// Checks the embedder and the settings against an index's manifest.
+    pub fn check_compatible(&self, manifest: &Manifest) -> Result<()> {
+        let (name, dim) = (
+            self.env.embedder.model_name().to_owned(),
+            self.env.embedder.dimension(),
+        );
+        if manifest.embedder.name != name || (dim != 0 && manifest.embedder.dimension != dim) {
+            return Err(KgragError::Index(format!(
+                "the index was built with the embedder {:?} ({} dimensions); the configuration gives {name:?} \
+                 ({dim} dimensions): query it with its own [embedder], or rebuild with `kgrag index --force`",
+                manifest.embedder.name, manifest.embedder.dimension
+            )));
+        }
+        let methods: Vec<&str> = manifest.methods.keys().map(String::as_str).collect();
+        let now = settings(&self.env.config, &methods);
+        let diff = index_dir::diff_settings(&manifest.settings, &now);
+        if !diff.is_empty() {
+            return Err(KgragError::Index(format!(
+                "the configuration differs from the one the index was built with in {} setting(s) the index \
+                 depends on:\n  {}\nuse the index's settings, or rebuild with `kgrag index --force`",
+                diff.len(),
+                diff.join("\n  ")
+            )));
+        }
+        Ok(())
+    }
+
+    fn usage(&self) -> UsageEntry {
+        self.chat_usage
+            .as_ref()
+            .map(|c| {
+                let u = c.usage();
+                UsageEntry {
+                    calls: u.calls,
+                    prompt_tokens: u.prompt_tokens,
+                    completion_tokens: u.completion_tokens,
+                    cache_hits: u.cache_hits,
+                }
+            })
+            .unwrap_or_default()
+    }
+
+    fn add_usage(&mut self, stage: &str, before: UsageEntry) {
+        let after = self.usage();
+        let e = self.llm.entry(stage.to_owned()).or_default();
+        e.calls += after.calls.saturating_sub(before.calls);
+        e.prompt_tokens += after.prompt_tokens.saturating_sub(before.prompt_tokens);
+        e.completion_tokens += after
+            .completion_tokens
+            .saturating_sub(before.completion_tokens);
+        e.cache_hits += after.cache_hits.saturating_sub(before.cache_hits);
+    }
+
+    fn chunker(&self) -> Result<Chunker> {
+        Ok(Chunker::new(self.env.config.index.chunking)?)
+    }
+
+    /// Chunks `docs` into records; returns the records and the chunks not yet in `known`, in order.
+    fn chunk_docs(
+        &self,
+        docs: &[SourceDoc],
+        known: &HashSet<ChunkId>,
+    ) -> Result<(Vec<DocRecord>, Vec<Passage>)> {
+        let chunker = self.chunker()?;
+        let mut records = Vec::with_capacity(docs.len());
+        let mut fresh = Vec::new();
+        let mut seen: HashSet<ChunkId> = known.clone();
+        for d in docs {
+            let chunks = chunker
+                .chunk(&d.document)
+                .map_err(|e| KgragError::Input(format!("{}: chunking failed: {e}", d.source)))?;
+            let mut ids = Vec::with_capacity(chunks.len());
+            for c in chunks {
+                if seen.insert(c.id.clone()) {
+                    fresh.push((c.id.clone(), c.text.clone()));
+                }
+                ids.push(c.id);
+            }
+            records.push(DocRecord {
+                id: d.id.clone(),
+                doc_id: d.document.id.clone(),
+                title: d.document.title.clone(),
+                source: d.source.clone(),
+                chunks: ids,
+            });
+        }
+        Ok((records, fresh))
+    }
+
+    fn needs_triples(&self, methods: &[String]) -> bool {
+        methods::registry()
+            .iter()
+            .any(|m| methods.iter().any(|x| x == m.name()) && m.needs_triples(&self.env.config))
+    }
+
+    /// The triples of `chunks`: from `prefilled` (a dataset's OpenIE cache), else the configured
+    /// extractor through the resumable extraction store.
+    async fn triples_for(
+        &self,
+        chunks: &[(ChunkId, String)],
+        prefilled: &mut HashMap<ChunkId, Extraction>,
+    ) -> Result<Vec<Extraction>> {
+        let missing: Vec<&(ChunkId, String)> = chunks
+            .iter()
+            .filter(|(id, _)| !prefilled.contains_key(id))
+            .collect();
+        if !missing.is_empty() {
+            let chat = self.env.chat.clone();
+            let extractor: Box<dyn Extractor> = match (self.env.config.openie, chat) {
+                (OpenIeMode::CacheOnly, _) => {
+                    return Err(KgragError::Config(format!(
+                        "{} of {} chunks have no cached OpenIE triples (first: {}); set openie = \"rules\" \
+                         (offline), \"llm\" (with a [chat] model) or \"auto\"",
+                        missing.len(),
+                        chunks.len(),
+                        missing[0].0
+                    )))
+                }
+                (OpenIeMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
+                (OpenIeMode::Llm, Some(chat)) | (OpenIeMode::Auto, Some(chat)) => {
+                    Box::new(kgrag_openie::HippoOpenIe::new(chat))
+                }
+                (OpenIeMode::Llm, None) => {
+                    return Err(KgragError::Config(
+                        "openie = \"llm\" needs a [chat] model".to_owned(),
+                    ))
+                }
+                (OpenIeMode::Auto, None) => {
+                    self.env.note(
+                        "no [chat] model configured: running offline — triples and entities by the rule \
+                         extractor, summaries and answers extractive",
+                    );
+                    Box::new(kgrag_openie::RuleExtractor)
+                }
+            };
+            let docs =
+                crate::graphs::chunk_passages(missing.iter().copied(), ChunkerConfig::hipporag())?;
+            let found = extract_chunks(&self.env, extractor.as_ref(), &docs, "triples").await?;
+            for e in found {
+                prefilled.entry(e.chunk_id.clone()).or_insert(e);
+            }
+        }
+        Ok(chunks
+            .iter()
+            .filter_map(|(id, _)| prefilled.get(id).cloned())
+            .collect())
+    }
+
+    async fn embed_passages(
+        &self,
+        fresh: &[(ChunkId, String)],
+        stages: &mut Stages,
+    ) -> Result<Arc<EmbeddingStore>> {
+        if fresh.is_empty() {
+            return Ok(self.corpus.passages.clone());
+        }
+        let t = Instant::now();
+        let mut store = self.corpus.passages.as_ref().clone();
+        let items: Vec<(String, String)> = fresh
+            .iter()
+            .map(|(id, text)| (id.as_str().to_owned(), text.clone()))
+            .collect();
+        let bar = stages.bar(items.len(), "embed_passages");
+        store
+            .insert(
+                &items,
+                self.env.embedder.as_ref(),
+                self.env.config.hipporag.embed_batch,
+                |n| bar.inc(n as u64),
+            )
+            .await?;
+        bar.finish_and_clear();
+        stages.record("embed_passages", t.elapsed().as_secs_f64());
+        Ok(Arc::new(store))
+    }
+
+    /// Builds the index of `docs` from nothing for `methods` (names of [`methods::METHOD_NAMES`]; empty:
+    /// `[index] methods`), reusing the caches (finished extractions, embeddings, reports), and commits it
+    /// when the pipeline has an index directory. `prefilled` holds triples known already (a dataset's
+    /// OpenIE cache), by chunk id.
+    pub async fn index(
+        &mut self,
+        docs: Vec<SourceDoc>,
+        methods: &[String],
+        mut prefilled: HashMap<ChunkId, Extraction>,
+    ) -> Result<u64> {
+        let methods = self.method_list(methods)?;
+        self.reset_counts();
+        if docs.is_empty() {
+            return Err(KgragError::Input("no documents to index".into()));
+        }
+        let mut stages = Stages::new(self.env.progress, true);
+        let t = Instant::now();
+        let (records, chunks) = self.chunk_docs(&docs, &HashSet::new())?;
+        stages.record("chunking", t.elapsed().as_secs_f64());
+        say(&format!(
+            "{} documents, {} chunks ({})",
+            records.len(),
+            chunks.len(),
+            chunking_name(&self.env.config.index.chunking)
+        ));
+        let triples = if self.needs_triples(&methods) {
+            let before = self.usage();
+            let t = Instant::now();
+            let tr = self.triples_for(&chunks, &mut prefilled).await?;
+            stages.record("extraction", t.elapsed().as_secs_f64());
+            self.add_usage("extraction", before);
+            tr
+        } else {
+            Vec::new()
+        };
+        self.corpus = Corpus {
+            chunks: Vec::new(),
+            triples: Vec::new(),
+            passages: Arc::new(EmbeddingStore::new("passages")),
+        };
+        let passages = self.embed_passages(&chunks, &mut stages).await?;
+        self.corpus = Corpus {
+            chunks,
+            triples,
+            passages,
+        };
+        self.triples_loaded = true;
+        self.documents = records;
+        self.methods.clear();
+        self.build_methods(&methods, &Change::Full, &mut stages)
+            .await?;
+        self.stages = stages.into_secs();
+        self.commit().await
+    }
+
+    fn reset_counts(&self) {
+        if let Ok(mut c) = self.env.counts.lock() {
+            c.clear();
+        }
+    }
+
+    fn method_list(&self, methods: &[String]) -> Result<Vec<String>> {
+        let asked: Vec<String> = if methods.is_empty() {
+            self.env.config.index.methods.clone()
+        } else {
+            methods.to_vec()
+        };
+        for m in &asked {
+            if !methods::METHOD_NAMES.contains(&m.as_str()) {
+                return Err(KgragError::Config(format!(
+                    "unknown method {m:?}; methods: {}",
+                    methods::METHOD_NAMES.join(", ")
+                )));
+            }
+        }
+        if asked.is_empty() {
+            return Err(KgragError::Config("no method to index".into()));
+        }
+        Ok(methods::METHOD_NAMES
+            .iter()
+            .filter(|m| asked.iter().any(|a| a == *m))
+            .map(|m| (*m).to_owned())
+            .collect())
+    }
+
+    async fn build_methods(
+        &mut self,
+        methods: &[String],
+        change: &Change,
+        stages: &mut Stages,
+    ) -> Result<()> {
+        let mut built: BTreeMap<String, Arc<dyn MethodIndex>> = BTreeMap::new();
+        for m in methods::registry() {
+            if !methods.iter().any(|x| x == m.name()) {
+                continue;
+            }
+            let previous = self.methods.get(m.name()).cloned();
+            let before = self.usage();
+            let t = Instant::now();
+            let out = m
+                .build(&self.env, &self.corpus, &built, previous, change)
+                .await?;
+            for (stage, secs) in &out.stages {
+                stages.record(stage, *secs);
+            }
+            tracing::info!(
+                method = m.name(),
+                secs = t.elapsed().as_secs_f64(),
+                "method built"
+            );
+            self.add_usage(m.name(), before);
+            built.insert(m.name().to_owned(), Arc::from(out.index));
+        }
+        self.methods = built;
+        Ok(())
+    }
+
+    fn ensure_triples(&mut self) -> Result<()> {
+        if self.triples_loaded {
+            return Ok(());
+        }
+        let (Some(root), Some(m)) = (&self.root, &self.manifest) else {
+            return Ok(());
+        };
+        let path = root.join(m.generation_dir()).join(CORPUS_FILE);
+        let file: CorpusFile = kgrag_graph_store::persist::load(&path, "kgrag-corpus", 1)?;
+        self.corpus.triples = file.triples;
+        self.triples_loaded = true;
+        Ok(())
+    }
+
+    fn ensure_method(&mut self, name: &str) -> Result<Arc<dyn MethodIndex>> {
+        if let Some(m) = self.methods.get(name) {
+            return Ok(m.clone());
+        }
+        let (Some(root), Some(manifest)) = (&self.root, &self.manifest) else {
+            return Err(KgragError::Config(format!(
+                "the {name} index was not built"
+            )));
+        };
+        if !manifest.methods.contains_key(name) {
+            return Err(KgragError::Index(format!(
+                "the index in {} has no {name} part (it has: {}); add it with `kgrag index … --methods {}`",
+                root.display(),
+                manifest.methods.keys().cloned().collect::<Vec<_>>().join(", "),
+                name
+            )));
+        }
+        let method = methods::registry()
+            .into_iter()
+            .find(|m| m.name() == name)
+            .ok_or_else(|| KgragError::Config(format!("unknown method {name:?}")))?;
+        let dir = root.join(manifest.generation_dir()).join(name);
+        let index = method.load(&dir, &self.env, &self.corpus)?;
+        self.methods.insert(name.to_owned(), index.clone());
+        Ok(index)
+    }
+
+    fn load_all(&mut self) -> Result<Vec<String>> {
+        self.ensure_triples()?;
+        let names: Vec<String> = match &self.manifest {
+            Some(m) => m.methods.keys().cloned().collect(),
+            None => self.methods.keys().cloned().collect(),
+        };
+        for n in &names {
+            self.ensure_method(n)?;
+        }
+        // Registry order.
+        Ok(methods::METHOD_NAMES
+            .iter()
+            .filter(|m| names.iter().any(|n| n == *m))
+            .map(|m| (*m).to_owned())
+            .collect())
+    }
+
+    /// Adds documents: new chunks are extracted and embedded, HippoRAG 2 is updated incrementally, HiRAG and
+    /// LeanRAG are rebuilt from the stored extractions (reports and summaries reused). A document whose id
+    /// is present with the same text is skipped; with another text it is an error (delete it first).
+    pub async fn insert(&mut self, docs: Vec<SourceDoc>) -> Result<ChangeSummary> {
+        let methods = self.load_all()?;
+        self.reset_counts();
+        let mut summary = ChangeSummary::default();
+        let by_id: HashMap<&str, &DocRecord> =
+            self.documents.iter().map(|d| (d.id.as_str(), d)).collect();
+        let mut new_docs = Vec::new();
+        for d in docs {
+            match by_id.get(d.id.as_str()) {
+                Some(old) if old.doc_id == d.document.id => summary.skipped.push(d.id.clone()),
+                Some(_) => {
+                    return Err(KgragError::Input(format!(
+                        "{}: the index already has a document {:?} with another text; `kgrag delete {}` first \
+                         (an edit is a delete and an insert)",
+                        d.source, d.id, d.id
+                    )))
+                }
+                None => new_docs.push(d),
+            }
+        }
+        if new_docs.is_empty() {
+            summary.generation = self.manifest.as_ref().map_or(0, |m| m.generation);
+            return Ok(summary);
+        }
+        let mut stages = Stages::new(self.env.progress, true);
+        let known: HashSet<ChunkId> = self
+            .corpus
+            .chunks
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect();
+        let (records, fresh) = self.chunk_docs(&new_docs, &known)?;
+        if self.needs_triples(&methods) {
+            let before = self.usage();
+            let t = Instant::now();
+            let mut none = HashMap::new();
+            let tr = self.triples_for(&fresh, &mut none).await?;
+            stages.record("extraction", t.elapsed().as_secs_f64());
+            self.add_usage("extraction", before);
+            self.corpus.triples.extend(tr);
+        }
+        let passages = self.embed_passages(&fresh, &mut stages).await?;
+        self.corpus.passages = passages;
+        self.corpus.chunks.extend(fresh.iter().cloned());
+        summary.documents = records.len();
+        summary.chunks = fresh.len();
+        self.documents.extend(records);
+        let change = Change::Insert(fresh.iter().map(|(id, _)| id.clone()).collect());
+        self.build_methods(&methods, &change, &mut stages).await?;
+        self.stages = stages.into_secs();
+        summary.generation = self.commit().await?;
+        Ok(summary)
+    }
+
+    /// Removes documents by id (the user's id or the content hash): their chunks that no other document
+    /// holds leave the passage store and every method (HippoRAG 2 as its spec's delete; HiRAG and LeanRAG
+    /// rebuilt). Ids that match nothing are listed in the summary; when none matches it is an error.
+    pub async fn delete(&mut self, ids: &[String]) -> Result<ChangeSummary> {
+        let methods = self.load_all()?;
+        self.reset_counts();
+        let mut summary = ChangeSummary::default();
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let (gone, keep): (Vec<DocRecord>, Vec<DocRecord>) =
+            self.documents.iter().cloned().partition(|d| {
+                wanted.contains(d.id.as_str()) || wanted.contains(d.doc_id.as_str())
+            });
+        for id in ids {
+            if !gone.iter().any(|d| &d.id == id || d.doc_id.as_str() == id) {
+                summary.skipped.push(id.clone());
+            }
+        }
+        if gone.is_empty() {
+            let sample: Vec<&str> = self
+                .documents
+                .iter()
+                .take(5)
+                .map(|d| d.id.as_str())
+                .collect();
+            return Err(KgragError::Input(format!(
+                "no document with the id(s) {}; the index has {} documents (e.g. {})",
+                ids.join(", "),
+                self.documents.len(),
+                sample.join(", ")
+            )));
+        }
+        let still: HashSet<&ChunkId> = keep.iter().flat_map(|d| d.chunks.iter()).collect();
+        let removed: BTreeSet<ChunkId> = gone
+            .iter()
+            .flat_map(|d| d.chunks.iter())
+            .filter(|c| !still.contains(c))
+            .cloned()
+            .collect();
+        let mut stages = Stages::new(self.env.progress, true);
+        let mut store = self.corpus.passages.as_ref().clone();
+        store.remove_where(|k| ChunkId::parse(k).is_ok_and(|c| removed.contains(&c)));
+        self.corpus.passages = Arc::new(store);
+        self.corpus.chunks.retain(|(id, _)| !removed.contains(id));
+        self.corpus
+            .triples
+            .retain(|e| !removed.contains(&e.chunk_id));
+        summary.documents = gone.len();
+        summary.chunks = removed.len();
+        self.documents = keep;
+        let change = Change::Delete(removed.into_iter().collect());
+        self.build_methods(&methods, &change, &mut stages).await?;
+        self.stages = stages.into_secs();
+        summary.generation = self.commit().await?;
+        Ok(summary)
+    }
+
+    /// Writes a new generation and commits it (no-op in memory). Returns the generation.
+    async fn commit(&mut self) -> Result<u64> {
+        let Some(root) = self.root.clone() else {
+            return Ok(0);
+        };
+        let t = Instant::now();
+        std::fs::create_dir_all(&root).map_err(io(&root))?;
+        let generation = index_dir::read_manifest(&root)
+            .ok()
+            .flatten()
+            .map_or(0, |m| m.generation)
+            .max(self.manifest.as_ref().map_or(0, |m| m.generation))
+            + 1;
+        let gdir = index_dir::fresh_generation(&root, generation)?;
+        let gname = index_dir::generation_dir(generation);
+        self.corpus.passages.save(&gdir.join(PASSAGES_FILE))?;
+        kgrag_graph_store::persist::save(
+            &gdir.join(CORPUS_FILE),
+            "kgrag-corpus",
+            1,
+            &CorpusFile {
+                triples: self.corpus.triples.clone(),
+            },
+        )?;
+        let files = vec![
+            index_dir::file_entry(&root, &format!("{gname}/{PASSAGES_FILE}"))?,
+            index_dir::file_entry(&root, &format!("{gname}/{CORPUS_FILE}"))?,
+        ];
+        let mut entries = BTreeMap::new();
+        for (name, index) in &self.methods {
+            let mdir = gdir.join(name);
+            std::fs::create_dir_all(&mdir).map_err(io(&mdir))?;
+            let mut fe = Vec::new();
+            for f in index.save(&mdir)? {
+                fe.push(index_dir::file_entry(
+                    &root,
+                    &format!("{gname}/{name}/{f}"),
+                )?);
+            }
+            entries.insert(
+                name.clone(),
+                MethodEntry {
+                    files: fe,
+                    stats: index.stats(),
+                },
+            );
+        }
+        let names: Vec<&str> = self.methods.keys().map(String::as_str).collect();
+        let settings = settings(&self.env.config, &names);
+        let extraction = self
+            .env
+            .counts
+            .lock()
+            .map(|c| c.clone())
+            .unwrap_or_default();
+        let manifest = Manifest {
+            format: index_dir::FORMAT,
+            kgrag_version: env!("CARGO_PKG_VERSION").to_owned(),
+            generation,
+            config_hash: index_dir::settings_hash(&settings),
+            settings,
+            config: serde_json::to_value(&self.env.config)?,
+            embedder: EmbedderInfo {
+                name: self.env.embedder.model_name().to_owned(),
+                dimension: self
+                    .corpus
+                    .passages
+                    .dim()
+                    .unwrap_or_else(|| self.env.embedder.dimension()),
+            },
+            documents: self.documents.clone(),
+            chunks: self.corpus.chunks.len(),
+            files,
+            methods: entries,
+            llm: self.llm.clone(),
+            stages: self.stages.clone(),
+            extraction,
+            notes: self.env.notes(),
+        };
+        index_dir::commit(&root, &manifest)?;
+        self.manifest = Some(manifest);
+        say(&format!(
+            "committed generation {generation} to {} ({:.2} s)",
+            root.display(),
+            t.elapsed().as_secs_f64()
+        ));
+        Ok(generation)
+    }
+
+    /// A retriever for `strategy` (loading its method's index on first use).
+    pub fn retriever(&mut self, strategy: &str) -> Result<Box<dyn Retriever>> {
+        let method = methods::method_of(strategy).ok_or_else(|| {
+            KgragError::Config(format!(
+                "unknown strategy {strategy:?}; strategies: {}",
+                methods::strategies().join(", ")
+            ))
+        })?;
+        let index = self.ensure_method(method.name())?;
+        index.retriever(strategy, &self.env, &self.corpus)
+    }
+
+    /// The reader's answer to `question` from `ctx` (retrieved with `strategy`).
+    pub async fn read(
+        &mut self,
+        strategy: &str,
+        question: &str,
+        ctx: &RetrievedContext,
+    ) -> Result<Option<String>> {
+        let method = methods::method_of(strategy)
+            .ok_or_else(|| KgragError::Config(format!("unknown strategy {strategy:?}")))?;
+        let index = self.ensure_method(method.name())?;
+        index
+            .answer(strategy, &self.env, &self.corpus, question, ctx)
+            .await
+    }
+
+    /// Retrieves `top_k` passages for `question` with `strategy` and reads the answer.
+    pub async fn answer(
+        &mut self,
+        question: &str,
+        strategy: &str,
+        top_k: usize,
+    ) -> Result<QueryAnswer> {
+        let retriever = self.retriever(strategy)?;
+        let t = Instant::now();
+        let ctx = retriever
+            .retrieve(&RetrievalRequest {
+                query: question.to_owned(),
+                top_k,
+            })
+            .await
+            .map_err(|e| KgragError::Model(format!("{strategy}: retrieval failed: {e}")))?;
+        let retrieve_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let answer = self.read(strategy, question, &ctx).await?;
+        let answer_ms = t.elapsed().as_secs_f64() * 1e3;
+        let mut docs_of: HashMap<&ChunkId, Vec<String>> = HashMap::new();
+        for d in &self.documents {
+            for c in &d.chunks {
+                docs_of.entry(c).or_default().push(d.id.clone());
+            }
+        }
+        let passages = ctx
+            .passages
+            .iter()
+            .take(top_k)
+            .enumerate()
+            .map(|(i, p)| PassageHit {
+                rank: i + 1,
+                chunk_id: p.chunk_id.clone(),
+                score: p.score,
+                documents: docs_of.get(&p.chunk_id).cloned().unwrap_or_default(),
+                text: self
+                    .corpus
+                    .passages
+                    .text_of(p.chunk_id.as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+            })
+            .collect();
+        Ok(QueryAnswer {
+            strategy: strategy.to_owned(),
+            question: question.to_owned(),
+            answer,
+            passages,
+            context: ctx,
+            retrieve_ms,
+            answer_ms,
+        })
+    }
+
+    /// The graph of `method` (default: `hipporag2`, else `hirag`) as GraphML, with the method's name.
+    pub fn graphml(&mut self, method: Option<&str>) -> Result<(String, String)> {
+        let candidates: Vec<String> = match method {
+            Some(m) => vec![m.to_owned()],
+            None => {
+                let have: Vec<String> = match &self.manifest {
+                    Some(m) => m.methods.keys().cloned().collect(),
+                    None => self.methods.keys().cloned().collect(),
+                };
+                ["hipporag2", "hirag"]
+                    .iter()
+                    .filter(|m| have.iter().any(|h| h == *m))
+                    .map(|m| (*m).to_owned())
+                    .collect()
+            }
+        };
+        for m in &candidates {
+            let index = self.ensure_method(m)?;
+            if let Some(g) = index.graphml() {
+                return Ok((m.clone(), g));
+            }
+        }
+        Err(KgragError::Config(format!(
+            "no graph to export{}: GraphML comes from hipporag2 or hirag",
+            method.map(|m| format!(" from {m}")).unwrap_or_default()
+        )))
+    }
+
+    /// Everything `kgrag stats` prints: documents, chunks, per-method statistics, files by part, caches,
+    /// model usage per stage.
+    pub fn stats(&self) -> Result<serde_json::Value> {
+        let Some(m) = &self.manifest else {
+            return Err(KgragError::Index("the index is not committed".into()));
+        };
+        let mut parts: BTreeMap<String, u64> = BTreeMap::new();
+        for f in &m.files {
+            let part = f.path.rsplit('/').next().unwrap_or(&f.path).to_owned();
+            *parts.entry(part).or_default() += f.bytes;
+        }
+        for (name, e) in &m.methods {
+            parts.insert(name.clone(), e.files.iter().map(|f| f.bytes).sum());
+        }
+        let (chat_entries, embedding_entries, cache_error) =
+            match self.cache.as_ref().map(ResponseCache::entries) {
+                Some(Ok((a, b))) => (a, b, None),
+                Some(Err(e)) => (0, 0, Some(e.to_string())),
+                None => (0, 0, Some("the response cache is not open".to_owned())),
+            };
+        let extraction_entries = ExtractionStore::open(self.env.cache_dir.join("extractions.redb"))
+            .ok()
+            .and_then(|s| s.len().ok())
+            .unwrap_or(0);
+        Ok(serde_json::json!({
+            "generation": m.generation,
+            "kgrag_version": m.kgrag_version,
+            "config_hash": m.config_hash,
+            "embedder": m.embedder,
+            "documents": m.documents.len(),
+            "chunks": m.chunks,
+            "methods": m.methods.iter().map(|(k, v)| (k.clone(), v.stats.clone())).collect::<BTreeMap<_, _>>(),
+            "bytes_by_part": parts,
+            "bytes_total": parts.values().sum::<u64>(),
+            "cache": {
+                "dir": self.env.cache_dir,
+                "chat_replies": chat_entries,
+                "embeddings": embedding_entries,
+                "extractions": extraction_entries,
+                "error": cache_error,
+            },
+            "llm_by_stage": m.llm,
+            "last_build_stages": m.stages,
+            "last_build_extraction": m.extraction,
+            "notes": m.notes,
+        }))
+    }
+}
+
+fn chunking_name(c: &ChunkerConfig) -> String {
+    match c {
+        ChunkerConfig::Passage { .. } => "one chunk per document".into(),
+        ChunkerConfig::TokenWindow {
+            encoding,
+            size,
+            overlap,
+        } => format!("{size}-token windows overlapping by {overlap}, {encoding:?}"),
+    }
+}
+
+/// The settings an index with `methods` depends on.
+pub fn settings(config: &Config, methods: &[&str]) -> BTreeMap<String, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    out.insert("chunking".to_owned(), methods::json(&config.index.chunking));
+    out.insert("openie".to_owned(), methods::json(&config.openie));
+    for m in methods::registry() {
+        if methods.contains(&m.name()) {
+            out.insert(m.name().to_owned(), m.settings(config));
+        }
+    }
+    out
+}
+
+/// Extracts `chunks` with `extractor` through the resumable runner (the extraction store in the cache
+/// folder: a finished chunk is never extracted again); chunks that fail get nothing (`what` names it in
+/// the note) and a rerun retries them.
+pub(crate) async fn extract_chunks(
+    env: &Env,
+    extractor: &dyn Extractor,
+    chunks: &[kgrag_types::Chunk],
+    what: &str,
+) -> Result<Vec<Extraction>> {
+    let store = ExtractionStore::open(env.cache_dir.join("extractions.redb"))?;
+    let (found, summary) = run_extraction(
+        extractor,
+        chunks,
+        &store,
+        &RunnerConfig {
+            progress: env.progress && !crate::progress::quiet(),
+            ..RunnerConfig::default()
+        },
+    )
+    .await?;
+    env.count("reused", summary.reused as u64);
+    env.count("extracted", summary.extracted as u64);
+    env.count("failed", summary.failed.len() as u64);
+    say(&format!(
+        "extraction ({what}): {} chunks, {} from the store, {} extracted, {} failed",
+        summary.chunks,
+        summary.reused,
+        summary.extracted,
+        summary.failed.len()
+    ));
+    if !summary.failed.is_empty() {
+        env.note(format!(
+            "extraction failed for {} of {} chunks; they have no {what} (a rerun retries them)",
+            summary.failed.len(),
+            chunks.len()
+        ));
+    }
+    Ok(found)
+}
