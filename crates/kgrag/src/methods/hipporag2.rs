@@ -23,6 +23,18 @@ pub(crate) struct Index {
     stats: serde_json::Value,
 }
 
+/// What an insert (or the first build) added, for `kgrag stats`.
+fn insert_stats(change: &str, s: &kgrag_hipporag::InsertStats) -> serde_json::Value {
+    serde_json::json!({
+        "last_change": change,
+        "new_passages": s.new_passages,
+        "new_phrases": s.new_phrases,
+        "new_facts": s.new_facts,
+        "fact_occurrences": s.fact_occurrences,
+        "synonymy_accepted": s.synonymy.accepted,
+    })
+}
+
 #[async_trait(?Send)]
 impl Method for Hipporag2 {
     fn name(&self) -> &'static str {
@@ -78,14 +90,7 @@ impl Method for Hipporag2 {
                 let s = index
                     .insert(&prepared, env.embedder.as_ref(), &mut stages)
                     .await?;
-                let stats = serde_json::json!({
-                    "last_change": "insert",
-                    "new_passages": s.new_passages,
-                    "new_phrases": s.new_phrases,
-                    "new_facts": s.new_facts,
-                    "fact_occurrences": s.fact_occurrences,
-                    "synonymy_accepted": s.synonymy.accepted,
-                });
+                let stats = insert_stats("insert", &s);
                 (index, stats)
             }
             (Some(prev), Change::Delete(removed)) => {
@@ -118,14 +123,7 @@ impl Method for Hipporag2 {
                         s.synonymy.accepted
                     ),
                 );
-                let stats = serde_json::json!({
-                    "last_change": "build",
-                    "new_passages": s.new_passages,
-                    "new_phrases": s.new_phrases,
-                    "new_facts": s.new_facts,
-                    "fact_occurrences": s.fact_occurrences,
-                    "synonymy_accepted": s.synonymy.accepted,
-                });
+                let stats = insert_stats("build", &s);
                 (index, stats)
             }
         };
