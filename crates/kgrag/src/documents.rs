@@ -207,8 +207,12 @@ fn walk(dir: &Path, files: &mut Vec<PathBuf>) -> Result<()> {
         if hidden {
             continue;
         }
+        // Symbolic links to folders are not followed (a link to a parent would never end).
+        let is_link = std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink());
         if p.is_dir() {
-            walk(&p, files)?;
+            if !is_link {
+                walk(&p, files)?;
+            }
         } else if p.extension().is_some_and(|e| {
             EXTENSIONS.contains(&e.to_string_lossy().to_ascii_lowercase().as_str())
         }) {

@@ -109,7 +109,7 @@ pub struct Manifest {
     pub files: Vec<FileEntry>,
     /// The methods indexed.
     pub methods: BTreeMap<String, MethodEntry>,
-    /// Model usage per stage over all builds.
+    /// Model usage per stage since the index was last built from nothing (inserts and deletes add).
     pub llm: BTreeMap<String, UsageEntry>,
     /// Seconds per stage of the last build.
     pub stages: Vec<(String, f64)>,
@@ -196,17 +196,47 @@ pub fn check_files(root: &Path, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
-/// Commits `manifest` (its files are written): replaces `manifest.json` atomically, then removes every
-/// generation folder except this one and the one before.
+/// Commits `manifest` (its files are written and synced): replaces `manifest.json` atomically.
 pub fn commit(root: &Path, manifest: &Manifest) -> Result<()> {
     let bytes = serde_json::to_vec_pretty(manifest)
         .map_err(|e| KgragError::Index(format!("serialising the manifest: {e}")))?;
     kgrag_graph_store::persist::write_atomic(&root.join(MANIFEST), &bytes)?;
+    Ok(())
+}
+
+/// After `generation` is committed: removes every generation folder except it and the one before (kept
+/// for readers that opened it just before the commit).
+pub fn remove_old_generations(root: &Path, generation: u64) -> Result<()> {
     let keep = [
-        generation_dir(manifest.generation),
-        generation_dir(manifest.generation.saturating_sub(1)),
+        generation_dir(generation),
+        generation_dir(generation.saturating_sub(1)),
     ];
     remove_generations(root, &keep)
+}
+
+/// Flushes the directory entries of `dir` and of every folder below it to disk (the files inside are
+/// synced when written), so that a manifest written afterwards never names a folder a power loss lost.
+pub fn sync_dirs(dir: &Path) -> Result<()> {
+    let entries = std::fs::read_dir(dir).map_err(|source| KgragError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            sync_dirs(&e.path())?;
+        }
+    }
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|source| KgragError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+    if let Some(parent) = dir.parent() {
+        // The generation folder's own entry in the index directory.
+        let _ = std::fs::File::open(parent).and_then(|f| f.sync_all());
+    }
+    Ok(())
 }
 
 /// Removes the `gen-…` folders of `root` not named in `keep`.

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kgrag::bench::{run, BenchArgs, METHODS};
 use kgrag::config::Config;
-use kgrag::{KgragError, Pipeline};
+use kgrag::Pipeline;
 
 #[derive(Parser)]
 #[command(
@@ -42,7 +42,8 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
         /// Comma-separated methods to index (dense, hipporag2, hirag, leanrag); default: [index] methods.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',',
+              value_parser = clap::builder::PossibleValuesParser::new(kgrag::methods::METHOD_NAMES.iter().copied()))]
         methods: Vec<String>,
         /// Rebuild even when the directory holds an index built with other settings.
         #[arg(long)]
@@ -111,7 +112,8 @@ enum Command {
         #[arg(long)]
         dataset: Option<String>,
         /// Comma-separated methods (default: all available).
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',',
+              value_parser = clap::builder::PossibleValuesParser::new(METHODS.iter().copied()))]
         methods: Vec<String>,
         /// Configuration file (TOML); default: offline (local MiniLM, no LLM).
         #[arg(long)]
@@ -144,11 +146,11 @@ struct QueryArgs {
     index: PathBuf,
     /// Strategy (default: [retriever] strategy): dense, hipporag2, hirag, hirag-local, hirag-global,
     /// hirag-bridge, hirag-nobridge, leanrag.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(METHODS.iter().copied()))]
     strategy: Option<String>,
     /// Passages to return (default: [retriever] top_k).
-    #[arg(long)]
-    top_k: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    top_k: Option<u64>,
     /// Also print the rendered context the reader saw.
     #[arg(long)]
     context: bool,
@@ -264,10 +266,9 @@ async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
     let config = config_arg(config.as_deref())?;
     let mut pipeline = Pipeline::open(&index, config, progress(quiet))?;
     let strategy = strategy.unwrap_or_else(|| pipeline.config().retriever.strategy.clone());
-    let top_k = top_k.unwrap_or(pipeline.config().retriever.top_k);
-    if top_k == 0 {
-        return Err(KgragError::Config("--top-k must be at least 1".into()));
-    }
+    let top_k = top_k.map_or(pipeline.config().retriever.top_k, |k| {
+        usize::try_from(k).unwrap_or(usize::MAX)
+    });
     let a = pipeline.answer(&question, &strategy, top_k).await?;
     if json {
         let mut v = serde_json::json!({

@@ -83,6 +83,18 @@ pub struct ChangeSummary {
     pub generation: u64,
 }
 
+/// See [`Pipeline::snapshot`].
+struct Snapshot {
+    documents: Vec<DocRecord>,
+    chunks: Vec<Passage>,
+    triples: Vec<Extraction>,
+    passages: Arc<EmbeddingStore>,
+    triples_loaded: bool,
+    methods: BTreeMap<String, Arc<dyn MethodIndex>>,
+    stages: Vec<(String, f64)>,
+    llm: BTreeMap<String, UsageEntry>,
+}
+
 /// The embedder of [`Pipeline::inspect`]: the index's name and dimension, no model.
 struct NoEmbedder {
     name: String,
@@ -314,12 +326,14 @@ impl Pipeline {
                 index_dir::MANIFEST
             ))
         })?;
-        let config: Config = serde_json::from_value(manifest.config.clone()).map_err(|e| {
+        let mut config: Config = serde_json::from_value(manifest.config.clone()).map_err(|e| {
             KgragError::Index(format!(
                 "the configuration stored in {} does not parse ({e})",
                 root.join(index_dir::MANIFEST).display()
             ))
         })?;
+        // No models here: nothing is read or answered.
+        config.reader = ReaderMode::None;
         let cache_dir = config.cache_dir_or(&root.join("cache"));
         let embedder = Arc::new(NoEmbedder {
             name: manifest.embedder.name.clone(),
@@ -554,6 +568,20 @@ impl Pipeline {
         &mut self,
         docs: Vec<SourceDoc>,
         methods: &[String],
+        prefilled: HashMap<ChunkId, Extraction>,
+    ) -> Result<u64> {
+        let saved = self.snapshot();
+        let out = self.index_inner(docs, methods, prefilled).await;
+        if out.is_err() {
+            self.restore(saved);
+        }
+        out
+    }
+
+    async fn index_inner(
+        &mut self,
+        docs: Vec<SourceDoc>,
+        methods: &[String],
         mut prefilled: HashMap<ChunkId, Extraction>,
     ) -> Result<u64> {
         let methods = self.method_list(methods)?;
@@ -725,6 +753,15 @@ impl Pipeline {
     /// LeanRAG are rebuilt from the stored extractions (reports and summaries reused). A document whose id
     /// is present with the same text is skipped; with another text it is an error (delete it first).
     pub async fn insert(&mut self, docs: Vec<SourceDoc>) -> Result<ChangeSummary> {
+        let saved = self.snapshot();
+        let out = self.insert_inner(docs).await;
+        if out.is_err() {
+            self.restore(saved);
+        }
+        out
+    }
+
+    async fn insert_inner(&mut self, docs: Vec<SourceDoc>) -> Result<ChangeSummary> {
         let methods = self.load_all()?;
         self.reset_counts();
         let mut summary = ChangeSummary::default();
@@ -782,6 +819,15 @@ impl Pipeline {
     /// holds leave the passage store and every method (HippoRAG 2 as its spec's delete; HiRAG and LeanRAG
     /// rebuilt). Ids that match nothing are listed in the summary; when none matches it is an error.
     pub async fn delete(&mut self, ids: &[String]) -> Result<ChangeSummary> {
+        let saved = self.snapshot();
+        let out = self.delete_inner(ids).await;
+        if out.is_err() {
+            self.restore(saved);
+        }
+        out
+    }
+
+    async fn delete_inner(&mut self, ids: &[String]) -> Result<ChangeSummary> {
         let methods = self.load_all()?;
         self.reset_counts();
         let mut summary = ChangeSummary::default();
@@ -834,6 +880,34 @@ impl Pipeline {
         Ok(summary)
     }
 
+    /// The in-memory state, to put back when a change fails half-way (the committed generation on disk
+    /// is untouched by a failed change).
+    fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            documents: self.documents.clone(),
+            chunks: self.corpus.chunks.clone(),
+            triples: self.corpus.triples.clone(),
+            passages: self.corpus.passages.clone(),
+            triples_loaded: self.triples_loaded,
+            methods: self.methods.clone(),
+            stages: self.stages.clone(),
+            llm: self.llm.clone(),
+        }
+    }
+
+    fn restore(&mut self, s: Snapshot) {
+        self.documents = s.documents;
+        self.corpus = Corpus {
+            chunks: s.chunks,
+            triples: s.triples,
+            passages: s.passages,
+        };
+        self.triples_loaded = s.triples_loaded;
+        self.methods = s.methods;
+        self.stages = s.stages;
+        self.llm = s.llm;
+    }
+
     /// Writes a new generation and commits it (no-op in memory). Returns the generation.
     async fn commit(&mut self) -> Result<u64> {
         let Some(root) = self.root.clone() else {
@@ -841,12 +915,20 @@ impl Pipeline {
         };
         let t = Instant::now();
         std::fs::create_dir_all(&root).map_err(io(&root))?;
-        let generation = index_dir::read_manifest(&root)
-            .ok()
-            .flatten()
-            .map_or(0, |m| m.generation)
-            .max(self.manifest.as_ref().map_or(0, |m| m.generation))
-            + 1;
+        // The generation on disk must still be the one this pipeline opened (or none, or a damaged one
+        // a forced rebuild replaces): another writer's commit is never overwritten.
+        let on_disk = index_dir::read_manifest(&root).ok().flatten();
+        let mine = self.manifest.as_ref().map(|m| m.generation);
+        if let (Some(disk), Some(mine)) = (on_disk.as_ref().map(|m| m.generation), mine) {
+            if disk != mine {
+                return Err(KgragError::Index(format!(
+                    "{} changed while this change was being built (generation {mine} was opened, {disk} is \
+                     committed now); nothing was written — run the command again",
+                    root.display()
+                )));
+            }
+        }
+        let generation = on_disk.map_or(0, |m| m.generation).max(mine.unwrap_or(0)) + 1;
         let gdir = index_dir::fresh_generation(&root, generation)?;
         let gname = index_dir::generation_dir(generation);
         self.corpus.passages.save(&gdir.join(PASSAGES_FILE))?;
@@ -913,7 +995,12 @@ impl Pipeline {
             extraction,
             notes: self.env.notes(),
         };
+        index_dir::sync_dirs(&gdir)?;
         index_dir::commit(&root, &manifest)?;
+        if let Err(e) = index_dir::remove_old_generations(&root, generation) {
+            // The new generation is committed; a leftover folder only costs space.
+            say(&format!("note: could not remove an old generation ({e})"));
+        }
         self.manifest = Some(manifest);
         say(&format!(
             "committed generation {generation} to {} ({:.2} s)",
@@ -1096,6 +1183,14 @@ fn chunking_name(c: &ChunkerConfig) -> String {
 /// The settings an index with `methods` depends on.
 pub fn settings(config: &Config, methods: &[&str]) -> BTreeMap<String, serde_json::Value> {
     let mut out = BTreeMap::new();
+    // The embedder's keys that change its vectors (not where its files are, its batch or its limits).
+    let mut embedder = methods::json(&config.embedder);
+    if let Some(map) = embedder.as_object_mut() {
+        for k in ["model_dir", "limits", "batch_size", "api_key_env"] {
+            map.remove(k);
+        }
+    }
+    out.insert("embedder".to_owned(), embedder);
     out.insert("chunking".to_owned(), methods::json(&config.index.chunking));
     out.insert("openie".to_owned(), methods::json(&config.openie));
     for m in methods::registry() {

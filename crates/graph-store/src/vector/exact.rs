@@ -180,6 +180,24 @@ impl ExactIndex {
         Ok(out)
     }
 
+    /// An index of the rows `rows` (indices into this one), in that order, values copied unchanged.
+    pub fn select_rows(&self, rows: &[usize]) -> Result<Self> {
+        let dim = self.dim;
+        let n = self.data.len() / dim;
+        let mut data = Vec::with_capacity(rows.len() * dim);
+        for &r in rows {
+            if r >= n {
+                return Err(invalid(format!("row {r} of an index of {n} rows")));
+            }
+            data.extend_from_slice(&self.data[r * dim..(r + 1) * dim]);
+        }
+        Ok(Self {
+            dim,
+            metric: self.metric,
+            data,
+        })
+    }
+
     /// Keeps only the rows whose `keep(row)` is true, in their order; the stored values are copied
     /// unchanged (no re-normalisation), so the result equals an index built from the kept rows alone.
     pub fn retain_rows(&mut self, mut keep: impl FnMut(usize) -> bool) {

@@ -190,6 +190,49 @@ impl EmbeddingStore {
             .collect())
     }
 
+    /// A store of the rows `rows` (indices into this one, each at most once), in that order.
+    pub fn select_rows(&self, rows: &[usize]) -> Result<Self> {
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut texts = Vec::with_capacity(rows.len());
+        for &r in rows {
+            match (self.keys.get(r), self.texts.get(r)) {
+                (Some(k), Some(t)) => {
+                    keys.push(k.clone());
+                    texts.push(t.clone());
+                }
+                _ => {
+                    return Err(invalid(format!(
+                        "row {r} of the {} store of {} rows",
+                        self.name,
+                        self.keys.len()
+                    )))
+                }
+            }
+        }
+        let index = match &self.index {
+            Some(index) if !rows.is_empty() => Some(index.select_rows(rows)?),
+            _ => None,
+        };
+        let rows_of: HashMap<String, usize> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i))
+            .collect();
+        if rows_of.len() != keys.len() {
+            return Err(invalid(format!(
+                "a row is selected twice from the {} store",
+                self.name
+            )));
+        }
+        Ok(Self {
+            name: self.name.clone(),
+            keys,
+            texts,
+            index,
+            rows: rows_of,
+        })
+    }
+
     /// Removes the rows whose key `remove` returns true for; the other rows keep their order and values
     /// (so the store equals one into which the removed keys were never inserted). Returns, for every old
     /// row, its new row (`None` when removed).

@@ -131,11 +131,35 @@ async fn hipporag_delete_equals_a_build_without_the_document() {
     let (docs, questions) = fixture_docs();
     let cache = tmp("delete-cache");
     let root = tmp("delete-index");
-    let mut full = build(&docs, Some(&root), &cache, &["dense", "hipporag2"]).await;
-    let victim = docs[3].id.clone();
+    // The deleted document comes first and repeats a later passage's body: the facts it shares with
+    // that passage must move to where that passage first has them.
+    let mut with_copy = vec![SourceDoc {
+        id: "copy".into(),
+        source: "test".into(),
+        document: Document::passage("A copy", docs[5].document.text.split_once('\n').unwrap().1),
+    }];
+    with_copy.extend(docs.iter().cloned());
+    let mut full = build(&with_copy, Some(&root), &cache, &["dense", "hipporag2"]).await;
+    let copy_facts: BTreeSet<String> = {
+        let index = full.method_index("hipporag2").unwrap();
+        let h = kgrag::methods::hippo_index(index.as_ref()).unwrap();
+        let first = full.documents()[0].chunks[0].clone();
+        h.chunk_triples()[&first]
+            .iter()
+            .map(|t| kgrag::types::FactId::from_triple(t).as_str().to_owned())
+            .collect()
+    };
+    let victim = "copy".to_owned();
     let s = full.delete(std::slice::from_ref(&victim)).await.unwrap();
     assert_eq!((s.documents, s.chunks, s.generation), (1, 1, 2));
-    let rest: Vec<SourceDoc> = docs.iter().filter(|d| d.id != victim).cloned().collect();
+    let removed = full.manifest().unwrap().methods["hipporag2"].stats["last_build"]["removed_facts"]
+        .as_u64()
+        .unwrap() as usize;
+    assert!(
+        removed < copy_facts.len(),
+        "the copy shares facts with a remaining passage"
+    );
+    let rest: Vec<SourceDoc> = docs.clone();
     let mut fresh = build(&rest, None, &cache, &["dense", "hipporag2"]).await;
 
     // Stores: same rows, same order, same vectors.
@@ -164,7 +188,10 @@ async fn hipporag_delete_equals_a_build_without_the_document() {
     let sc = ppr_scores(&mut reopened, &questions).await;
     assert_scores_equal(&sa, &sc);
     let err = reopened.delete(&[victim]).await.err().unwrap().to_string();
-    assert!(err.contains("p03"), "{err}");
+    assert!(err.contains("copy"), "{err}");
+    // The failed delete left the pipeline as it was.
+    assert_eq!(reopened.documents().len(), docs.len());
+    assert_scores_equal(&ppr_scores(&mut reopened, &questions).await, &sa);
     let _ = std::fs::remove_dir_all(&root);
 }
 

@@ -267,14 +267,46 @@ impl HippoIndex {
             .flatten()
             .map(|t| FactId::from_triple(t).as_str().to_owned())
             .collect();
-        let mut facts = self.facts.clone();
-        let fact_map = facts.remove_where(|k| !live_facts.contains(k));
-        let fact_triples: Vec<Triple> = self
-            .fact_triples
+        // Facts in order of first occurrence over the remaining chunks in corpus order (the passage
+        // store's row order), as a build without the deleted chunks orders them: a fact first seen in a
+        // deleted chunk moves to where it is first seen now.
+        let gone_keys: HashSet<&str> = gone.iter().map(ChunkId::as_str).collect();
+        let mut corpus_order: Vec<&ChunkId> = Vec::with_capacity(chunk_triples.len());
+        let mut placed: HashSet<&ChunkId> = HashSet::new();
+        for key in self.passages.keys() {
+            if gone_keys.contains(key.as_str()) {
+                continue;
+            }
+            let Ok(id) = ChunkId::parse(key) else {
+                continue;
+            };
+            if let Some((c, _)) = chunk_triples.get_key_value(&id) {
+                if placed.insert(c) {
+                    corpus_order.push(c);
+                }
+            }
+        }
+        for c in chunk_triples.keys() {
+            if placed.insert(c) {
+                corpus_order.push(c);
+            }
+        }
+        let mut fact_rows: Vec<usize> = Vec::with_capacity(live_facts.len());
+        let mut seen_facts: HashSet<String> = HashSet::new();
+        for c in corpus_order {
+            for t in chunk_triples.get(c).map_or(&[][..], Vec::as_slice) {
+                let key = FactId::from_triple(t).as_str().to_owned();
+                if let Some(row) = self.facts.row(&key) {
+                    if seen_facts.insert(key) {
+                        fact_rows.push(row);
+                    }
+                }
+            }
+        }
+        let facts = self.facts.select_rows(&fact_rows)?;
+        let fact_triples: Vec<Triple> = fact_rows
             .iter()
-            .zip(&fact_map)
-            .filter(|(_, m)| m.is_some())
-            .map(|(t, _)| t.clone())
+            .filter_map(|&r| self.fact_triples.get(r).cloned())
             .collect();
         stats.facts = self.fact_triples.len() - fact_triples.len();
 
@@ -289,7 +321,6 @@ impl HippoIndex {
             .collect();
 
         let mut passages = self.passages.as_ref().clone();
-        let gone_keys: HashSet<&str> = gone.iter().map(ChunkId::as_str).collect();
         passages.remove_where(|k| gone_keys.contains(k));
 
         self.graph = graph;
