@@ -272,6 +272,84 @@ pub fn fresh_generation(root: &Path, generation: u64) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// The lock file of a writer.
+pub const LOCK: &str = "write.lock";
+
+/// One writer per index directory: `write.lock` holds the writer's process id while it changes the index.
+/// A second writer fails at once with a message naming the holder; a lock left by a process that is gone
+/// (killed) is taken over. Readers never take it. Removed when dropped.
+#[derive(Debug)]
+pub struct WriteLock {
+    path: PathBuf,
+}
+
+impl WriteLock {
+    /// Takes the lock of `root` (created if missing).
+    pub fn acquire(root: &Path) -> Result<Self> {
+        std::fs::create_dir_all(root).map_err(|source| KgragError::Io {
+            path: root.to_path_buf(),
+            source,
+        })?;
+        let path = root.join(LOCK);
+        for _ in 0..3 {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut f) => {
+                    use std::io::Write;
+                    let _ = writeln!(f, "{}", std::process::id());
+                    let _ = f.sync_all();
+                    return Ok(Self { path });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    let pid = holder.trim().parse::<u32>().ok();
+                    match pid.map(process_alive) {
+                        Some(Some(false)) => {
+                            // Left by a process that is gone: take it over.
+                            let _ = std::fs::remove_file(&path);
+                        }
+                        Some(Some(true)) | Some(None) | None => {
+                            return Err(KgragError::Index(format!(
+                                "{} is being changed by another kgrag process ({}); wait for it to finish \
+                                 (or remove {} if that process is gone)",
+                                root.display(),
+                                pid.map_or_else(|| "unknown process".to_owned(), |p| format!("pid {p}")),
+                                path.display()
+                            )));
+                        }
+                    }
+                }
+                Err(source) => return Err(KgragError::Io { path, source }),
+            }
+        }
+        Err(KgragError::Index(format!(
+            "could not take {}: another writer keeps taking it",
+            path.display()
+        )))
+    }
+}
+
+impl Drop for WriteLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Whether process `pid` runs (`None` where this cannot be told: no `/proc`).
+fn process_alive(pid: u32) -> Option<bool> {
+    let proc_dir = Path::new("/proc");
+    if !proc_dir.is_dir() {
+        return None;
+    }
+    if pid == std::process::id() {
+        return Some(true);
+    }
+    Some(proc_dir.join(pid.to_string()).exists())
+}
+
 /// The differences between the settings an index was built with and the current ones, as
 /// `section.key: index X, configuration Y` lines (nested keys flattened with dots).
 pub fn diff_settings(
@@ -326,6 +404,25 @@ pub fn settings_hash(settings: &BTreeMap<String, serde_json::Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_writer_and_stale_locks_taken_over() {
+        let root = std::env::temp_dir().join(format!("kgrag-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let lock = WriteLock::acquire(&root).unwrap();
+        let err = WriteLock::acquire(&root).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("pid {}", std::process::id())),
+            "{err}"
+        );
+        drop(lock);
+        assert!(!root.join(LOCK).exists());
+        // A lock left by a process that is gone.
+        std::fs::write(root.join(LOCK), "4194303\n").unwrap();
+        let lock = WriteLock::acquire(&root).unwrap();
+        drop(lock);
+        let _ = std::fs::remove_dir_all(&root);
+    }
 
     #[test]
     fn diff_names_keys() {

@@ -570,6 +570,7 @@ impl Pipeline {
         methods: &[String],
         prefilled: HashMap<ChunkId, Extraction>,
     ) -> Result<u64> {
+        let _lock = self.write_lock()?;
         let saved = self.snapshot();
         let out = self.index_inner(docs, methods, prefilled).await;
         if out.is_err() {
@@ -753,6 +754,7 @@ impl Pipeline {
     /// LeanRAG are rebuilt from the stored extractions (reports and summaries reused). A document whose id
     /// is present with the same text is skipped; with another text it is an error (delete it first).
     pub async fn insert(&mut self, docs: Vec<SourceDoc>) -> Result<ChangeSummary> {
+        let _lock = self.write_lock()?;
         let saved = self.snapshot();
         let out = self.insert_inner(docs).await;
         if out.is_err() {
@@ -819,6 +821,7 @@ impl Pipeline {
     /// holds leave the passage store and every method (HippoRAG 2 as its spec's delete; HiRAG and LeanRAG
     /// rebuilt). Ids that match nothing are listed in the summary; when none matches it is an error.
     pub async fn delete(&mut self, ids: &[String]) -> Result<ChangeSummary> {
+        let _lock = self.write_lock()?;
         let saved = self.snapshot();
         let out = self.delete_inner(ids).await;
         if out.is_err() {
@@ -878,6 +881,14 @@ impl Pipeline {
         self.stages = stages.into_secs();
         summary.generation = self.commit().await?;
         Ok(summary)
+    }
+
+    /// The index directory's writer lock (none in memory).
+    fn write_lock(&self) -> Result<Option<index_dir::WriteLock>> {
+        self.root
+            .as_deref()
+            .map(index_dir::WriteLock::acquire)
+            .transpose()
     }
 
     /// The in-memory state, to put back when a change fails half-way (the committed generation on disk
