@@ -33,6 +33,7 @@
 
 pub mod dataset;
 mod error;
+pub mod judge;
 pub mod metrics;
 pub mod report;
 
