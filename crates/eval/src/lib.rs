@@ -36,6 +36,7 @@ mod error;
 pub mod judge;
 pub mod metrics;
 pub mod report;
+pub mod score;
 
 pub use dataset::{
     available, data_dir, load, load_hipporag, manifest, Dataset, ExtractionSource, Manifest,
