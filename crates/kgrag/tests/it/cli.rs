@@ -497,3 +497,86 @@ fn killed_builds_resume_without_repeating_finished_extractions() {
     );
     let _ = std::fs::remove_dir_all(&work);
 }
+
+#[test]
+fn a_second_writer_fails_at_once_naming_the_first() {
+    let work = tmp("lock");
+    let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
+    let mut lines = String::new();
+    for (i, p) in ds.passages.iter().enumerate() {
+        lines.push_str(
+            &serde_json::json!({"id": format!("p{i:02}"), "title": p.title, "text": p.text})
+                .to_string(),
+        );
+        lines.push('\n');
+    }
+    std::fs::write(work.join("corpus.jsonl"), lines).unwrap();
+    std::fs::write(
+        work.join("more.txt"),
+        "Zorbel Quint founded the Harrowgate Mill in 1702.",
+    )
+    .unwrap();
+    let mut first = kgrag(&work)
+        .args([
+            "index",
+            "corpus.jsonl",
+            "--index",
+            "idx",
+            "--methods",
+            "dense,hipporag2",
+            "--quiet",
+        ])
+        .spawn()
+        .unwrap();
+    let lock = work.join("idx").join(kgrag::index_dir::LOCK);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !lock.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(lock.exists(), "the first writer never took the lock");
+    let t = Instant::now();
+    let second = run(
+        &work,
+        &[
+            "index",
+            "more.txt",
+            "--index",
+            "idx",
+            "--methods",
+            "dense",
+            "--force",
+        ],
+    );
+    let still_running = first.try_wait().unwrap().is_none();
+    let err = String::from_utf8_lossy(&second.stderr).into_owned();
+    // The first build embeds 31 passages and their phrases and facts from an empty cache: seconds, far
+    // longer than the second process needs to reach the lock.
+    assert!(
+        still_running,
+        "the first writer finished before the second tried"
+    );
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("another kgrag process") && err.contains(&format!("pid {}", first.id())),
+        "{err}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(30),
+        "the second writer waited"
+    );
+    assert!(first.wait().unwrap().success());
+    assert!(!lock.exists(), "the lock is released");
+    // The first writer's index is intact and queryable.
+    let v = json(
+        &work,
+        &[
+            "query",
+            "Who founded the Quillmarsh Glassblowers Guild?",
+            "--index",
+            "idx",
+            "--json",
+        ],
+    );
+    assert!(!v["passages"].as_array().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(&work);
+}
