@@ -339,7 +339,7 @@ async fn run_change(
     };
     let config = config_arg(config.as_deref())?;
     let mut pipeline = Pipeline::open(&index, config, progress(quiet))?;
-    let summary = match (docs, delete) {
+    match (docs, delete) {
         (Some(docs), _) => {
             let s = pipeline.insert(docs).await?;
             println!(
@@ -357,7 +357,6 @@ async fn run_change(
                 },
                 s.generation
             );
-            s
         }
         (None, Some(ids)) => {
             let s = pipeline.delete(&ids).await?;
@@ -372,11 +371,9 @@ async fn run_change(
                 },
                 s.generation
             );
-            s
         }
-        (None, None) => return Ok(()),
-    };
-    let _ = summary;
+        (None, None) => {}
+    }
     Ok(())
 }
 

@@ -83,6 +83,28 @@ pub struct ChangeSummary {
     pub generation: u64,
 }
 
+/// The committed manifest of `root`; its absence is an error saying how to build an index.
+fn committed_manifest(root: &Path) -> Result<Manifest> {
+    index_dir::read_manifest(root)?.ok_or_else(|| {
+        KgragError::Index(format!(
+            "no index in {} (no {}): build one with `kgrag index <PATH> --index {}`",
+            root.display(),
+            index_dir::MANIFEST,
+            root.display()
+        ))
+    })
+}
+
+/// The configuration an index was built with, as its manifest stores it.
+fn stored_config(root: &Path, manifest: &Manifest) -> Result<Config> {
+    serde_json::from_value(manifest.config.clone()).map_err(|e| {
+        KgragError::Index(format!(
+            "the configuration stored in {} does not parse ({e}); pass --config",
+            root.join(index_dir::MANIFEST).display()
+        ))
+    })
+}
+
 /// See [`Pipeline::snapshot`].
 struct Snapshot {
     documents: Vec<DocRecord>,
@@ -293,22 +315,10 @@ impl Pipeline {
     /// method's index settings): a difference is an error naming the keys. Nothing is embedded or rebuilt:
     /// the passage store is read now, each method's index when first asked for.
     pub fn open(root: &Path, config: Option<Config>, progress: bool) -> Result<Self> {
-        let manifest = index_dir::read_manifest(root)?.ok_or_else(|| {
-            KgragError::Index(format!(
-                "no index in {} (no {}): build one with `kgrag index <PATH> --index {}`",
-                root.display(),
-                index_dir::MANIFEST,
-                root.display()
-            ))
-        })?;
+        let manifest = committed_manifest(root)?;
         let config = match config {
             Some(c) => c,
-            None => serde_json::from_value(manifest.config.clone()).map_err(|e| {
-                KgragError::Index(format!(
-                    "the configuration stored in {} does not parse ({e}); pass --config",
-                    root.join(index_dir::MANIFEST).display()
-                ))
-            })?,
+            None => stored_config(root, &manifest)?,
         };
         let mut p = Self::new(config, Some(root), progress)?;
         p.attach(root, manifest)?;
@@ -319,19 +329,8 @@ impl Pipeline {
     /// any model: its embedder is a stand-in with the index's name and dimension that refuses to embed, so
     /// queries, inserts and deletes fail; every method index loads as usual.
     pub fn inspect(root: &Path) -> Result<Self> {
-        let manifest = index_dir::read_manifest(root)?.ok_or_else(|| {
-            KgragError::Index(format!(
-                "no index in {} (no {})",
-                root.display(),
-                index_dir::MANIFEST
-            ))
-        })?;
-        let mut config: Config = serde_json::from_value(manifest.config.clone()).map_err(|e| {
-            KgragError::Index(format!(
-                "the configuration stored in {} does not parse ({e})",
-                root.join(index_dir::MANIFEST).display()
-            ))
-        })?;
+        let manifest = committed_manifest(root)?;
+        let mut config = stored_config(root, &manifest)?;
         // No models here: nothing is read or answered.
         config.reader = ReaderMode::None;
         let cache_dir = config.cache_dir_or(&root.join("cache"));
@@ -353,8 +352,7 @@ impl Pipeline {
         embedder: Arc<dyn Embedder>,
         chat: Option<Arc<dyn ChatModel>>,
     ) -> Result<Self> {
-        let manifest = index_dir::read_manifest(root)?
-            .ok_or_else(|| KgragError::Index(format!("no index in {}", root.display())))?;
+        let manifest = committed_manifest(root)?;
         let cache = config.cache_dir_or(&root.join("cache"));
         let mut p = Self::with_models(config, cache, embedder, chat, Some(root), false)?;
         p.attach(root, manifest)?;
@@ -532,16 +530,18 @@ impl Pipeline {
             .collect())
     }
 
+    /// `base` with the passages of `fresh` embedded into it (a copy; `base` when nothing is new).
     async fn embed_passages(
         &self,
+        base: &Arc<EmbeddingStore>,
         fresh: &[(ChunkId, String)],
         stages: &mut Stages,
     ) -> Result<Arc<EmbeddingStore>> {
         if fresh.is_empty() {
-            return Ok(self.corpus.passages.clone());
+            return Ok(base.clone());
         }
         let t = Instant::now();
-        let mut store = self.corpus.passages.as_ref().clone();
+        let mut store = base.as_ref().clone();
         let items: Vec<(String, String)> = fresh
             .iter()
             .map(|(id, text)| (id.as_str().to_owned(), text.clone()))
@@ -610,12 +610,8 @@ impl Pipeline {
         } else {
             Vec::new()
         };
-        self.corpus = Corpus {
-            chunks: Vec::new(),
-            triples: Vec::new(),
-            passages: Arc::new(EmbeddingStore::new("passages")),
-        };
-        let passages = self.embed_passages(&chunks, &mut stages).await?;
+        let empty = Arc::new(EmbeddingStore::new("passages"));
+        let passages = self.embed_passages(&empty, &chunks, &mut stages).await?;
         self.corpus = Corpus {
             chunks,
             triples,
@@ -733,12 +729,17 @@ impl Pipeline {
         Ok(index)
     }
 
-    fn load_all(&mut self) -> Result<Vec<String>> {
-        self.ensure_triples()?;
-        let names: Vec<String> = match &self.manifest {
+    /// The methods of the index: the committed ones, else (in memory) those built.
+    fn indexed_methods(&self) -> Vec<String> {
+        match &self.manifest {
             Some(m) => m.methods.keys().cloned().collect(),
             None => self.methods.keys().cloned().collect(),
-        };
+        }
+    }
+
+    fn load_all(&mut self) -> Result<Vec<String>> {
+        self.ensure_triples()?;
+        let names = self.indexed_methods();
         for n in &names {
             self.ensure_method(n)?;
         }
@@ -804,7 +805,9 @@ impl Pipeline {
             self.add_usage("extraction", before);
             self.corpus.triples.extend(tr);
         }
-        let passages = self.embed_passages(&fresh, &mut stages).await?;
+        let passages = self
+            .embed_passages(&self.corpus.passages, &fresh, &mut stages)
+            .await?;
         self.corpus.passages = passages;
         self.corpus.chunks.extend(fresh.iter().cloned());
         summary.documents = records.len();
@@ -1021,15 +1024,20 @@ impl Pipeline {
         Ok(generation)
     }
 
-    /// A retriever for `strategy` (loading its method's index on first use).
-    pub fn retriever(&mut self, strategy: &str) -> Result<Box<dyn Retriever>> {
+    /// The index of the method serving `strategy` (loaded on first use).
+    fn index_for(&mut self, strategy: &str) -> Result<Arc<dyn MethodIndex>> {
         let method = methods::method_of(strategy).ok_or_else(|| {
             KgragError::Config(format!(
                 "unknown strategy {strategy:?}; strategies: {}",
                 methods::strategies().join(", ")
             ))
         })?;
-        let index = self.ensure_method(method.name())?;
+        self.ensure_method(method.name())
+    }
+
+    /// A retriever for `strategy` (loading its method's index on first use).
+    pub fn retriever(&mut self, strategy: &str) -> Result<Box<dyn Retriever>> {
+        let index = self.index_for(strategy)?;
         index.retriever(strategy, &self.env, &self.corpus)
     }
 
@@ -1040,9 +1048,7 @@ impl Pipeline {
         question: &str,
         ctx: &RetrievedContext,
     ) -> Result<Option<String>> {
-        let method = methods::method_of(strategy)
-            .ok_or_else(|| KgragError::Config(format!("unknown strategy {strategy:?}")))?;
-        let index = self.ensure_method(method.name())?;
+        let index = self.index_for(strategy)?;
         index
             .answer(strategy, &self.env, &self.corpus, question, ctx)
             .await
@@ -1108,10 +1114,7 @@ impl Pipeline {
         let candidates: Vec<String> = match method {
             Some(m) => vec![m.to_owned()],
             None => {
-                let have: Vec<String> = match &self.manifest {
-                    Some(m) => m.methods.keys().cloned().collect(),
-                    None => self.methods.keys().cloned().collect(),
-                };
+                let have = self.indexed_methods();
                 ["hipporag2", "hirag"]
                     .iter()
                     .filter(|m| have.iter().any(|h| h == *m))
@@ -1195,13 +1198,13 @@ fn chunking_name(c: &ChunkerConfig) -> String {
 pub fn settings(config: &Config, methods: &[&str]) -> BTreeMap<String, serde_json::Value> {
     let mut out = BTreeMap::new();
     // The embedder's keys that change its vectors (not where its files are, its batch or its limits).
-    let mut embedder = methods::json(&config.embedder);
-    if let Some(map) = embedder.as_object_mut() {
-        for k in ["model_dir", "limits", "batch_size", "api_key_env"] {
-            map.remove(k);
-        }
-    }
-    out.insert("embedder".to_owned(), embedder);
+    out.insert(
+        "embedder".to_owned(),
+        methods::json_without(
+            &config.embedder,
+            &["model_dir", "limits", "batch_size", "api_key_env"],
+        ),
+    );
     out.insert("chunking".to_owned(), methods::json(&config.index.chunking));
     out.insert("openie".to_owned(), methods::json(&config.openie));
     for m in methods::registry() {

@@ -44,11 +44,7 @@ impl Method for Hirag {
 
     fn settings(&self, config: &Config) -> serde_json::Value {
         // Retrieval reads its budgets from the index's own settings, so every key counts but the log switch.
-        let mut v = json(&config.hirag);
-        if let Some(map) = v.as_object_mut() {
-            map.remove("log_layers");
-        }
-        v
+        super::json_without(&config.hirag, &["log_layers"])
     }
 
     fn needs_triples(&self, config: &Config) -> bool {

@@ -35,10 +35,7 @@ impl Method for Leanrag {
     }
 
     fn settings(&self, config: &Config) -> serde_json::Value {
-        let mut lean = json(&config.leanrag);
-        if let Some(map) = lean.as_object_mut() {
-            map.remove("log_layers");
-        }
+        let lean = super::json_without(&config.leanrag, &["log_layers"]);
         let mut v = serde_json::json!({ "leanrag": lean });
         if config.leanrag.g0 == G0Source::Hirag {
             // G0 is HiRAG's base layer: HiRAG's settings shape it.

@@ -271,3 +271,14 @@ pub(crate) async fn passage_answer(
 pub(crate) fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or_else(|e| serde_json::Value::String(e.to_string()))
 }
+
+/// [`json`] of `value` without the top-level keys `drop` (settings that do not shape an index).
+pub(crate) fn json_without<T: serde::Serialize>(value: &T, drop: &[&str]) -> serde_json::Value {
+    let mut v = json(value);
+    if let Some(map) = v.as_object_mut() {
+        for k in drop {
+            map.remove(*k);
+        }
+    }
+    v
+}

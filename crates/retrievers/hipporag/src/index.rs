@@ -262,11 +262,6 @@ impl HippoIndex {
         for c in &gone {
             chunk_triples.remove(c);
         }
-        let live_facts: HashSet<String> = chunk_triples
-            .values()
-            .flatten()
-            .map(|t| FactId::from_triple(t).as_str().to_owned())
-            .collect();
         // Facts in order of first occurrence over the remaining chunks in corpus order (the passage
         // store's row order), as a build without the deleted chunks orders them: a fact first seen in a
         // deleted chunk moves to where it is first seen now.
@@ -291,7 +286,7 @@ impl HippoIndex {
                 corpus_order.push(c);
             }
         }
-        let mut fact_rows: Vec<usize> = Vec::with_capacity(live_facts.len());
+        let mut fact_rows: Vec<usize> = Vec::new();
         let mut seen_facts: HashSet<String> = HashSet::new();
         for c in corpus_order {
             for t in chunk_triples.get(c).map_or(&[][..], Vec::as_slice) {
