@@ -5,6 +5,11 @@
 //! | --- | --- | --- |
 //! | `musique-100` | `hipporag` | `$KGRAG_DATA_DIR/musique-hipporag/` (sha256-checked) |
 //! | `kgrag-fixture` | `kgrag-fixture` | bundled (`datasets/kgrag-fixture/fixture.json`) |
+//! | `ultradomain-mix` | `ultradomain` | `$KGRAG_DATA_DIR/ultradomain-mix/` (sha256-checked) |
+//!
+//! [`load_dir`] reads a folder in HippoRAG's format without a manifest (the checksums it finds are recorded
+//! in the returned manifest). UltraDomain's corpus is whole documents ([`Dataset::documents`]), to be cut
+//! into chunks; its questions have no gold answers or passages (answer-quality metrics only).
 //!
 //! Passages are compared as exact strings `title + "\n" + text` (HippoRAG's rule), so gold passages of a
 //! question are those strings, and a passage's [`ChunkId`] is the md5 of that string.
@@ -30,9 +35,10 @@ const MUSIQUE_100_MANIFEST: &str = include_str!("../../../datasets/musique-100.t
 const FIXTURE_MANIFEST: &str = include_str!("../../../datasets/kgrag-fixture/manifest.toml");
 const FIXTURE_JSON: &str = include_str!("../../../datasets/kgrag-fixture/fixture.json");
 const FIXTURE_JSON_PATH: &str = "datasets/kgrag-fixture/fixture.json (bundled)";
+const ULTRADOMAIN_MIX_MANIFEST: &str = include_str!("../../../datasets/ultradomain-mix.toml");
 
 /// The manifests compiled in: (name, path shown in errors, TOML text).
-const MANIFESTS: [(&str, &str, &str); 2] = [
+const MANIFESTS: [(&str, &str, &str); 3] = [
     (
         "musique-100",
         "datasets/musique-100.toml (bundled)",
@@ -42,6 +48,11 @@ const MANIFESTS: [(&str, &str, &str); 2] = [
         "kgrag-fixture",
         "datasets/kgrag-fixture/manifest.toml (bundled)",
         FIXTURE_MANIFEST,
+    ),
+    (
+        "ultradomain-mix",
+        "datasets/ultradomain-mix.toml (bundled)",
+        ULTRADOMAIN_MIX_MANIFEST,
     ),
 ];
 
@@ -102,6 +113,9 @@ pub struct ManifestFile {
     pub path: String,
     /// Lowercase hex sha256 of the file; empty means not checked.
     pub sha256: String,
+    /// Where the file is published, when not [`Manifest::download`] + [`ManifestFile::path`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 /// What a dataset is and which files it needs.
@@ -120,9 +134,29 @@ pub struct Manifest {
     pub licence: String,
     /// Where the data is published.
     pub source: String,
-    /// Files by role (`questions`, `corpus`, `openie`).
+    /// Base URL the files are downloaded from (`cargo xtask fetch-data`): a file's URL is this followed by
+    /// its path, unless the file gives its own `url`. Empty: not downloadable.
+    #[serde(default)]
+    pub download: String,
+    /// Files by role (`questions`, `corpus`, `openie`; `answers-*`: published answers of a method;
+    /// `verdicts-*`: published judge verdicts).
     #[serde(default)]
     pub files: BTreeMap<String, ManifestFile>,
+}
+
+impl Manifest {
+    /// The URL file `role` is published at, if the manifest says.
+    pub fn url_of(&self, role: &str) -> Option<String> {
+        let f = self.files.get(role)?;
+        if let Some(u) = &f.url {
+            return Some(u.clone());
+        }
+        if self.download.is_empty() {
+            return None;
+        }
+        let base = self.download.trim_end_matches('/');
+        Some(format!("{base}/{}", f.path))
+    }
 }
 
 /// A loaded dataset.
@@ -138,6 +172,11 @@ pub struct Dataset {
     pub questions: Vec<Question>,
     /// Where the passages' triples come from.
     pub extraction: ExtractionSource,
+    /// `true`: [`Dataset::passages`] are whole documents to be cut into chunks (UltraDomain), with empty
+    /// titles; `false`: passages, one chunk each (HippoRAG's datasets, the fixture).
+    pub documents: bool,
+    /// Every file the dataset was read from, by manifest role, resolved.
+    pub files: BTreeMap<String, PathBuf>,
     /// The manifest the dataset was loaded by (for [`load_hipporag`]: one describing the files given).
     pub manifest: Manifest,
 }
@@ -147,6 +186,22 @@ impl Dataset {
     pub fn limit(mut self, n: usize) -> Self {
         self.questions.truncate(n);
         self
+    }
+
+    /// The dataset with only its first `n` corpus entries (documents or passages); questions unchanged.
+    pub fn limit_corpus(mut self, n: usize) -> Self {
+        self.passages.truncate(n);
+        self
+    }
+
+    /// Whether any question has gold passages (recall@k is measurable).
+    pub fn has_gold_passages(&self) -> bool {
+        self.questions.iter().any(|q| !q.gold.is_empty())
+    }
+
+    /// Whether any question has gold answers (EM/F1 are measurable).
+    pub fn has_gold_answers(&self) -> bool {
+        self.questions.iter().any(|q| !q.answers.is_empty())
     }
 
     /// Keeps only the passages the questions list (their paragraphs and gold passages), for CI-sized runs
@@ -215,10 +270,191 @@ pub fn load(name: &str, data_dir: &Path) -> Result<Dataset> {
     match manifest.format.as_str() {
         "hipporag" => load_manifest_hipporag(manifest, data_dir),
         "kgrag-fixture" => load_fixture(manifest),
+        "ultradomain" => load_ultradomain(manifest, data_dir),
         other => Err(invalid(format!(
-            "dataset {name}: unknown format {other:?} (expected \"hipporag\" or \"kgrag-fixture\")"
+            "dataset {name}: unknown format {other:?} (expected \"hipporag\", \"ultradomain\" or \"kgrag-fixture\")"
         ))),
     }
+}
+
+/// Checks that every file of `manifest` is under `base`: one error lists all missing files and says where
+/// the data is published.
+fn check_present(manifest: &Manifest, base: &Path) -> Result<()> {
+    let missing: Vec<PathBuf> = manifest
+        .files
+        .values()
+        .map(|f| base.join(&f.path))
+        .filter(|p| !p.is_file())
+        .map(|p| std::path::absolute(&p).unwrap_or(p))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let fetch = if manifest.download.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " `cargo xtask fetch-data {}` downloads them.",
+            manifest.name
+        )
+    };
+    Err(EvalError::MissingFiles {
+        dataset: manifest.name.clone(),
+        files: missing,
+        hint: format!(
+            "The data is published at {}.{fetch} Put the files in {}/ or set {DATA_DIR_VAR} to the folder that \
+             holds {}/ (e.g. {DATA_DIR_VAR}=/path/to/datasets).",
+            manifest.source,
+            base.display(),
+            manifest.dir
+        ),
+    })
+}
+
+/// UltraDomain as HiRAG ships it: `corpus` a JSON array of document texts (the de-duplicated `context`
+/// fields), `questions` JSON lines whose `query` (HiRAG's result files), `input` (UltraDomain's own files) or
+/// `question` is the question. No gold answers or passages. Every file is sha256-checked.
+fn load_ultradomain(manifest: Manifest, data_dir: &Path) -> Result<Dataset> {
+    let base = data_dir.join(&manifest.dir);
+    check_present(&manifest, &base)?;
+    let mut files = BTreeMap::new();
+    let mut bytes_of = BTreeMap::new();
+    for (role, f) in &manifest.files {
+        let path = base.join(&f.path);
+        let bytes = read_verified(&path, &f.sha256)?;
+        files.insert(role.clone(), path);
+        bytes_of.insert(role.clone(), bytes);
+    }
+    let role = |r: &str| -> Result<(&PathBuf, &Vec<u8>)> {
+        match (files.get(r), bytes_of.get(r)) {
+            (Some(p), Some(b)) => Ok((p, b)),
+            _ => Err(invalid(format!(
+                "dataset {}: the manifest lists no {r:?} file",
+                manifest.name
+            ))),
+        }
+    };
+    let (corpus_path, corpus_bytes) = role("corpus")?;
+    let texts: Vec<String> = parse_json(corpus_path, corpus_bytes)?;
+    let mut seen = HashSet::new();
+    let passages: Vec<Passage> = texts
+        .into_iter()
+        .filter(|t| !t.trim().is_empty() && seen.insert(t.clone()))
+        .map(|text| Passage {
+            title: String::new(),
+            text,
+        })
+        .collect();
+    let (questions_path, questions_bytes) = role("questions")?;
+    let questions = parse_question_lines(questions_path, questions_bytes, &manifest.name)?;
+    Ok(Dataset {
+        name: manifest.name.clone(),
+        description: manifest.description.clone(),
+        passages,
+        questions,
+        extraction: ExtractionSource::None,
+        documents: true,
+        files,
+        manifest,
+    })
+}
+
+/// Questions from JSON lines (`query`, `input` or `question` of each object), ids `<prefix>-NNN` by line.
+/// A bad line is an error naming the file and the line.
+pub fn parse_question_lines(path: &Path, bytes: &[u8], prefix: &str) -> Result<Vec<Question>> {
+    let text = std::str::from_utf8(bytes).map_err(|e| EvalError::Parse {
+        path: path.to_path_buf(),
+        message: format!("not UTF-8: {e}"),
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: serde_json::Value =
+            serde_json::from_str(line).map_err(|e| EvalError::Parse {
+                path: path.to_path_buf(),
+                message: format!("line {}: {e}", i + 1),
+            })?;
+        let question = ["query", "input", "question"]
+            .iter()
+            .find_map(|k| record.get(*k).and_then(serde_json::Value::as_str))
+            .ok_or_else(|| EvalError::Parse {
+                path: path.to_path_buf(),
+                message: format!(
+                    "line {}: no \"query\", \"input\" or \"question\" string",
+                    i + 1
+                ),
+            })?;
+        out.push(Question {
+            id: format!("{prefix}-{:03}", out.len()),
+            question: question.to_owned(),
+            answers: Vec::new(),
+            gold: Vec::new(),
+            paragraphs: Vec::new(),
+        });
+    }
+    Ok(out)
+}
+
+/// Loads a folder in HippoRAG's format without a manifest: `<name>_corpus.json` (exactly one), the
+/// questions `<name>.json` beside it, and an optional OpenIE cache (`openie*.json`, at most one). The
+/// dataset is named after the folder; the files' sha256 sums are recorded in its manifest.
+pub fn load_dir(dir: &Path) -> Result<Dataset> {
+    let entries = fs::read_dir(dir).map_err(|e| io(dir, e))?;
+    let mut corpora = Vec::new();
+    let mut openie = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io(dir, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !entry.path().is_file() {
+            continue;
+        }
+        if let Some(stem) = name.strip_suffix("_corpus.json") {
+            corpora.push(stem.to_owned());
+        } else if name.starts_with("openie") && name.ends_with(".json") {
+            openie.push(name);
+        }
+    }
+    corpora.sort();
+    openie.sort();
+    let stem = match corpora.as_slice() {
+        [one] => one.clone(),
+        [] => {
+            return Err(invalid(format!(
+                "{}: no `<name>_corpus.json` file: a dataset folder holds HippoRAG's `<name>_corpus.json` \
+                 (a JSON array of {{title, text}}), `<name>.json` (the questions) and optionally its OpenIE cache \
+                 `openie*.json`",
+                dir.display()
+            )))
+        }
+        many => {
+            return Err(invalid(format!(
+                "{}: several corpora ({}): keep one `<name>_corpus.json` per folder",
+                dir.display(),
+                many.iter()
+                    .map(|m| format!("{m}_corpus.json"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    };
+    if openie.len() > 1 {
+        return Err(invalid(format!(
+            "{}: several OpenIE caches ({}): keep at most one `openie*.json` per folder",
+            dir.display(),
+            openie.join(", ")
+        )));
+    }
+    let questions = dir.join(format!("{stem}.json"));
+    let corpus = dir.join(format!("{stem}_corpus.json"));
+    let openie = openie.first().map(|n| dir.join(n));
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .filter(|n| !n.is_empty())
+        .unwrap_or_else(|| stem.clone());
+    load_hipporag(&name, &questions, &corpus, openie.as_deref())
 }
 
 fn load_manifest_hipporag(manifest: Manifest, data_dir: &Path) -> Result<Dataset> {
@@ -235,26 +471,7 @@ fn load_manifest_hipporag(manifest: Manifest, data_dir: &Path) -> Result<Dataset
     let corpus_file = file_for("corpus")?;
     let openie_file = manifest.files.get("openie");
 
-    let missing: Vec<PathBuf> = manifest
-        .files
-        .values()
-        .map(|f| base.join(&f.path))
-        .filter(|p| !p.is_file())
-        .map(|p| std::path::absolute(&p).unwrap_or(p))
-        .collect();
-    if !missing.is_empty() {
-        return Err(EvalError::MissingFiles {
-            dataset: manifest.name.clone(),
-            files: missing,
-            hint: format!(
-                "The data is published at {}. Put the files in {}/ or set {DATA_DIR_VAR} to the folder that \
-                 holds {}/ (e.g. {DATA_DIR_VAR}=/path/to/datasets).",
-                manifest.source,
-                base.display(),
-                manifest.dir
-            ),
-        });
-    }
+    check_present(&manifest, &base)?;
 
     let questions_path = base.join(&questions_file.path);
     let corpus_path = base.join(&corpus_file.path);
@@ -268,6 +485,11 @@ fn load_manifest_hipporag(manifest: Manifest, data_dir: &Path) -> Result<Dataset
         }
         None => ExtractionSource::None,
     };
+    let files = manifest
+        .files
+        .iter()
+        .map(|(role, f)| (role.clone(), base.join(&f.path)))
+        .collect();
     let (passages, questions) = parse_hipporag(
         &questions_path,
         &questions_bytes,
@@ -280,6 +502,8 @@ fn load_manifest_hipporag(manifest: Manifest, data_dir: &Path) -> Result<Dataset
         passages,
         questions,
         extraction,
+        documents: false,
+        files,
         manifest,
     })
 }
@@ -318,6 +542,7 @@ pub fn load_hipporag(
         ManifestFile {
             path: questions.display().to_string(),
             sha256: sha256_hex(&questions_bytes),
+            url: None,
         },
     );
     files.insert(
@@ -325,6 +550,7 @@ pub fn load_hipporag(
         ManifestFile {
             path: corpus.display().to_string(),
             sha256: sha256_hex(&corpus_bytes),
+            url: None,
         },
     );
     let extraction = match openie {
@@ -335,6 +561,7 @@ pub fn load_hipporag(
                 ManifestFile {
                     path: path.display().to_string(),
                     sha256: sha256_hex(&bytes),
+                    url: None,
                 },
             );
             ExtractionSource::OpenIeFile(path.to_path_buf())
@@ -355,14 +582,22 @@ pub fn load_hipporag(
         description: description.clone(),
         licence: String::new(),
         source: questions.display().to_string(),
+        download: String::new(),
         files,
     };
+    let files = manifest
+        .files
+        .iter()
+        .map(|(role, f)| (role.clone(), PathBuf::from(&f.path)))
+        .collect();
     Ok(Dataset {
         name: name.to_owned(),
         description,
         passages,
         questions: parsed_questions,
         extraction,
+        documents: false,
+        files,
         manifest,
     })
 }
@@ -395,6 +630,27 @@ fn parse_json<'a, T: Deserialize<'a>>(path: &Path, bytes: &'a [u8]) -> Result<T>
     })
 }
 
+/// A JSON array of records: a syntax error names the line and column, a record of the wrong shape its
+/// index (and its `id`, when it has one).
+fn parse_records<T: serde::de::DeserializeOwned>(path: &Path, bytes: &[u8]) -> Result<Vec<T>> {
+    let values: Vec<serde_json::Value> = parse_json(path, bytes)?;
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let id = v
+                .get("id")
+                .and_then(serde_json::Value::as_str)
+                .map(|id| format!(" (id {id:?})"))
+                .unwrap_or_default();
+            serde_json::from_value(v).map_err(|e| EvalError::Parse {
+                path: path.to_path_buf(),
+                message: format!("record {i}{id}: {e}"),
+            })
+        })
+        .collect()
+}
+
 /// Appends the items of `items` not seen before, keeping their order.
 fn dedup_in_order(items: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut seen = HashSet::new();
@@ -422,11 +678,13 @@ impl OneOrMany {
 
 #[derive(Deserialize)]
 struct HippoQuestion {
+    #[serde(alias = "_id")]
     id: String,
     question: String,
     answer: OneOrMany,
     #[serde(default)]
     answer_aliases: Option<Vec<String>>,
+    #[serde(default)]
     paragraphs: Vec<HippoParagraph>,
 }
 
@@ -444,8 +702,8 @@ fn parse_hipporag(
     corpus_path: &Path,
     corpus_bytes: &[u8],
 ) -> Result<(Vec<Passage>, Vec<Question>)> {
-    let raw_questions: Vec<HippoQuestion> = parse_json(questions_path, questions_bytes)?;
-    let passages: Vec<Passage> = parse_json(corpus_path, corpus_bytes)?;
+    let raw_questions: Vec<HippoQuestion> = parse_records(questions_path, questions_bytes)?;
+    let passages: Vec<Passage> = parse_records(corpus_path, corpus_bytes)?;
     let corpus: HashSet<String> = passages.iter().map(Passage::content).collect();
 
     let mut ids = HashSet::new();
@@ -591,6 +849,8 @@ fn load_fixture(manifest: Manifest) -> Result<Dataset> {
         passages,
         questions,
         extraction: ExtractionSource::Inline(extractions),
+        documents: false,
+        files: BTreeMap::new(),
         manifest,
     })
 }

@@ -52,6 +52,14 @@ impl Criterion {
             Criterion::Overall => "Overall Winner",
         }
     }
+
+    /// The criterion's name in reports: the JSON key, with `Overall` for `Overall Winner`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Criterion::Overall => "Overall",
+            other => other.key(),
+        }
+    }
 }
 
 /// Which answer of the request won.
@@ -341,6 +349,30 @@ pub async fn judge_pair(
         }
     }
     out
+}
+
+/// The report entry of one method judged against the baseline: the win rates of its judgments (the
+/// method being answer A of [`judge_pair`]), retries and failures.
+pub fn pairwise_report(outcomes: &[PairOutcome]) -> crate::report::PairwiseReport {
+    let judgments: Vec<Judgment> = outcomes
+        .iter()
+        .flat_map(|o| o.judgments.iter().cloned())
+        .collect();
+    let rates = win_rates(&judgments);
+    crate::report::PairwiseReport {
+        judgments: judgments.len() as u64,
+        retried: outcomes.iter().map(|o| o.retried as u64).sum(),
+        failures: outcomes.iter().map(|o| o.failures.len() as u64).sum(),
+        win_rate: if judgments.is_empty() {
+            BTreeMap::new()
+        } else {
+            rates
+                .percent
+                .iter()
+                .map(|(c, p)| (c.label().to_owned(), crate::metrics::round4(*p)))
+                .collect()
+        },
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,11 @@
 //!   normalisation with exact match and token F1, numpy-style percentiles, and a [`MethodAccumulator`]
 //!   that averages per-question results into a [`MethodReport`].
 //! - [`report`]: the bench report that `cargo xtask bench` writes ([`Report`]; field names are a contract),
-//!   rendered as Markdown, validated, and written atomically.
+//!   rendered as Markdown, validated, and written atomically; [`render`] adds `report.md`, a
+//!   self-contained `report.html` and (feature `plots`) SVG and PNG charts from [`plots`]; [`compare`]
+//!   the deltas against an earlier report.
+//! - [`judge`] and [`score`]: HiRAG's pairwise LLM judge with win-rate aggregation, and LeanRAG's 1–10
+//!   scorer with repeats.
 //!
 //! ```
 //! use kgrag_eval::{exact_match, f1, recall_at_k, MethodAccumulator, QuestionResult};
@@ -31,20 +35,29 @@
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod compare;
 pub mod dataset;
 mod error;
 pub mod judge;
 pub mod metrics;
+#[cfg(feature = "plots")]
+pub mod plots;
+pub mod render;
 pub mod report;
 pub mod score;
 
+pub use compare::{compare, Comparison, Delta};
 pub use dataset::{
-    available, data_dir, load, load_hipporag, manifest, Dataset, ExtractionSource, Manifest,
-    ManifestFile, Passage, Question, DATA_DIR_VAR,
+    available, data_dir, load, load_dir, load_hipporag, manifest, Dataset, ExtractionSource,
+    Manifest, ManifestFile, Passage, Question, DATA_DIR_VAR,
 };
 pub use error::{EvalError, Result};
 pub use metrics::{
     exact_match, f1, normalize_answer, percentile, recall_at_k, MethodAccumulator, QuestionResult,
     RECALL_KS,
 };
-pub use report::{IndexReport, Latency, LlmReport, MethodReport, Report, StageReport, REPORT_FILE};
+pub use render::write_report_files;
+pub use report::{
+    DatasetInfo, FileInfo, IndexReport, JudgeReport, Latency, LlmReport, MethodReport,
+    PairwiseReport, Report, ScoreSummary, StageReport, REPORT_FILE,
+};

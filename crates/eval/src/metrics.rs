@@ -363,6 +363,7 @@ impl MethodAccumulator {
             failures: self.rows.iter().filter(|r| r.failed).count() as u64,
             stats,
             latency_after_embedding_ms,
+            ..MethodReport::default()
         }
     }
 }

@@ -33,6 +33,79 @@ pub struct Report {
     /// forced by the absence of an LLM, a reduced corpus, failure rates. Added after the first contract.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Where the dataset came from and the sha256 of every file read. Added with the judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dataset_info: Option<DatasetInfo>,
+    /// The LLM judge's results: pairwise win rates against the baseline and what judging cost (the 1–10
+    /// scores are per method, in [`MethodReport::scores`]). Absent when no judge ran. Added with the judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<JudgeReport>,
+}
+
+/// Where a bench's dataset came from.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DatasetInfo {
+    /// One-line description.
+    pub description: String,
+    /// Where the data is published (or the folder it was read from).
+    pub source: String,
+    /// Whether the corpus was whole documents cut into chunks (otherwise one chunk per passage).
+    pub documents: bool,
+    /// Corpus entries (documents or passages) used.
+    pub corpus_entries: u64,
+    /// Every file read, by role: path and sha256.
+    pub files: BTreeMap<String, FileInfo>,
+}
+
+/// One file a bench read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileInfo {
+    /// The path as given.
+    pub path: String,
+    /// Lowercase hex sha256 (empty when not computed).
+    pub sha256: String,
+}
+
+/// What the LLM judge found and cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct JudgeReport {
+    /// The judge model's name.
+    pub model: String,
+    /// The method every other method is compared with.
+    pub baseline: String,
+    /// Pairwise results per method (the baseline itself is not listed).
+    #[serde(default)]
+    pub pairwise: BTreeMap<String, PairwiseReport>,
+    /// Repeats of the 1–10 scorer per answer (0: scores not asked for).
+    #[serde(default)]
+    pub score_repeats: u64,
+    /// Judge model usage, pairwise and scores together.
+    pub llm: LlmReport,
+}
+
+/// One method judged against the baseline, both answer orders per question.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PairwiseReport {
+    /// Verdicts that parsed (at most 2 per question).
+    pub judgments: u64,
+    /// Verdicts obtained on the corrective retry.
+    pub retried: u64,
+    /// Orders whose verdict stayed unusable or whose call failed (left out, never guessed).
+    pub failures: u64,
+    /// The method's win rate in percent per criterion (`Comprehensiveness`, `Empowerment`, `Diversity`,
+    /// `Overall`); the baseline's is 100 minus it.
+    pub win_rate: BTreeMap<String, f64>,
+}
+
+/// Mean ± sample standard deviation of a 1–10 score over the repeats.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScoreSummary {
+    /// Mean of the per-repeat means.
+    pub mean: f64,
+    /// Sample standard deviation of the per-repeat means.
+    pub sd: f64,
+    /// Repeats with at least one score.
+    pub repeats: u64,
 }
 
 /// What building the index cost and produced.
@@ -48,6 +121,20 @@ pub struct IndexReport {
     pub relations: u64,
     /// Passages indexed.
     pub passages: u64,
+    /// Model usage per indexing stage. Added with the judge.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub llm_stages: BTreeMap<String, LlmReport>,
+    /// Documents indexed (equal to `passages` when each passage is one document). Added with the judge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub documents: u64,
+    /// What each method's index holds (layers, communities, …), as its build reports it. Added with the
+    /// judge.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub methods: BTreeMap<String, serde_json::Value>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Time spent in one indexing stage.
@@ -95,6 +182,20 @@ pub struct MethodReport {
     /// per query (stat `embed_ms`). Added after the first contract; absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latency_after_embedding_ms: Option<Latency>,
+    /// Model usage at query time (recognition filter, reader, …), cache hits included. Added with the judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub llm: Option<LlmReport>,
+    /// The judge's 1–10 scores per criterion (`Comprehensiveness`, `Empowerment`, `Diversity`,
+    /// `Overall Quality`). Added with the judge.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub scores: BTreeMap<String, ScoreSummary>,
+    /// Scoring repeats that failed (unparsable after the retries, or a failed call). Added with the judge.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub score_failures: u64,
+    /// Answers read from a file instead of retrieved and generated (no recall, tokens or latency). Added with
+    /// the judge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answers_from: Option<String>,
 }
 
 /// Latency percentiles in milliseconds.
@@ -221,10 +322,165 @@ impl Report {
                 );
             }
         }
+        out.push_str(&self.judge_markdown());
+        if self
+            .index
+            .methods
+            .values()
+            .any(|v| !compact_stats(v).is_empty())
+        {
+            out.push('\n');
+            for (name, stats) in &self.index.methods {
+                let stats = compact_stats(stats);
+                if !stats.is_empty() {
+                    let _ = writeln!(out, "- index of {}: {stats}", cell(name));
+                }
+            }
+        }
+        if let Some(info) = &self.dataset_info {
+            out.push('\n');
+            let _ = writeln!(
+                out,
+                "dataset: {} · {} {} · source: {}",
+                cell(&info.description),
+                info.corpus_entries,
+                if info.documents {
+                    "documents"
+                } else {
+                    "passages"
+                },
+                cell(&info.source)
+            );
+            for (role, f) in &info.files {
+                let _ = writeln!(out, "- {role}: `{}` sha256 `{}`", f.path, f.sha256);
+            }
+        }
         if !self.notes.is_empty() {
             out.push('\n');
             for note in &self.notes {
                 let _ = writeln!(out, "note: {note}");
+            }
+        }
+        out
+    }
+
+    /// The Markdown of the query-time LLM usage, the judge's win rates and the 1–10 scores (empty when
+    /// none of them is in the report).
+    pub fn judge_markdown(&self) -> String {
+        let mut out = String::new();
+        let with_llm: Vec<_> = self
+            .methods
+            .iter()
+            .filter_map(|(n, m)| m.llm.map(|l| (n, l)))
+            .filter(|(_, l)| l.calls > 0 || l.cache_hits > 0)
+            .collect();
+        let stage_llm: Vec<_> = self
+            .index
+            .llm_stages
+            .iter()
+            .filter(|(_, l)| l.calls > 0 || l.cache_hits > 0)
+            .collect();
+        if !with_llm.is_empty() || !stage_llm.is_empty() || self.judge.is_some() {
+            out.push_str(
+                "\n| LLM use | calls | cache hits | prompt tokens | completion tokens |\n",
+            );
+            out.push_str("| --- | ---: | ---: | ---: | ---: |\n");
+            for (stage, l) in stage_llm {
+                let _ = writeln!(
+                    out,
+                    "| index: {} | {} | {} | {} | {} |",
+                    cell(stage),
+                    l.calls,
+                    l.cache_hits,
+                    l.prompt_tokens,
+                    l.completion_tokens
+                );
+            }
+            for (name, l) in with_llm {
+                let _ = writeln!(
+                    out,
+                    "| query: {} | {} | {} | {} | {} |",
+                    cell(name),
+                    l.calls,
+                    l.cache_hits,
+                    l.prompt_tokens,
+                    l.completion_tokens
+                );
+            }
+            if let Some(j) = &self.judge {
+                let l = j.llm;
+                let _ = writeln!(
+                    out,
+                    "| judge: {} | {} | {} | {} | {} |",
+                    cell(&j.model),
+                    l.calls,
+                    l.cache_hits,
+                    l.prompt_tokens,
+                    l.completion_tokens
+                );
+            }
+        }
+        if let Some(j) = &self.judge {
+            if !j.pairwise.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "\nWin rate (%) against `{}` (both answer orders per question):\n",
+                    cell(&j.baseline)
+                );
+                out.push_str("| method |");
+                for c in WIN_CRITERIA {
+                    let _ = write!(out, " {c} |");
+                }
+                out.push_str(" judgments | retried | failures |\n| --- |");
+                for _ in 0..WIN_CRITERIA.len() + 3 {
+                    out.push_str(" ---: |");
+                }
+                out.push('\n');
+                for (name, p) in &j.pairwise {
+                    let _ = write!(out, "| {} |", cell(name));
+                    for c in WIN_CRITERIA {
+                        match p.win_rate.get(*c) {
+                            Some(v) => {
+                                let _ = write!(out, " {v:.1} |");
+                            }
+                            None => out.push_str(" – |"),
+                        }
+                    }
+                    let _ = writeln!(out, " {} | {} | {} |", p.judgments, p.retried, p.failures);
+                }
+            }
+        }
+        let scored: Vec<_> = self
+            .methods
+            .iter()
+            .filter(|(_, m)| !m.scores.is_empty() || m.score_failures > 0)
+            .collect();
+        if !scored.is_empty() {
+            let repeats = self.judge.as_ref().map_or(0, |j| j.score_repeats);
+            let _ = writeln!(
+                out,
+                "\n1–10 scores (mean ± sample SD over {repeats} repeats):\n"
+            );
+            out.push_str("| method |");
+            for c in SCORE_KEYS {
+                let _ = write!(out, " {c} |");
+            }
+            out.push_str(" failed repeats |\n| --- |");
+            for _ in 0..SCORE_KEYS.len() + 1 {
+                out.push_str(" ---: |");
+            }
+            out.push('\n');
+            for (name, m) in scored {
+                let _ = write!(out, "| {} |", cell(name));
+                for c in SCORE_KEYS {
+                    match m.scores.get(*c) {
+                        Some(s) => {
+                            let _ = write!(out, " {:.2} ± {:.2} |", s.mean, s.sd);
+                        }
+                        None => out.push_str(" – |"),
+                    }
+                }
+                let _ = writeln!(out, " {} |", m.score_failures);
             }
         }
         out
@@ -248,7 +504,30 @@ impl Report {
             }
         }
         let expected: Vec<String> = RECALL_KS.iter().map(|k| k.to_string()).collect();
+        if let Some(j) = &self.judge {
+            for (name, p) in &j.pairwise {
+                for (c, v) in &p.win_rate {
+                    if !(v.is_finite() && (0.0..=100.0).contains(v)) {
+                        problems.push(format!(
+                            "judge: {name:?} win rate {c} = {v} is not a percentage"
+                        ));
+                    }
+                }
+            }
+        }
         for (name, m) in &self.methods {
+            for (c, sc) in &m.scores {
+                if !(sc.mean.is_finite() && (1.0..=10.0).contains(&sc.mean) && sc.sd.is_finite()) {
+                    problems.push(format!(
+                        "method {name:?}: score {c} = {} ± {} is not a 1-10 mean",
+                        sc.mean, sc.sd
+                    ));
+                }
+            }
+            // An empty recall map: not measured (a dataset without gold passages, or answers from a file).
+            if m.recall.is_empty() {
+                continue;
+            }
             for key in &expected {
                 if !m.recall.contains_key(key) {
                     problems.push(format!("method {name:?}: recall key {key:?} is missing"));
@@ -331,6 +610,23 @@ impl Report {
     }
 }
 
+/// Writes `bytes` to `path` atomically: a unique temporary file beside it, fsync, rename.
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.tmp-{}-{n}", std::process::id()));
+    let result = write_synced_then_rename(&tmp, path, bytes);
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
 fn write_synced_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
     let mut file = File::options()
         .write(true)
@@ -341,6 +637,40 @@ fn write_synced_then_rename(tmp: &Path, path: &Path, bytes: &[u8]) -> Result<()>
     file.sync_all().map_err(|e| io(tmp, e))?;
     drop(file);
     fs::rename(tmp, path).map_err(|e| io(path, e))
+}
+
+/// The pairwise criteria, in table order (the keys of [`PairwiseReport::win_rate`]).
+pub const WIN_CRITERIA: &[&str] = &["Comprehensiveness", "Empowerment", "Diversity", "Overall"];
+
+/// The 1–10 score criteria, in table order (the keys of [`MethodReport::scores`]).
+pub const SCORE_KEYS: &[&str] = &[
+    "Comprehensiveness",
+    "Empowerment",
+    "Diversity",
+    "Overall Quality",
+];
+
+/// `key value` pairs of a JSON object's numbers and strings, one level deep.
+fn compact_stats(stats: &serde_json::Value) -> String {
+    match stats {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .filter_map(|(k, v)| match v {
+                serde_json::Value::Number(n) => Some(format!("{k} {n}")),
+                serde_json::Value::String(s) => Some(format!("{k} {}", cell(s))),
+                serde_json::Value::Array(a) if a.iter().all(|x| x.is_number()) => Some(format!(
+                    "{k} [{}]",
+                    a.iter()
+                        .map(|x| x.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join(" · "),
+        other => other.to_string(),
+    }
 }
 
 fn is_non_negative(v: f64) -> bool {

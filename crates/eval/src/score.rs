@@ -237,6 +237,29 @@ pub fn aggregate_scores(outcomes: &[ScoreOutcome]) -> BTreeMap<ScoreCriterion, M
     out
 }
 
+/// The report entries of one method's scores: [`aggregate_scores`] by criterion name, and the number of
+/// failed repeats.
+pub fn score_summaries(
+    outcomes: &[ScoreOutcome],
+) -> (BTreeMap<String, crate::report::ScoreSummary>, u64) {
+    let summaries = aggregate_scores(outcomes)
+        .into_iter()
+        .filter(|(_, m)| m.repeats > 0)
+        .map(|(c, m)| {
+            (
+                c.key().to_owned(),
+                crate::report::ScoreSummary {
+                    mean: crate::metrics::round4(m.mean),
+                    sd: crate::metrics::round4(m.sd),
+                    repeats: m.repeats as u64,
+                },
+            )
+        })
+        .collect();
+    let failures = outcomes.iter().map(|o| o.failures.len() as u64).sum();
+    (summaries, failures)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use kgrag_eval::{Dataset, ExtractionSource, MethodAccumulator, QuestionResult, Report};
@@ -24,7 +25,8 @@ use kgrag_graph_store::EmbeddingStore;
 use kgrag_openie::read_openie_file;
 use kgrag_text::Encoding;
 use kgrag_types::{
-    ChunkId, DocId, Document, EmbedKind, Embedder, Extraction, RetrievalRequest, Retriever,
+    ChatModel, ChunkId, DocId, Document, EmbedKind, Embedder, Extraction, RetrievalRequest,
+    Retriever,
 };
 
 use crate::config::Config;
@@ -54,12 +56,15 @@ pub const FALLBACK_DATASET: &str = "kgrag-fixture";
 /// The arguments of `kgrag bench`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BenchArgs {
-    /// Dataset name; `None`: `musique-100` when its files are under `data_dir`, else the fixture.
+    /// Dataset name, or a folder in HippoRAG's format (`<name>_corpus.json`, `<name>.json`, optionally
+    /// `openie*.json`); `None`: `musique-100` when its files are under `data_dir`, else the fixture.
     pub dataset: Option<String>,
-    /// Methods to run (empty: all of [`METHODS`]).
+    /// Methods to run (empty: all of [`METHODS`]; `["none"]`: none, only `--answers` files are judged).
     pub methods: Vec<String>,
     /// Only the first `limit` questions.
     pub limit: Option<usize>,
+    /// Only the first `docs` corpus entries (documents or passages).
+    pub docs: Option<usize>,
     /// Keep only the passages the selected questions list (CI-sized runs; see
     /// [`Dataset::restrict_corpus_to_questions`]).
     pub question_corpus: bool,
@@ -71,6 +76,33 @@ pub struct BenchArgs {
     pub data_dir: PathBuf,
     /// Draw progress bars (on a terminal).
     pub progress: bool,
+    /// The judge's baseline method (default `[eval] baseline`, `dense`).
+    pub baseline: Option<String>,
+    /// Answers read from files, judged like methods: `NAME=FILE` (JSON lines `{query, answer}`) or a
+    /// name the dataset publishes (`hirag-deepseek` for `ultradomain-mix`).
+    pub answers: Vec<String>,
+    /// An earlier report (its folder or `report.json`) to print and plot the deltas against.
+    pub compare: Option<PathBuf>,
+}
+
+impl BenchArgs {
+    /// The defaults of `kgrag bench` with `data_dir`.
+    pub fn new(data_dir: PathBuf) -> Self {
+        Self {
+            dataset: None,
+            methods: Vec::new(),
+            limit: None,
+            docs: None,
+            question_corpus: false,
+            out: None,
+            config: None,
+            data_dir,
+            progress: false,
+            baseline: None,
+            answers: Vec::new(),
+            compare: None,
+        }
+    }
 }
 
 /// What a bench run produced.
@@ -80,6 +112,10 @@ pub struct BenchOutcome {
     pub report: Report,
     /// Where `report.json` was written.
     pub path: PathBuf,
+    /// The other files written (`report.md`, `report.html`, plots, answers, judgments).
+    pub files: Vec<PathBuf>,
+    /// The comparison with `--compare`'s report.
+    pub comparison: Option<kgrag_eval::Comparison>,
 }
 
 fn methods_of(args: &BenchArgs) -> Result<Vec<String>> {
@@ -89,6 +125,9 @@ fn methods_of(args: &BenchArgs) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for m in &args.methods {
         let m = m.trim();
+        if m == "none" {
+            continue;
+        }
         if METHODS.contains(&m) {
             if !out.iter().any(|o| o == m) {
                 out.push(m.to_owned());
@@ -100,7 +139,7 @@ fn methods_of(args: &BenchArgs) -> Result<Vec<String>> {
             )));
         } else {
             return Err(KgragError::Config(format!(
-                "unknown method {m:?}; available: {}",
+                "unknown method {m:?}; available: {}, or none",
                 METHODS.join(", ")
             )));
         }
@@ -128,6 +167,22 @@ pub fn choose_dataset(args: &BenchArgs, notes: &mut Vec<String>) -> Result<Strin
     }
 }
 
+/// Loads dataset `name`: a folder in HippoRAG's format when `name` is a directory (or looks like a path),
+/// else a dataset of the manifests compiled into `kgrag-eval`.
+pub fn load_dataset(name: &str, data_dir: &Path) -> Result<Dataset> {
+    let as_path = Path::new(name);
+    if as_path.is_dir() {
+        return Ok(kgrag_eval::load_dir(as_path)?);
+    }
+    if name.contains('/') || name.contains(std::path::MAIN_SEPARATOR) {
+        return Err(KgragError::Config(format!(
+            "--dataset {name}: no such folder (a dataset is a name — {} — or a folder in HippoRAG's format)",
+            kgrag_eval::available().join(", ")
+        )));
+    }
+    Ok(kgrag_eval::load(name, data_dir)?)
+}
+
 /// The methods to index for `strategies`, in registry order.
 fn methods_for(strategies: &[String]) -> Vec<String> {
     crate::methods::registry()
@@ -141,14 +196,43 @@ fn methods_for(strategies: &[String]) -> Vec<String> {
         .collect()
 }
 
-/// Runs the bench. See the module docs.
+fn llm_report(u: &crate::index_dir::UsageEntry) -> kgrag_eval::LlmReport {
+    kgrag_eval::LlmReport {
+        calls: u.calls,
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        cache_hits: u.cache_hits,
+    }
+}
+
+fn usage_delta(
+    before: &crate::index_dir::UsageEntry,
+    after: &crate::index_dir::UsageEntry,
+) -> kgrag_eval::LlmReport {
+    kgrag_eval::LlmReport {
+        calls: after.calls.saturating_sub(before.calls),
+        prompt_tokens: after.prompt_tokens.saturating_sub(before.prompt_tokens),
+        completion_tokens: after
+            .completion_tokens
+            .saturating_sub(before.completion_tokens),
+        cache_hits: after.cache_hits.saturating_sub(before.cache_hits),
+    }
+}
+
+/// Runs the bench with the judge of the configuration (`[judge]`, else `[chat]`). See the module docs.
 pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
+    run_with_judge(args, None).await
+}
+
+/// Runs the bench; `judge` replaces the configured judge model (tests pass a scripted one).
+pub async fn run_with_judge(
+    args: &BenchArgs,
+    judge: Option<Arc<dyn ChatModel>>,
+) -> Result<BenchOutcome> {
     let mut config = match &args.config {
         Some(path) => Config::load(path)?,
         None => Config::default(),
     };
-    // The bench's datasets are passages already: one chunk per passage, as HippoRAG indexes them.
-    config.index.chunking = kgrag_text::ChunkerConfig::hipporag();
     let strategies = methods_of(args)?;
     let mut notes = Vec::new();
     let mut stages = Stages::new(args.progress, true);
@@ -156,9 +240,20 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     // Dataset.
     let t = Instant::now();
     let name = choose_dataset(args, &mut notes)?;
-    let mut dataset = kgrag_eval::load(&name, &args.data_dir)?;
+    let mut dataset = load_dataset(&name, &args.data_dir)?;
+    let name = dataset.name.clone();
     if let Some(n) = args.limit {
         dataset = dataset.limit(n);
+    }
+    if let Some(n) = args.docs {
+        let before = dataset.passages.len();
+        dataset = dataset.limit_corpus(n);
+        if dataset.passages.len() < before {
+            notes.push(format!(
+                "--docs {n}: the first {} of {before} corpus entries; figures are not comparable with full-corpus runs",
+                dataset.passages.len()
+            ));
+        }
     }
     if args.question_corpus {
         let dropped = dataset.restrict_corpus_to_questions();
@@ -174,31 +269,298 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
             "dataset {name} has no questions to run"
         )));
     }
+    if dataset.documents {
+        // Whole documents: cut into the chunks of `[index] chunking` (default HiRAG's 1200/100 windows).
+        if matches!(
+            config.index.chunking,
+            kgrag_text::ChunkerConfig::Passage { .. }
+        ) {
+            config.index.chunking = kgrag_text::ChunkerConfig::hirag();
+        }
+    } else {
+        // The datasets are passages already: one chunk per passage, as HippoRAG indexes them.
+        config.index.chunking = kgrag_text::ChunkerConfig::hipporag();
+    }
+    if !dataset.has_gold_passages() {
+        notes.push(format!(
+            "{name} has no gold passages: recall@k is not measured"
+        ));
+    }
+    let canned: Vec<(String, PathBuf)> = args
+        .answers
+        .iter()
+        .map(|a| crate::judging::parse_answers_arg(a, &dataset.files))
+        .collect::<Result<_>>()?;
+    for (n, _) in &canned {
+        if strategies.iter().any(|s| s == n) {
+            return Err(KgragError::Config(format!(
+                "--answers {n}: a method of that name runs too; name the answers differently"
+            )));
+        }
+    }
+    if strategies.is_empty() && canned.is_empty() {
+        return Err(KgragError::Config(
+            "--methods none needs --answers: nothing to evaluate".into(),
+        ));
+    }
     stages.record("load", t.elapsed().as_secs_f64());
 
-    // Passages, de-duplicated by content (HippoRAG keys passages by their text), as documents.
-    let mut seen = HashSet::new();
-    let docs: Vec<SourceDoc> = dataset
-        .passages
+    let mut reports = BTreeMap::new();
+    let mut answers: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+    let mut index_report = kgrag_eval::IndexReport::default();
+    let mut cache = None;
+    if !strategies.is_empty() {
+        let ran = run_methods(
+            args,
+            &config,
+            &dataset,
+            &strategies,
+            &mut stages,
+            &mut notes,
+        )
+        .await?;
+        index_report = ran.index;
+        reports = ran.reports;
+        answers = ran.answers;
+        cache = ran.cache;
+    }
+    index_report.stages = stages
+        .secs()
         .iter()
-        .filter(|p| seen.insert(p.chunk_id()))
-        .map(|p| {
-            let text = p.content();
-            SourceDoc {
-                id: p.chunk_id().as_str().to_owned(),
-                source: format!("{name}: {}", p.title),
-                document: Document {
-                    id: DocId::from_text(&text),
-                    title: Some(p.title.clone()),
-                    text,
-                },
-            }
-        })
+        .map(|(k, v)| (k.clone(), kgrag_eval::StageReport { secs: *v }))
         .collect();
-    let prefilled = dataset_extractions(&dataset)?;
+
+    for (n, path) in &canned {
+        let list = crate::judging::read_answer_file(path, &dataset.questions)?;
+        let missing = list.iter().filter(|a| a.is_none()).count();
+        if missing > 0 {
+            notes.push(format!(
+                "{n}: {} answers no question text of {missing} of the {} questions",
+                path.display(),
+                list.len()
+            ));
+        }
+        reports.insert(
+            n.clone(),
+            kgrag_eval::MethodReport {
+                answers_from: Some(path.display().to_string()),
+                ..kgrag_eval::MethodReport::default()
+            },
+        );
+        answers.insert(n.clone(), list);
+    }
+
+    // The judge.
+    let judge = match judge {
+        Some(j) => Some(j),
+        None => match config.judge.as_ref().or(config.chat.as_ref()) {
+            Some(c) if !answers.is_empty() => {
+                let cache = match cache {
+                    Some(c) => Some(c),
+                    None => open_cache(&config)?,
+                };
+                Some(kgrag_llm::build_chat(c, cache)? as Arc<dyn ChatModel>)
+            }
+            _ => None,
+        },
+    };
+    let mut judge_report = None;
+    let mut judged = None;
+    let with_answers: BTreeMap<String, Vec<Option<String>>> = answers
+        .iter()
+        .filter(|(_, a)| a.iter().any(Option::is_some))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    match judge {
+        Some(judge) if !with_answers.is_empty() => {
+            let baseline = match &args.baseline {
+                Some(b) => {
+                    if !with_answers.contains_key(b) {
+                        return Err(KgragError::Config(format!(
+                            "--baseline-method {b}: not among the answered methods ({})",
+                            with_answers.keys().cloned().collect::<Vec<_>>().join(", ")
+                        )));
+                    }
+                    b.clone()
+                }
+                None if with_answers.contains_key(&config.eval.baseline) => {
+                    config.eval.baseline.clone()
+                }
+                None => {
+                    let first = with_answers.keys().next().cloned().unwrap_or_default();
+                    if config.eval.pairwise && with_answers.len() > 1 {
+                        notes.push(format!(
+                            "the baseline {} did not run; win rates are against {first}",
+                            config.eval.baseline
+                        ));
+                    }
+                    first
+                }
+            };
+            let counting = crate::judging::CountingChat::new(judge, config.eval.judge_max_tokens);
+            let t = Instant::now();
+            let j = crate::judging::judge_methods(
+                &counting,
+                &dataset.questions,
+                &with_answers,
+                &baseline,
+                &config.eval,
+                args.progress,
+            )
+            .await;
+            crate::progress::say(&format!(
+                "judge            {:>9.2} s, {} requests",
+                t.elapsed().as_secs_f64(),
+                j.report.llm.calls
+            ));
+            for (m, (scores, failures)) in &j.scores {
+                if let Some(r) = reports.get_mut(m) {
+                    r.scores = scores.clone();
+                    r.score_failures = *failures;
+                }
+            }
+            for (m, p) in &j.report.pairwise {
+                if p.failures > 0 {
+                    notes.push(format!(
+                        "judge: {m} vs {baseline}: {} of {} verdicts unusable after the corrective retry (left out)",
+                        p.failures,
+                        p.failures + p.judgments
+                    ));
+                }
+            }
+            judge_report = Some(j.report.clone());
+            judged = Some(j);
+        }
+        _ => {
+            if !with_answers.is_empty() && (config.eval.pairwise || config.eval.score_repeats > 0) {
+                notes.push(
+                    "no judge model ([judge] or [chat] in the configuration): win rates and 1-10 scores are not measured"
+                        .to_owned(),
+                );
+            }
+        }
+    }
+
+    let dataset_info = kgrag_eval::DatasetInfo {
+        description: dataset.description.clone(),
+        source: dataset.manifest.source.clone(),
+        documents: dataset.documents,
+        corpus_entries: dataset.passages.len() as u64,
+        files: dataset
+            .manifest
+            .files
+            .iter()
+            .filter(|(role, _)| dataset.files.contains_key(*role))
+            .map(|(role, f)| {
+                (
+                    role.clone(),
+                    kgrag_eval::FileInfo {
+                        path: f.path.clone(),
+                        sha256: f.sha256.clone(),
+                    },
+                )
+            })
+            .collect(),
+    };
+    let report = Report {
+        dataset: name.clone(),
+        questions: dataset.questions.len() as u64,
+        config_hash: config.hash(),
+        index: index_report,
+        methods: reports,
+        notes,
+        dataset_info: Some(dataset_info),
+        judge: judge_report,
+    };
+    report.validate()?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| Path::new("target").join("bench").join(&name));
+    let comparison = match &args.compare {
+        Some(dir) => Some(kgrag_eval::compare(&report, &Report::read(dir)?)),
+        None => None,
+    };
+    let path = report.write(&out)?;
+    let mut files = kgrag_eval::write_report_files(&report, &out, comparison.as_ref())?;
+    crate::judging::write_records(&out, &dataset.questions, &answers, judged.as_ref())?;
+    files.push(out.join("answers"));
+    Ok(BenchOutcome {
+        report,
+        path,
+        files,
+        comparison,
+    })
+}
+
+fn open_cache(config: &Config) -> Result<Option<kgrag_llm::ResponseCache>> {
+    let dir = config.cache_dir_or(Path::new("target/kgrag-cache"));
+    std::fs::create_dir_all(&dir).map_err(|source| KgragError::Io {
+        path: dir.clone(),
+        source,
+    })?;
+    Ok(kgrag_llm::ResponseCache::open(dir.join("responses.redb")).ok())
+}
+
+/// What indexing and running the methods produced.
+struct Ran {
+    index: kgrag_eval::IndexReport,
+    reports: BTreeMap<String, kgrag_eval::MethodReport>,
+    answers: BTreeMap<String, Vec<Option<String>>>,
+    cache: Option<kgrag_llm::ResponseCache>,
+}
+
+async fn run_methods(
+    args: &BenchArgs,
+    config: &Config,
+    dataset: &Dataset,
+    strategies: &[String],
+    stages: &mut Stages,
+    notes: &mut Vec<String>,
+) -> Result<Ran> {
+    let name = &dataset.name;
+    // Passages, de-duplicated by content (HippoRAG keys passages by their text), as documents; whole
+    // documents keep their text and get an id by position.
+    let mut seen = HashSet::new();
+    let docs: Vec<SourceDoc> = if dataset.documents {
+        dataset
+            .passages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| SourceDoc {
+                id: format!("{name}-doc-{i:03}"),
+                source: format!("{name}: document {i}"),
+                document: Document {
+                    id: DocId::from_text(&p.text),
+                    title: (!p.title.is_empty()).then(|| p.title.clone()),
+                    text: p.text.clone(),
+                },
+            })
+            .collect()
+    } else {
+        dataset
+            .passages
+            .iter()
+            .filter(|p| seen.insert(p.chunk_id()))
+            .map(|p| {
+                let text = p.content();
+                SourceDoc {
+                    id: p.chunk_id().as_str().to_owned(),
+                    source: format!("{name}: {}", p.title),
+                    document: Document {
+                        id: DocId::from_text(&text),
+                        title: Some(p.title.clone()),
+                        text,
+                    },
+                }
+            })
+            .collect()
+    };
+    let documents = docs.len() as u64;
+    let prefilled = dataset_extractions(dataset)?;
 
     let mut pipeline = Pipeline::new(config.clone(), None, args.progress)?;
-    let methods = methods_for(&strategies);
+    let methods = methods_for(strategies);
     pipeline.index(docs, &methods, prefilled).await?;
     for (stage, secs) in pipeline.stages() {
         stages.secs_mut().insert(stage.clone(), *secs);
@@ -208,34 +570,52 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
         .filter(|m| methods.iter().any(|x| x == *m))
         .find_map(|m| pipeline.method_index(m).ok().map(|i| i.counts()))
         .unwrap_or_default();
-    let index_usage: kgrag_eval::LlmReport =
-        pipeline
-            .llm_usage()
-            .values()
-            .fold(kgrag_eval::LlmReport::default(), |mut acc, u| {
-                acc.calls += u.calls;
-                acc.prompt_tokens += u.prompt_tokens;
-                acc.completion_tokens += u.completion_tokens;
-                acc.cache_hits += u.cache_hits;
-                acc
-            });
+    let llm_stages: BTreeMap<String, kgrag_eval::LlmReport> = pipeline
+        .llm_usage()
+        .iter()
+        .map(|(k, u)| (k.clone(), llm_report(u)))
+        .collect();
+    let index_usage = llm_stages
+        .values()
+        .fold(kgrag_eval::LlmReport::default(), |mut acc, u| {
+            acc.calls += u.calls;
+            acc.prompt_tokens += u.prompt_tokens;
+            acc.completion_tokens += u.completion_tokens;
+            acc.cache_hits += u.cache_hits;
+            acc
+        });
+    let mut method_stats = BTreeMap::new();
+    for m in &methods {
+        if let Ok(index) = pipeline.method_index(m) {
+            method_stats.insert(m.clone(), index.stats());
+        }
+    }
     let passages = pipeline.corpus().passages.clone();
 
     // Methods.
     let mut reports = BTreeMap::new();
-    for strategy in &strategies {
+    let mut answers = BTreeMap::new();
+    for strategy in strategies {
         let retriever = pipeline.retriever(strategy)?;
-        let report = run_method(
+        let before = pipeline.chat_usage_now();
+        let (mut report, list) = run_method(
             retriever.as_ref(),
             strategy,
-            &dataset,
+            dataset,
             &passages,
-            &config,
+            config,
             &mut pipeline,
             args.progress,
         )
         .await?;
+        report.llm = Some(usage_delta(&before, &pipeline.chat_usage_now()));
+        if !dataset.has_gold_passages() {
+            report.recall.clear();
+        }
         reports.insert(strategy.clone(), report);
+        if list.iter().any(Option::is_some) {
+            answers.insert(strategy.clone(), list);
+        }
     }
     notes.extend(pipeline.notes());
 
@@ -259,31 +639,21 @@ pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
             ));
         }
     }
-    let report = Report {
-        dataset: name.clone(),
-        questions: dataset.questions.len() as u64,
-        config_hash: config.hash(),
+    Ok(Ran {
         index: kgrag_eval::IndexReport {
-            stages: stages
-                .secs()
-                .iter()
-                .map(|(k, v)| (k.clone(), kgrag_eval::StageReport { secs: *v }))
-                .collect(),
+            stages: BTreeMap::new(),
             llm: index_usage,
             entities: counts.entities,
             relations: counts.relations,
             passages: passages.len() as u64,
+            llm_stages,
+            documents,
+            methods: method_stats,
         },
-        methods: reports,
-        notes,
-    };
-    report.validate()?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| Path::new("target").join("bench").join(&name));
-    let path = report.write(&out)?;
-    Ok(BenchOutcome { report, path })
+        reports,
+        answers,
+        cache: pipeline.response_cache(),
+    })
 }
 
 /// The triples a dataset brings (its OpenIE cache or inline triples), by chunk id.
@@ -315,7 +685,9 @@ async fn run_method(
     config: &Config,
     pipeline: &mut Pipeline,
     progress: bool,
-) -> Result<kgrag_eval::MethodReport> {
+) -> Result<(kgrag_eval::MethodReport, Vec<Option<String>>)> {
+    let gold_answers = dataset.has_gold_answers();
+    let mut answers = Vec::with_capacity(dataset.questions.len());
     let name = retriever.name().to_owned();
     let stages = Stages::new(progress, false);
     let bar = stages.bar(dataset.questions.len(), &name);
@@ -337,6 +709,7 @@ async fn run_method(
             Err(e) => {
                 failures.push(format!("{}: {e}", q.id));
                 acc.add(&QuestionResult::failure(latency_ms));
+                answers.push(None);
                 bar.inc(1);
                 continue;
             }
@@ -360,15 +733,21 @@ async fn run_method(
         }
         match pipeline.read(strategy, &q.question, &ctx).await {
             Ok(Some(prediction)) => {
-                result = result.with_answer(prediction, q.answers.clone());
+                if gold_answers {
+                    result = result.with_answer(prediction.clone(), q.answers.clone());
+                }
                 result.stats.insert("reader_failures".into(), 0.0);
+                answers.push(Some(prediction));
             }
             Err(e) => {
                 failures.push(format!("{} (reader): {e}", q.id));
-                result = result.with_answer(String::new(), q.answers.clone());
+                if gold_answers {
+                    result = result.with_answer(String::new(), q.answers.clone());
+                }
                 result.stats.insert("reader_failures".into(), 1.0);
+                answers.push(None);
             }
-            Ok(None) => {}
+            Ok(None) => answers.push(None),
         }
         acc.add(&result);
         bar.inc(1);
@@ -385,7 +764,7 @@ async fn run_method(
     if failures.len() > 5 {
         crate::progress::say(&format!("{name}: … {} failures in all", failures.len()));
     }
-    Ok(acc.finish())
+    Ok((acc.finish(), answers))
 }
 
 /// The offline kit's extractive answer for HippoRAG 2 (spec §10): the single sentence of the top passages

@@ -26,6 +26,18 @@
 //!
 //! [leanrag]                          # kgrag-leanrag LeanragConfig: every key of the LeanRAG spec §2
 //! g0 = "hirag"                       # HiRAG's base layer, shared with the HiRAG modes | "native"
+//!
+//! # [judge]                          # the bench's LLM judge (a ChatConfig like [chat]); default: [chat]
+//! # provider = "openai"
+//! # model = "gpt-4o"
+//!
+//! [eval]                             # what `kgrag bench` measures with a judge
+//! baseline = "dense"                 # every method's pairwise win rate is against this one
+//! pairwise = true                    # HiRAG's pairwise judge, both answer orders
+//! score_repeats = 5                  # LeanRAG's 1-10 scores, repeats per answer (0: no scores)
+//! score_retries = 5                  # corrective retries per repeat
+//! concurrency = 4                    # judge requests in flight
+//! # judge_max_tokens = 1024          # cap on the judge's completion tokens (default: the protocols')
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -120,6 +132,37 @@ impl Default for IndexSection {
     }
 }
 
+/// `[eval]`: the bench's answer-quality measurements (they need a judge model: `[judge]`, else `[chat]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalSection {
+    /// The method every other one is judged against (`kgrag bench --baseline-method` overrides).
+    pub baseline: String,
+    /// Run HiRAG's pairwise judge (spec hirag §8): both answer orders per question.
+    pub pairwise: bool,
+    /// LeanRAG's 1–10 scorer (spec leanrag §7): repeats per answer; 0 turns scoring off.
+    pub score_repeats: u64,
+    /// Corrective retries per scoring repeat when the reply does not parse.
+    pub score_retries: usize,
+    /// Judge requests in flight at once.
+    pub concurrency: usize,
+    /// A cap on the judge's completion tokens (`None`: the protocols' own, 6,400 for the pairwise judge).
+    pub judge_max_tokens: Option<u32>,
+}
+
+impl Default for EvalSection {
+    fn default() -> Self {
+        Self {
+            baseline: "dense".to_owned(),
+            pairwise: true,
+            score_repeats: 5,
+            score_retries: 5,
+            concurrency: 4,
+            judge_max_tokens: None,
+        }
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -135,6 +178,10 @@ pub struct Config {
     pub embedder: EmbedderConfig,
     /// The chat model, if any.
     pub chat: Option<ChatConfig>,
+    /// The bench's judge model; `None`: the chat model.
+    pub judge: Option<ChatConfig>,
+    /// What the bench measures with the judge.
+    pub eval: EvalSection,
     /// HippoRAG 2.
     pub hipporag: HippoConfig,
     /// Dense retrieval.
@@ -157,6 +204,8 @@ impl Default for Config {
             reader: ReaderMode::Auto,
             embedder: EmbedderConfig::Local(LocalEmbedderConfig::default()),
             chat: None,
+            judge: None,
+            eval: EvalSection::default(),
             hipporag: HippoConfig::default(),
             dense: DenseConfig::default(),
             hirag: HiragConfig {
@@ -226,6 +275,12 @@ impl Config {
                 "hipporag.damping = {}: must be in [0, 1) (default 0.5)",
                 self.hipporag.damping
             )));
+        }
+        if self.eval.concurrency == 0 {
+            return Err(KgragError::Config(
+                "eval.concurrency = 0: at least 1 judge request must be in flight (default 4)"
+                    .into(),
+            ));
         }
         if let kgrag_text::ChunkerConfig::TokenWindow { size, overlap, .. } = self.index.chunking {
             if size == 0 || overlap >= size {

@@ -20,6 +20,7 @@ pub mod config;
 pub mod documents;
 pub(crate) mod graphs;
 pub mod index_dir;
+pub mod judging;
 pub mod methods;
 pub mod pipeline;
 pub mod progress;

@@ -105,15 +105,17 @@ enum Command {
         #[arg(long)]
         documents: bool,
     },
-    /// Build one index for a dataset, run the methods on every question, write report.json and print a table.
+    /// Build one index for a dataset, run the methods on every question, judge their answers (with a judge
+    /// model), write report.json, report.md, report.html and plots, and print the tables.
     Bench {
-        /// Dataset name (musique-100, kgrag-fixture); default: musique-100 if present under the data folder,
-        /// else the bundled fixture.
+        /// Dataset name (musique-100, ultradomain-mix, kgrag-fixture) or a folder in HippoRAG's format
+        /// (<name>_corpus.json, <name>.json, optionally openie*.json); default: musique-100 if present under
+        /// the data folder, else the bundled fixture.
         #[arg(long)]
         dataset: Option<String>,
-        /// Comma-separated methods (default: all available).
+        /// Comma-separated methods (default: all available; `none`: only judge --answers files).
         #[arg(long, value_delimiter = ',',
-              value_parser = clap::builder::PossibleValuesParser::new(METHODS.iter().copied()))]
+              value_parser = clap::builder::PossibleValuesParser::new(METHODS.iter().copied().chain(["none"])))]
         methods: Vec<String>,
         /// Configuration file (TOML); default: offline (local MiniLM, no LLM).
         #[arg(long)]
@@ -121,6 +123,19 @@ enum Command {
         /// Only the first N questions.
         #[arg(long)]
         limit: Option<usize>,
+        /// Only the first N corpus entries (documents or passages), for smaller runs.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        docs: Option<u64>,
+        /// The method every other method's answers are judged against (default: [eval] baseline, dense).
+        #[arg(long)]
+        baseline_method: Option<String>,
+        /// Answers from a file, judged like a method: NAME=FILE (JSON lines {"query", "answer"}), or a
+        /// name the dataset publishes (ultradomain-mix: hirag-deepseek, naive-deepseek). Repeatable.
+        #[arg(long)]
+        answers: Vec<String>,
+        /// An earlier report (its folder or report.json): print and plot the changes against it.
+        #[arg(long)]
+        compare: Option<PathBuf>,
         /// Keep only the passages the selected questions list (their paragraphs and gold passages): a small,
         /// easier corpus for smoke runs such as CI's; not comparable with full-corpus figures.
         #[arg(long)]
@@ -497,6 +512,10 @@ fn main() -> ExitCode {
             methods,
             config,
             limit,
+            docs,
+            baseline_method,
+            answers,
+            compare,
             question_corpus,
             out,
             data_dir,
@@ -506,15 +525,30 @@ fn main() -> ExitCode {
                 dataset,
                 methods,
                 limit,
+                docs: docs.map(|d| d as usize),
                 question_corpus,
                 out,
                 config,
                 data_dir: data_dir.unwrap_or_else(kgrag::eval::data_dir),
                 progress: !no_progress && !quiet && std::io::stderr().is_terminal(),
+                baseline: baseline_method,
+                answers,
+                compare,
             };
             let r = runtime.block_on(run(&args)).map(|outcome| {
                 println!("{}", outcome.report.to_markdown());
+                if let Some(c) = &outcome.comparison {
+                    println!("{}", c.to_markdown());
+                }
                 println!("report: {}", outcome.path.display());
+                if let Some(dir) = outcome.path.parent() {
+                    println!(
+                        "also: {} and {} (plots in {})",
+                        dir.join(kgrag::eval::render::MARKDOWN_FILE).display(),
+                        dir.join(kgrag::eval::render::HTML_FILE).display(),
+                        dir.join(kgrag::eval::render::PLOTS_DIR).display()
+                    );
+                }
             });
             if r.is_err() && args.methods.is_empty() {
                 eprintln!("(methods available: {})", METHODS.join(", "));

@@ -409,6 +409,17 @@ impl Pipeline {
         Ok(())
     }
 
+    /// The response cache the models go through (`None`: running without one).
+    pub fn response_cache(&self) -> Option<ResponseCache> {
+        self.cache.clone()
+    }
+
+    /// The chat model's usage so far in this session (calls, tokens, cache hits; zero without a chat
+    /// model): the bench takes differences around each method's questions.
+    pub fn chat_usage_now(&self) -> UsageEntry {
+        self.usage()
+    }
+
     fn usage(&self) -> UsageEntry {
         self.chat_usage
             .as_ref()

@@ -580,3 +580,184 @@ fn a_second_writer_fails_at_once_naming_the_first() {
     assert!(!v["passages"].as_array().unwrap().is_empty());
     let _ = std::fs::remove_dir_all(&work);
 }
+
+/// Writes a small dataset folder in HippoRAG's format: six passages, two questions with gold passages.
+fn write_hipporag_folder(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    let passages = [
+        (
+            "Orla Vance",
+            "Orla Vance is a painter who was born in the harbour town of Keswick Bay.",
+        ),
+        (
+            "Keswick Bay",
+            "Keswick Bay is a harbour town on the northern coast of Marrow Island.",
+        ),
+        (
+            "Marrow Island",
+            "Marrow Island lies in the Grey Sea and is governed from the city of Tallon.",
+        ),
+        (
+            "Tallon",
+            "Tallon is a city founded by salt traders in the year 1204.",
+        ),
+        (
+            "Ivo Brandt",
+            "Ivo Brandt is a composer who studied in Tallon under the organist Mira Sole.",
+        ),
+        (
+            "Mira Sole",
+            "Mira Sole is an organist who was born on Marrow Island.",
+        ),
+    ];
+    let corpus: Vec<serde_json::Value> = passages
+        .iter()
+        .map(|(t, x)| serde_json::json!({"title": t, "text": x}))
+        .collect();
+    std::fs::write(
+        dir.join("tiny_corpus.json"),
+        serde_json::to_string_pretty(&corpus).unwrap(),
+    )
+    .unwrap();
+    let para = |i: usize, gold: bool| serde_json::json!({"title": passages[i].0, "paragraph_text": passages[i].1, "is_supporting": gold});
+    let questions = serde_json::json!([
+        {"id": "q1", "question": "On which island was the painter Orla Vance born?", "answer": "Marrow Island",
+         "paragraphs": [para(0, true), para(1, true), para(3, false)]},
+        {"id": "q2", "question": "Which city governs the birthplace of Mira Sole?", "answer": ["Tallon"],
+         "paragraphs": [para(5, true), para(2, true), para(4, false)]},
+    ]);
+    std::fs::write(
+        dir.join("tiny.json"),
+        serde_json::to_string_pretty(&questions).unwrap(),
+    )
+    .unwrap();
+}
+
+#[test]
+fn bench_on_a_dataset_folder_writes_report_html_and_plots_and_compares() {
+    let dir = tmp("bench-dir");
+    let data = dir.join("tiny");
+    write_hipporag_folder(&data);
+    let out1 = dir.join("out1");
+    let d = data.display().to_string();
+    let o1 = out1.display().to_string();
+    let stdout = ok(
+        &dir,
+        &[
+            "bench",
+            "--dataset",
+            &d,
+            "--methods",
+            "dense,hipporag2",
+            "--out",
+            &o1,
+            "--no-progress",
+        ],
+    );
+    assert!(stdout.contains("| dense |"), "{stdout}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out1.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["dataset"], "tiny");
+    assert_eq!(report["questions"], 2);
+    let files = &report["dataset_info"]["files"];
+    let corpus_sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(
+            std::fs::read(data.join("tiny_corpus.json")).unwrap(),
+        ))
+    };
+    assert_eq!(files["corpus"]["sha256"], corpus_sha.as_str());
+    assert!(files["questions"]["sha256"].as_str().unwrap().len() == 64);
+    for m in ["dense", "hipporag2"] {
+        let r5 = report["methods"][m]["recall"]["5"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&r5), "{m}: {r5}");
+    }
+
+    // Every Markdown table is in the HTML, the plots are inline there and valid as SVG and PNG.
+    let md = std::fs::read_to_string(out1.join("report.md")).unwrap();
+    let html = std::fs::read_to_string(out1.join("report.html")).unwrap();
+    let md_tables = md
+        .lines()
+        .zip(md.lines().skip(1))
+        .filter(|(a, b)| a.starts_with('|') && b.starts_with("| ---"))
+        .count();
+    assert!(md_tables >= 2, "{md}");
+    assert_eq!(html.matches("<table>").count(), md_tables, "{html}");
+    for header in ["<th>stage</th>", "<th>method</th>", "<th>R@5</th>"] {
+        assert!(html.contains(header), "{header} not in the HTML");
+    }
+    for chart in ["recall", "context_tokens", "latency"] {
+        let svg = std::fs::read_to_string(out1.join(format!("plots/{chart}.svg"))).unwrap();
+        let doc = roxmltree::Document::parse(&svg).unwrap();
+        assert_eq!(doc.root_element().tag_name().name(), "svg");
+        let png = std::fs::read(out1.join(format!("plots/{chart}.png"))).unwrap();
+        let decoder = png::Decoder::new(std::io::Cursor::new(png));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (860, 460));
+        assert!(buf.iter().any(|b| *b < 128), "{chart}.png is not blank");
+    }
+    assert_eq!(html.matches("<svg").count(), 3);
+
+    // A second run compared with the first: the deltas are printed and plotted.
+    let out2 = dir.join("out2");
+    let o2 = out2.display().to_string();
+    let stdout = ok(
+        &dir,
+        &[
+            "bench",
+            "--dataset",
+            &d,
+            "--methods",
+            "dense",
+            "--out",
+            &o2,
+            "--no-progress",
+            "--compare",
+            &o1,
+        ],
+    );
+    assert!(
+        stdout.contains("Compared with the earlier report"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("methods no longer run: hipporag2"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("(+0.0)"), "{stdout}");
+    roxmltree::Document::parse(&std::fs::read_to_string(out2.join("plots/compare.svg")).unwrap())
+        .unwrap();
+
+    // A malformed record is an error naming the file and the record.
+    let corpus = data.join("tiny_corpus.json");
+    let mut bad: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&corpus).unwrap()).unwrap();
+    bad[3] = serde_json::json!({"title": "Tallon"});
+    std::fs::write(&corpus, serde_json::to_string(&bad).unwrap()).unwrap();
+    let out = run(
+        &dir,
+        &[
+            "bench",
+            "--dataset",
+            &d,
+            "--methods",
+            "dense",
+            "--no-progress",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("tiny_corpus.json") && err.contains("record 3") && err.contains("text"),
+        "{err}"
+    );
+    let out = run(
+        &dir,
+        &["bench", "--dataset", "no/such/folder", "--no-progress"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such folder"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

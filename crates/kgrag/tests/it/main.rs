@@ -1,6 +1,7 @@
 //! The facade's integration tests: one binary, one module per file.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod bench;
 mod cli;
 mod config_file;
 mod fixture_methods;
