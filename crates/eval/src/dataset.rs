@@ -887,7 +887,10 @@ mod tests {
 
     #[test]
     fn manifests_parse_and_are_listed() {
-        assert_eq!(available(), vec!["musique-100", "kgrag-fixture"]);
+        assert_eq!(
+            available(),
+            vec!["musique-100", "kgrag-fixture", "ultradomain-mix"]
+        );
         for name in available() {
             let m = manifest(name).unwrap();
             assert_eq!(m.name, name);
@@ -1117,6 +1120,125 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("nq.json") && err.contains("nc.json"), "{err}");
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn dataset_folders_load_with_checksums_and_name_bad_records() {
+        let dir = temp_dir("folder").join("mydata");
+        fs::create_dir_all(&dir).unwrap();
+        // No corpus: the error says what a folder holds.
+        let err = load_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("_corpus.json"), "{err}");
+        fs::write(dir.join("tiny.json"), QUESTIONS).unwrap();
+        fs::write(dir.join("tiny_corpus.json"), CORPUS).unwrap();
+        let ds = load_dir(&dir).unwrap();
+        assert_eq!(ds.name, "mydata");
+        assert_eq!(ds.passages.len(), 3);
+        assert!(!ds.documents && ds.has_gold_passages() && ds.has_gold_answers());
+        assert_eq!(ds.extraction, ExtractionSource::None);
+        assert_eq!(
+            ds.manifest.files["corpus"].sha256,
+            sha256_hex(CORPUS.as_bytes())
+        );
+        assert_eq!(ds.files["questions"], dir.join("tiny.json"));
+        // An OpenIE cache beside them is picked up; two are refused.
+        fs::write(dir.join("openie_tiny.json"), "{}").unwrap();
+        let ds = load_dir(&dir).unwrap();
+        assert_eq!(
+            ds.extraction,
+            ExtractionSource::OpenIeFile(dir.join("openie_tiny.json"))
+        );
+        fs::write(dir.join("openie_other.json"), "{}").unwrap();
+        let err = load_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("several OpenIE caches"), "{err}");
+        fs::remove_file(dir.join("openie_other.json")).unwrap();
+        // A record of the wrong shape: the file, the record and the field.
+        fs::write(
+            dir.join("tiny_corpus.json"),
+            r#"[{"title": "A", "text": "Ann lives here."}, {"title": "B"}]"#,
+        )
+        .unwrap();
+        let err = load_dir(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("tiny_corpus.json") && err.contains("record 1") && err.contains("text"),
+            "{err}"
+        );
+        fs::write(dir.join("tiny_corpus.json"), CORPUS).unwrap();
+        fs::write(dir.join("tiny.json"), r#"[{"id": "q9", "question": 5}]"#).unwrap();
+        let err = load_dir(&dir).unwrap_err().to_string();
+        assert!(
+            err.contains("tiny.json") && err.contains("record 0 (id \"q9\")"),
+            "{err}"
+        );
+        // Two corpora are refused.
+        fs::write(dir.join("other_corpus.json"), CORPUS).unwrap();
+        let err = load_dir(&dir).unwrap_err().to_string();
+        assert!(err.contains("several corpora"), "{err}");
+        let _ = fs::remove_dir_all(dir.parent().unwrap());
+    }
+
+    #[test]
+    fn question_lines_take_query_input_or_question_and_name_bad_lines() {
+        let p = Path::new("q.jsonl");
+        let qs = parse_question_lines(
+            p,
+            b"{\"query\": \"a?\"}\n\n{\"input\": \"b?\", \"answers\": []}\n{\"question\": \"c?\"}\n",
+            "mix",
+        )
+        .unwrap();
+        let texts: Vec<&str> = qs.iter().map(|q| q.question.as_str()).collect();
+        assert_eq!(texts, ["a?", "b?", "c?"]);
+        assert_eq!(qs[2].id, "mix-002");
+        assert!(qs.iter().all(|q| q.answers.is_empty() && q.gold.is_empty()));
+        let err = parse_question_lines(p, b"{\"query\": \"a\"}\n{\"q\": 1}\n", "mix")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("q.jsonl") && err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn ultradomain_mix_from_data_dir() {
+        let Some(data) = test_data_dir() else {
+            panic!("{DATA_DIR_VAR} is not set: this test reads ultradomain-mix/ (e.g. {DATA_DIR_VAR}=../shared/datasets)");
+        };
+        let m = manifest("ultradomain-mix").unwrap();
+        assert_eq!(
+            m.url_of("corpus").unwrap(),
+            "https://raw.githubusercontent.com/hhy-huang/HiRAG/main/eval/datasets/mix/mix_unique_contexts.json"
+        );
+        assert!(m.url_of("licence").unwrap().ends_with("/LICENSE"));
+        let ds = load("ultradomain-mix", &data).unwrap();
+        assert!(ds.documents);
+        assert_eq!(ds.passages.len(), 61);
+        assert_eq!(ds.questions.len(), 130);
+        assert!(!ds.has_gold_answers() && !ds.has_gold_passages());
+        assert!(ds.passages.iter().all(|p| p.title.is_empty()));
+        assert!(ds.files.contains_key("answers-naive-deepseek"));
+        assert_eq!(ds.clone().limit_corpus(5).passages.len(), 5);
+        // A damaged file is named.
+        let dir = temp_dir("mix");
+        let base = dir.join("ultradomain-mix");
+        fs::create_dir_all(&base).unwrap();
+        for f in m.files.values() {
+            fs::copy(
+                data.join("ultradomain-mix").join(&f.path),
+                base.join(&f.path),
+            )
+            .unwrap();
+        }
+        fs::write(base.join("mix_unique_contexts.json"), "[\"x\"]").unwrap();
+        let err = load("ultradomain-mix", &dir).unwrap_err();
+        assert!(
+            matches!(&err, EvalError::Checksum { path, .. } if path.ends_with("mix_unique_contexts.json")),
+            "{err}"
+        );
+        fs::remove_file(base.join("LICENSE")).unwrap();
+        let msg = load("ultradomain-mix", &dir).unwrap_err().to_string();
+        assert!(
+            msg.contains("LICENSE") && msg.contains("cargo xtask fetch-data ultradomain-mix"),
+            "{msg}"
+        );
         let _ = fs::remove_dir_all(&dir);
     }
 

@@ -418,3 +418,134 @@ pub fn charts(report: &Report, comparison: Option<&Comparison>) -> Result<Vec<Ch
     }
     specs.iter().map(render).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::report::{
+        IndexReport, JudgeReport, Latency, MethodReport, PairwiseReport, ScoreSummary,
+    };
+
+    fn report() -> Report {
+        let mut methods = BTreeMap::new();
+        for (i, name) in ["dense", "hipporag2", "leanrag"].iter().enumerate() {
+            let recall = RECALL_KS
+                .iter()
+                .map(|k| {
+                    (
+                        k.to_string(),
+                        (0.2 + 0.03 * *k as f64 + 0.05 * i as f64).min(1.0),
+                    )
+                })
+                .collect();
+            let scores = SCORE_KEYS
+                .iter()
+                .map(|c| {
+                    (
+                        (*c).to_owned(),
+                        ScoreSummary {
+                            mean: 6.0 + i as f64,
+                            sd: 0.3,
+                            repeats: 5,
+                        },
+                    )
+                })
+                .collect();
+            methods.insert(
+                (*name).to_owned(),
+                MethodReport {
+                    recall,
+                    context_tokens_mean: 900.0 + 100.0 * i as f64,
+                    latency_ms: Latency {
+                        p50: 2.0 + i as f64,
+                        p95: 4.0 + i as f64,
+                    },
+                    scores,
+                    ..MethodReport::default()
+                },
+            );
+        }
+        let pairwise = ["hipporag2", "leanrag"]
+            .iter()
+            .map(|m| {
+                (
+                    (*m).to_owned(),
+                    PairwiseReport {
+                        judgments: 20,
+                        win_rate: WIN_CRITERIA
+                            .iter()
+                            .map(|c| ((*c).to_owned(), 55.0))
+                            .collect(),
+                        ..PairwiseReport::default()
+                    },
+                )
+            })
+            .collect();
+        Report {
+            dataset: "test".into(),
+            questions: 10,
+            config_hash: String::new(),
+            index: IndexReport::default(),
+            methods,
+            notes: Vec::new(),
+            dataset_info: None,
+            judge: Some(JudgeReport {
+                model: "judge".into(),
+                baseline: "dense".into(),
+                pairwise,
+                score_repeats: 5,
+                llm: Default::default(),
+            }),
+        }
+    }
+
+    #[test]
+    fn every_chart_is_valid_svg_and_png() {
+        let now = report();
+        let mut before = report();
+        if let Some(m) = before.methods.get_mut("dense") {
+            m.recall.insert("5".into(), 0.1);
+        }
+        let comparison = crate::compare::compare(&now, &before);
+        let drawn = charts(&now, Some(&comparison)).unwrap();
+        let names: Vec<&str> = drawn.iter().map(|c| c.name).collect();
+        assert_eq!(
+            names,
+            [
+                "recall",
+                "context_tokens",
+                "latency",
+                "win_rates",
+                "scores",
+                "compare"
+            ]
+        );
+        for c in &drawn {
+            let doc = roxmltree::Document::parse(&c.svg).unwrap();
+            assert_eq!(doc.root_element().tag_name().name(), "svg", "{}", c.name);
+            assert!(
+                c.svg.contains(&c.title.replace('&', "&amp;")),
+                "{}: caption",
+                c.name
+            );
+            let decoder = ::png::Decoder::new(std::io::Cursor::new(&c.png));
+            let mut reader = decoder.read_info().unwrap();
+            let mut buf = vec![0; reader.output_buffer_size()];
+            let info = reader.next_frame(&mut buf).unwrap();
+            assert_eq!((info.width, info.height), SIZE, "{}", c.name);
+            // Not blank: bars, lines and text are drawn on the white background.
+            assert!(
+                buf.iter().filter(|b| **b < 200).count() > 1000,
+                "{}",
+                c.name
+            );
+        }
+        // Nothing to plot: no charts.
+        let mut empty = report();
+        empty.methods.clear();
+        empty.judge = None;
+        assert!(charts(&empty, None).unwrap().is_empty());
+    }
+}

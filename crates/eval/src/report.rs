@@ -161,7 +161,8 @@ pub struct LlmReport {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MethodReport {
     /// Mean fractional passage recall per cut-off, keyed `"1"`, `"2"`, `"5"`, `"10"`, `"20"`; fractions in
-    /// `[0, 1]`.
+    /// `[0, 1]`. Empty when recall cannot be measured: a dataset without gold passages (UltraDomain) or
+    /// answers read from a file.
     pub recall: BTreeMap<String, f64>,
     /// Mean tokens of the context the method built.
     pub context_tokens_mean: f64,
@@ -276,6 +277,17 @@ impl Report {
             let _ = write!(out, "| {} |", cell(name));
             for k in RECALL_KS {
                 let _ = write!(out, " {} |", percent(m.recall.get(&k.to_string()).copied()));
+            }
+            if m.answers_from.is_some() {
+                // Answers read from a file: nothing was retrieved or timed.
+                let _ = writeln!(
+                    out,
+                    " {} | {} | – | – | – | {} |",
+                    percent(m.em),
+                    percent(m.f1),
+                    m.failures
+                );
+                continue;
             }
             let _ = writeln!(
                 out,
@@ -726,6 +738,7 @@ mod tests {
                 f1: None,
                 failures: 0,
                 stats: BTreeMap::new(),
+                ..MethodReport::default()
             },
         );
         methods.insert(
@@ -742,6 +755,7 @@ mod tests {
                 f1: Some(0.5123),
                 failures: 2,
                 stats: [("dense_fallback".to_owned(), 0.25)].into_iter().collect(),
+                ..MethodReport::default()
             },
         );
         Report {
@@ -759,9 +773,12 @@ mod tests {
                 entities: 16235,
                 relations: 17036,
                 passages: 1890,
+                ..IndexReport::default()
             },
             methods,
             notes: vec!["a note".to_owned()],
+            dataset_info: None,
+            judge: None,
         }
     }
 

@@ -6,3 +6,4 @@ mod cli;
 mod config_file;
 mod fixture_methods;
 mod pipeline;
+mod real_server;
