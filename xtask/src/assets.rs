@@ -105,7 +105,7 @@ const PACKAGES: &[Package] = &[
 ];
 
 /// sha256 hex of a file, streamed.
-fn sha256_file(path: &Path) -> TaskResult<String> {
+pub(crate) fn sha256_file(path: &Path) -> TaskResult<String> {
     let mut file =
         fs::File::open(path).map_err(|e| fail(format!("cannot open {}: {e}", path.display())))?;
     let mut hasher = Sha256::new();

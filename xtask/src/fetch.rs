@@ -11,11 +11,8 @@
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-use sha2::{Digest, Sha256};
 
 use crate::{fail, workspace_root, TaskResult};
 
@@ -117,22 +114,6 @@ pub fn find_manifest(name: &str) -> TaskResult<DataManifest> {
     )))
 }
 
-fn sha256_of(path: &Path) -> TaskResult<String> {
-    let mut file = File::open(path).map_err(|e| fail(format!("{}: {e}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    loop {
-        let n = file
-            .read(&mut buf)
-            .map_err(|e| fail(format!("{}: {e}", path.display())))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex::encode(hasher.finalize()))
-}
-
 /// What happened to one file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fetched {
@@ -153,7 +134,7 @@ pub fn fetch(
     for f in &manifest.files {
         let dest = dir.join(&f.path);
         if dest.is_file() {
-            let actual = sha256_of(&dest)?;
+            let actual = crate::assets::sha256_file(&dest)?;
             if actual == f.sha256 {
                 out.push(Fetched::Present(dest));
                 continue;
@@ -183,7 +164,7 @@ pub fn fetch(
                 .unwrap_or_default()
         ));
         // A partial file that is complete already: curl would ask for the bytes after its end.
-        let complete = part.is_file() && sha256_of(&part)? == f.sha256;
+        let complete = part.is_file() && crate::assets::sha256_file(&part)? == f.sha256;
         if !complete {
             println!("xtask: downloading {url}");
             let status = Command::new("curl")
@@ -214,7 +195,7 @@ pub fn fetch(
                 )));
             }
         }
-        let actual = sha256_of(&part)?;
+        let actual = crate::assets::sha256_file(&part)?;
         if actual != f.sha256 {
             let _ = fs::remove_file(&part);
             return Err(fail(format!(
@@ -272,6 +253,8 @@ mod tests {
     use std::io::{BufRead, BufReader, Write};
     use std::net::TcpListener;
     use std::sync::{Arc, Mutex};
+
+    use sha2::{Digest, Sha256};
 
     use super::*;
 

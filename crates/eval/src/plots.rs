@@ -112,10 +112,13 @@ fn draw<DB: DrawingBackend>(
                 .build_cartesian_2d(-0.25f64..(n as f64 - 0.75), 0f64..*y_max)
                 .map_err(err)?;
             let labels = x_labels.clone();
+            let span = *y_max;
             chart
                 .configure_mesh()
                 .x_labels(n)
                 .x_label_formatter(&|x: &f64| category(&labels, *x))
+                .y_label_formatter(&|y: &f64| tick(*y, span))
+                .light_line_style(RGBColor(238, 238, 238))
                 .x_desc(&spec.x_desc)
                 .y_desc(&spec.y_desc)
                 .label_style(("sans-serif", 14))
@@ -167,11 +170,14 @@ fn draw<DB: DrawingBackend>(
                 .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), lo..hi)
                 .map_err(err)?;
             let labels = groups.clone();
+            let span = hi - lo;
             chart
                 .configure_mesh()
                 .disable_x_mesh()
                 .x_labels(n)
                 .x_label_formatter(&|x: &f64| category(&labels, *x))
+                .y_label_formatter(&|y: &f64| tick(*y, span))
+                .light_line_style(RGBColor(238, 238, 238))
                 .x_desc(&spec.x_desc)
                 .y_desc(&spec.y_desc)
                 .label_style(("sans-serif", 13))
@@ -213,6 +219,17 @@ fn draw<DB: DrawingBackend>(
         }
     }
     root.present().map_err(err)
+}
+
+/// A y-axis tick with as many decimals as an axis spanning `span` needs.
+fn tick(y: f64, span: f64) -> String {
+    if span >= 20.0 {
+        format!("{y:.0}")
+    } else if span >= 2.0 {
+        format!("{y:.1}")
+    } else {
+        format!("{y:.2}")
+    }
 }
 
 /// The label of the category at integer position `x` (empty between categories).

@@ -19,7 +19,9 @@ use crate::config::EvalSection;
 use crate::progress::Stages;
 use crate::{KgragError, Result};
 
-/// A chat model that counts its requests, tokens and cache hits (the judge's cost in the report).
+/// A chat model that counts its requests, tokens and cache hits (the judge's cost in the report), with an
+/// optional cap on completion tokens. Unlike [`kgrag_types::CountingChat`], which counts the tokens a cache
+/// hit repeats, the tokens here are only those the provider was paid for, as in the rest of the report.
 pub struct CountingChat {
     inner: Arc<dyn ChatModel>,
     max_tokens: Option<u32>,
