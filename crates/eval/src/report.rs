@@ -157,6 +157,28 @@ pub struct LlmReport {
     pub cache_hits: u64,
 }
 
+impl LlmReport {
+    /// What was used between `before` and `self` (two readings of one growing counter).
+    pub fn since(&self, before: &Self) -> Self {
+        Self {
+            calls: self.calls.saturating_sub(before.calls),
+            prompt_tokens: self.prompt_tokens.saturating_sub(before.prompt_tokens),
+            completion_tokens: self
+                .completion_tokens
+                .saturating_sub(before.completion_tokens),
+            cache_hits: self.cache_hits.saturating_sub(before.cache_hits),
+        }
+    }
+
+    /// Adds `other` to these totals.
+    pub fn add(&mut self, other: &Self) {
+        self.calls += other.calls;
+        self.prompt_tokens += other.prompt_tokens;
+        self.completion_tokens += other.completion_tokens;
+        self.cache_hits += other.cache_hits;
+    }
+}
+
 /// The scores of one method over the questions.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MethodReport {

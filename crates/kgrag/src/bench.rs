@@ -196,29 +196,6 @@ fn methods_for(strategies: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn llm_report(u: &crate::index_dir::UsageEntry) -> kgrag_eval::LlmReport {
-    kgrag_eval::LlmReport {
-        calls: u.calls,
-        prompt_tokens: u.prompt_tokens,
-        completion_tokens: u.completion_tokens,
-        cache_hits: u.cache_hits,
-    }
-}
-
-fn usage_delta(
-    before: &crate::index_dir::UsageEntry,
-    after: &crate::index_dir::UsageEntry,
-) -> kgrag_eval::LlmReport {
-    kgrag_eval::LlmReport {
-        calls: after.calls.saturating_sub(before.calls),
-        prompt_tokens: after.prompt_tokens.saturating_sub(before.prompt_tokens),
-        completion_tokens: after
-            .completion_tokens
-            .saturating_sub(before.completion_tokens),
-        cache_hits: after.cache_hits.saturating_sub(before.cache_hits),
-    }
-}
-
 /// Runs the bench with the judge of the configuration (`[judge]`, else `[chat]`). See the module docs.
 pub async fn run(args: &BenchArgs) -> Result<BenchOutcome> {
     run_with_judge(args, None).await
@@ -570,20 +547,11 @@ async fn run_methods(
         .filter(|m| methods.iter().any(|x| x == *m))
         .find_map(|m| pipeline.method_index(m).ok().map(|i| i.counts()))
         .unwrap_or_default();
-    let llm_stages: BTreeMap<String, kgrag_eval::LlmReport> = pipeline
-        .llm_usage()
-        .iter()
-        .map(|(k, u)| (k.clone(), llm_report(u)))
-        .collect();
-    let index_usage = llm_stages
-        .values()
-        .fold(kgrag_eval::LlmReport::default(), |mut acc, u| {
-            acc.calls += u.calls;
-            acc.prompt_tokens += u.prompt_tokens;
-            acc.completion_tokens += u.completion_tokens;
-            acc.cache_hits += u.cache_hits;
-            acc
-        });
+    let llm_stages = pipeline.llm_usage().clone();
+    let mut index_usage = kgrag_eval::LlmReport::default();
+    for u in llm_stages.values() {
+        index_usage.add(u);
+    }
     let mut method_stats = BTreeMap::new();
     for m in &methods {
         if let Ok(index) = pipeline.method_index(m) {
@@ -608,7 +576,7 @@ async fn run_methods(
             args.progress,
         )
         .await?;
-        report.llm = Some(usage_delta(&before, &pipeline.chat_usage_now()));
+        report.llm = Some(pipeline.chat_usage_now().since(&before));
         if !dataset.has_gold_passages() {
             report.recall.clear();
         }

@@ -62,18 +62,9 @@ pub struct MethodEntry {
     pub stats: serde_json::Value,
 }
 
-/// Model usage of one stage, summed over the builds of the index.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UsageEntry {
-    /// Provider calls.
-    pub calls: u64,
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-    /// Answers from the cache.
-    pub cache_hits: u64,
-}
+/// Model usage of one stage, summed over the builds of the index: the bench report's usage totals (same
+/// fields, same JSON).
+pub type UsageEntry = kgrag_eval::LlmReport;
 
 /// The embedder an index was built with.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

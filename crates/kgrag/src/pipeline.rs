@@ -436,14 +436,8 @@ impl Pipeline {
     }
 
     fn add_usage(&mut self, stage: &str, before: UsageEntry) {
-        let after = self.usage();
-        let e = self.llm.entry(stage.to_owned()).or_default();
-        e.calls += after.calls.saturating_sub(before.calls);
-        e.prompt_tokens += after.prompt_tokens.saturating_sub(before.prompt_tokens);
-        e.completion_tokens += after
-            .completion_tokens
-            .saturating_sub(before.completion_tokens);
-        e.cache_hits += after.cache_hits.saturating_sub(before.cache_hits);
+        let used = self.usage().since(&before);
+        self.llm.entry(stage.to_owned()).or_default().add(&used);
     }
 
     fn chunker(&self) -> Result<Chunker> {
