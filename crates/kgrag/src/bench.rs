@@ -324,7 +324,10 @@ pub async fn run_with_judge(
                 ..kgrag_eval::MethodReport::default()
             },
         );
-        answers.insert(n.clone(), list);
+        // Like the methods' answers: only a file that answers something is judged.
+        if list.iter().any(Option::is_some) {
+            answers.insert(n.clone(), list);
+        }
     }
 
     // The judge.
@@ -341,31 +344,23 @@ pub async fn run_with_judge(
             _ => None,
         },
     };
-    let mut judge_report = None;
     let mut judged = None;
-    let with_answers: BTreeMap<String, Vec<Option<String>>> = answers
-        .iter()
-        .filter(|(_, a)| a.iter().any(Option::is_some))
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect();
     match judge {
-        Some(judge) if !with_answers.is_empty() => {
+        Some(judge) if !answers.is_empty() => {
             let baseline = match &args.baseline {
                 Some(b) => {
-                    if !with_answers.contains_key(b) {
+                    if !answers.contains_key(b) {
                         return Err(KgragError::Config(format!(
                             "--baseline-method {b}: not among the answered methods ({})",
-                            with_answers.keys().cloned().collect::<Vec<_>>().join(", ")
+                            answers.keys().cloned().collect::<Vec<_>>().join(", ")
                         )));
                     }
                     b.clone()
                 }
-                None if with_answers.contains_key(&config.eval.baseline) => {
-                    config.eval.baseline.clone()
-                }
+                None if answers.contains_key(&config.eval.baseline) => config.eval.baseline.clone(),
                 None => {
-                    let first = with_answers.keys().next().cloned().unwrap_or_default();
-                    if config.eval.pairwise && with_answers.len() > 1 {
+                    let first = answers.keys().next().cloned().unwrap_or_default();
+                    if config.eval.pairwise && answers.len() > 1 {
                         notes.push(format!(
                             "the baseline {} did not run; win rates are against {first}",
                             config.eval.baseline
@@ -379,7 +374,7 @@ pub async fn run_with_judge(
             let j = crate::judging::judge_methods(
                 &counting,
                 &dataset.questions,
-                &with_answers,
+                &answers,
                 &baseline,
                 &config.eval,
                 args.progress,
@@ -405,11 +400,10 @@ pub async fn run_with_judge(
                     ));
                 }
             }
-            judge_report = Some(j.report.clone());
             judged = Some(j);
         }
         _ => {
-            if !with_answers.is_empty() && (config.eval.pairwise || config.eval.score_repeats > 0) {
+            if !answers.is_empty() && (config.eval.pairwise || config.eval.score_repeats > 0) {
                 notes.push(
                     "no judge model ([judge] or [chat] in the configuration): win rates and 1-10 scores are not measured"
                         .to_owned(),
@@ -447,7 +441,7 @@ pub async fn run_with_judge(
         methods: reports,
         notes,
         dataset_info: Some(dataset_info),
-        judge: judge_report,
+        judge: judged.as_ref().map(|j| j.report.clone()),
     };
     report.validate()?;
     let out = args
@@ -460,8 +454,12 @@ pub async fn run_with_judge(
     };
     let path = report.write(&out)?;
     let mut files = kgrag_eval::write_report_files(&report, &out, comparison.as_ref())?;
-    crate::judging::write_records(&out, &dataset.questions, &answers, judged.as_ref())?;
-    files.push(out.join("answers"));
+    files.extend(crate::judging::write_records(
+        &out,
+        &dataset.questions,
+        &answers,
+        judged.as_ref(),
+    )?);
     Ok(BenchOutcome {
         report,
         path,

@@ -279,13 +279,13 @@ fn usable(a: &Option<String>) -> Option<&str> {
 
 /// Writes `dir/answers/<method>.jsonl` (`{query, answer}` per answered question: the shape `--answers`
 /// reads), `dir/judgments/<method>-vs-<baseline>.jsonl` (`{query_index, swapped, verdict}`) and
-/// `dir/scores/<method>.jsonl` (`{query_index, repeats, failures}`), atomically.
+/// `dir/scores/<method>.jsonl` (`{query_index, repeats, failures}`), atomically. Returns the files written.
 pub fn write_records(
     dir: &Path,
     questions: &[Question],
     answers: &BTreeMap<String, Vec<Option<String>>>,
     judged: Option<&Judged>,
-) -> Result<()> {
+) -> Result<Vec<PathBuf>> {
     let mut files: Vec<(PathBuf, String)> = Vec::new();
     for (name, list) in answers {
         let mut text = String::new();
@@ -334,16 +334,16 @@ pub fn write_records(
             ));
         }
     }
-    for (path, text) in files {
+    for (path, text) in &files {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|source| KgragError::Io {
                 path: parent.to_path_buf(),
                 source,
             })?;
         }
-        kgrag_graph_store::persist::write_atomic(&path, text.as_bytes())?;
+        kgrag_graph_store::persist::write_atomic(path, text.as_bytes())?;
     }
-    Ok(())
+    Ok(files.into_iter().map(|(path, _)| path).collect())
 }
 
 fn json_line<T: Serialize>(value: &T) -> Result<String> {
