@@ -12,6 +12,7 @@
 
 use std::sync::OnceLock;
 
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::{register_font, FontStyle, RGBColor};
@@ -104,26 +105,14 @@ fn draw<DB: DrawingBackend>(
             y_max,
         } => {
             let n = x_labels.len().max(1);
-            let mut chart = ChartBuilder::on(root)
-                .caption(&spec.title, ("sans-serif", 22))
-                .margin(14)
-                .x_label_area_size(40)
-                .y_label_area_size(56)
-                .build_cartesian_2d(-0.25f64..(n as f64 - 0.75), 0f64..*y_max)
-                .map_err(err)?;
-            let labels = x_labels.clone();
-            let span = *y_max;
-            chart
-                .configure_mesh()
-                .x_labels(n)
-                .x_label_formatter(&|x: &f64| category(&labels, *x))
-                .y_label_formatter(&|y: &f64| tick(*y, span))
-                .light_line_style(RGBColor(238, 238, 238))
-                .x_desc(&spec.x_desc)
-                .y_desc(&spec.y_desc)
-                .label_style(("sans-serif", 14))
-                .draw()
-                .map_err(err)?;
+            let axes = Axes {
+                x: -0.25..(n as f64 - 0.75),
+                y: 0.0..*y_max,
+                label_areas: (40, 56),
+                label_size: 14,
+                x_mesh: true,
+            };
+            let mut chart = frame(root, spec, x_labels, axes)?;
             for (i, (name, ys)) in series.iter().enumerate() {
                 let c = color(i);
                 chart
@@ -144,14 +133,7 @@ fn draw<DB: DrawingBackend>(
                     )
                     .map_err(err)?;
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK.mix(0.4))
-                .label_font(("sans-serif", 14))
-                .position(SeriesLabelPosition::LowerRight)
-                .draw()
-                .map_err(err)?;
+            legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         }
         Plot::Bars { groups, series } => {
             let values = series.iter().flat_map(|(_, v)| v.iter().flatten().copied());
@@ -162,27 +144,14 @@ fn draw<DB: DrawingBackend>(
                 if hi > 0.0 { hi + pad } else { 1.0 },
             );
             let n = groups.len().max(1);
-            let mut chart = ChartBuilder::on(root)
-                .caption(&spec.title, ("sans-serif", 22))
-                .margin(14)
-                .x_label_area_size(44)
-                .y_label_area_size(64)
-                .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), lo..hi)
-                .map_err(err)?;
-            let labels = groups.clone();
-            let span = hi - lo;
-            chart
-                .configure_mesh()
-                .disable_x_mesh()
-                .x_labels(n)
-                .x_label_formatter(&|x: &f64| category(&labels, *x))
-                .y_label_formatter(&|y: &f64| tick(*y, span))
-                .light_line_style(RGBColor(238, 238, 238))
-                .x_desc(&spec.x_desc)
-                .y_desc(&spec.y_desc)
-                .label_style(("sans-serif", 13))
-                .draw()
-                .map_err(err)?;
+            let axes = Axes {
+                x: -0.5..(n as f64 - 0.5),
+                y: lo..hi,
+                label_areas: (44, 64),
+                label_size: 13,
+                x_mesh: false,
+            };
+            let mut chart = frame(root, spec, groups, axes)?;
             let k = series.len().max(1);
             let width = 0.8 / k as f64;
             for (i, (name, vals)) in series.iter().enumerate() {
@@ -207,18 +176,69 @@ fn draw<DB: DrawingBackend>(
                 }
             }
             if k > 1 {
-                chart
-                    .configure_series_labels()
-                    .background_style(WHITE.mix(0.85))
-                    .border_style(BLACK.mix(0.4))
-                    .label_font(("sans-serif", 14))
-                    .position(SeriesLabelPosition::UpperRight)
-                    .draw()
-                    .map_err(err)?;
+                legend(&mut chart, SeriesLabelPosition::UpperRight)?;
             }
         }
     }
     root.present().map_err(err)
+}
+
+/// The axes of one chart: ranges, the sizes of the label areas (x, y), the label font size, and whether
+/// vertical grid lines are drawn.
+struct Axes {
+    x: std::ops::Range<f64>,
+    y: std::ops::Range<f64>,
+    label_areas: (u32, u32),
+    label_size: u32,
+    x_mesh: bool,
+}
+
+type Chart2d<'a, DB> = ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>;
+
+/// The frame both kinds of chart share: the caption, category labels on x, ticks by range on y, light grid.
+fn frame<'a, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+    spec: &Spec,
+    labels: &[String],
+    axes: Axes,
+) -> std::result::Result<Chart2d<'a, DB>, String> {
+    let span = axes.y.end - axes.y.start;
+    let mut chart = ChartBuilder::on(root)
+        .caption(&spec.title, ("sans-serif", 22))
+        .margin(14)
+        .x_label_area_size(axes.label_areas.0)
+        .y_label_area_size(axes.label_areas.1)
+        .build_cartesian_2d(axes.x, axes.y)
+        .map_err(err)?;
+    let mut mesh = chart.configure_mesh();
+    if !axes.x_mesh {
+        mesh.disable_x_mesh();
+    }
+    mesh.x_labels(labels.len().max(1))
+        .x_label_formatter(&|x: &f64| category(labels, *x))
+        .y_label_formatter(&|y: &f64| tick(*y, span))
+        .light_line_style(RGBColor(238, 238, 238))
+        .x_desc(&spec.x_desc)
+        .y_desc(&spec.y_desc)
+        .label_style(("sans-serif", axes.label_size))
+        .draw()
+        .map_err(err)?;
+    Ok(chart)
+}
+
+/// The series legend, in a box at `position`.
+fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut Chart2d<'a, DB>,
+    position: SeriesLabelPosition,
+) -> std::result::Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.4))
+        .label_font(("sans-serif", 14))
+        .position(position)
+        .draw()
+        .map_err(err)
 }
 
 /// A y-axis tick with as many decimals as an axis spanning `span` needs.
