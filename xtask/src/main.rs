@@ -443,13 +443,16 @@ fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
         .env("KGRAG_ASSETS", assets)
         .env("KGRAG_DATA_DIR", data);
     run_step("bench (musique-100, 10 questions)", &mut command)?;
+    let path = out.join("report.json");
+    let report = read_report_json(&path)?;
     check_report(
-        &out.join("report.json"),
+        &report,
+        &path,
         "musique-100",
         10,
         &["dense", "hipporag2", "hirag", "hirag-bridge", "leanrag"],
     )?;
-    check_figures(&out.join("report.json"), CI_RECALL_AT_5)?;
+    check_figures(&report, &path, CI_RECALL_AT_5)?;
     check_report_files(&out)
 }
 
@@ -469,11 +472,7 @@ const CI_RECALL_TOLERANCE: f64 = 2.0;
 
 /// Checks the figures of a report: each method's recall@5 within [`CI_RECALL_TOLERANCE`] points of
 /// `expected`, and HippoRAG 2's at least dense's.
-fn check_figures(path: &Path, expected: &[(&str, f64)]) -> TaskResult {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
-    let report: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| fail(format!("{} is not JSON: {e}", path.display())))?;
+fn check_figures(report: &serde_json::Value, path: &Path, expected: &[(&str, f64)]) -> TaskResult {
     let r5 = |m: &str| {
         report["methods"][m]["recall"]["5"]
             .as_f64()
@@ -543,12 +542,21 @@ fn check_report_files(dir: &Path) -> TaskResult {
     Ok(())
 }
 
-/// Checks a written report against the design §6 contract.
-fn check_report(path: &Path, dataset: &str, questions: u64, methods: &[&str]) -> TaskResult {
+/// Reads `report.json` as JSON.
+fn read_report_json(path: &Path) -> TaskResult<serde_json::Value> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| fail(format!("cannot read {}: {e}", path.display())))?;
-    let report: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|e| fail(format!("{} is not JSON: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| fail(format!("{} is not JSON: {e}", path.display())))
+}
+
+/// Checks a written report against the design §6 contract.
+fn check_report(
+    report: &serde_json::Value,
+    path: &Path,
+    dataset: &str,
+    questions: u64,
+    methods: &[&str],
+) -> TaskResult {
     let bad = |what: &str| fail(format!("{}: {what}", path.display()));
     if report["dataset"] != dataset {
         return Err(bad(&format!(
