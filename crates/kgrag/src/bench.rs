@@ -337,7 +337,7 @@ pub async fn run_with_judge(
             Some(c) if !answers.is_empty() => {
                 let cache = match cache {
                     Some(c) => Some(c),
-                    None => open_cache(&config)?,
+                    None => crate::pipeline::open_response_cache(&config, None)?.1,
                 };
                 Some(kgrag_llm::build_chat(c, cache)? as Arc<dyn ChatModel>)
             }
@@ -466,15 +466,6 @@ pub async fn run_with_judge(
         files,
         comparison,
     })
-}
-
-fn open_cache(config: &Config) -> Result<Option<kgrag_llm::ResponseCache>> {
-    let dir = config.cache_dir_or(Path::new("target/kgrag-cache"));
-    std::fs::create_dir_all(&dir).map_err(|source| KgragError::Io {
-        path: dir.clone(),
-        source,
-    })?;
-    Ok(kgrag_llm::ResponseCache::open(dir.join("responses.redb")).ok())
 }
 
 /// What indexing and running the methods produced.

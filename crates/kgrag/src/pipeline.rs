@@ -145,6 +145,30 @@ impl Embedder for NoEmbedder {
     }
 }
 
+/// The cache folder of `config` for an index in `root` (`config.cache_dir`, else `<root>/cache`, else
+/// `target/kgrag-cache`), created, and the response cache in it. Another process (a running `kgrag index`)
+/// may hold the cache: then it says so and goes on without one rather than fail.
+pub fn open_response_cache(
+    config: &Config,
+    root: Option<&Path>,
+) -> Result<(PathBuf, Option<ResponseCache>)> {
+    let fallback = root
+        .map(|r| r.join("cache"))
+        .unwrap_or_else(|| PathBuf::from("target/kgrag-cache"));
+    let cache_dir = config.cache_dir_or(&fallback);
+    std::fs::create_dir_all(&cache_dir).map_err(io(&cache_dir))?;
+    let cache = match ResponseCache::open(cache_dir.join("responses.redb")) {
+        Ok(c) => Some(c),
+        Err(e) => {
+            say(&format!(
+                "note: the response cache is in use or unreadable ({e}); running without it"
+            ));
+            None
+        }
+    };
+    Ok((cache_dir, cache))
+}
+
 /// Resolves `reader = "auto"` against the chat model.
 pub fn resolve_reader(reader: ReaderMode, has_chat: bool) -> Result<ReaderMode> {
     Ok(match (reader, has_chat) {
@@ -188,21 +212,7 @@ impl Pipeline {
     /// [`Pipeline::open`].
     pub fn new(config: Config, root: Option<&Path>, progress: bool) -> Result<Self> {
         config.validate()?;
-        let fallback = root
-            .map(|r| r.join("cache"))
-            .unwrap_or_else(|| PathBuf::from("target/kgrag-cache"));
-        let cache_dir = config.cache_dir_or(&fallback);
-        std::fs::create_dir_all(&cache_dir).map_err(io(&cache_dir))?;
-        // Another process (a running `kgrag index`) may hold the cache: go on without it rather than fail.
-        let cache = match ResponseCache::open(cache_dir.join("responses.redb")) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                say(&format!(
-                    "note: the response cache is in use or unreadable ({e}); running without it"
-                ));
-                None
-            }
-        };
+        let (cache_dir, cache) = open_response_cache(&config, root)?;
         let embedder = build_embedder(&config.embedder, cache.clone())?;
         let chat = match &config.chat {
             Some(c) => Some(build_chat(c, cache.clone())?),
