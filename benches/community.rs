@@ -10,9 +10,10 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kgrag_benches::{bench_data_dir, musique_graph, Lcg};
+use kgrag_benches::{
+    bench_data_dir, level0, musique_entity_edges, musique_graph, synthetic_leiden_1m,
+};
 use kgrag_community::{hierarchical_leiden, Graph, HierarchicalConfig};
-use kgrag_graph_store::{EdgeKind, NodeKind};
 
 struct Case {
     name: &'static str,
@@ -22,91 +23,20 @@ struct Case {
 
 fn musique() -> Option<Case> {
     let m = musique_graph()?;
-    let g = &m.graph;
-    let index: std::collections::HashMap<_, usize> = m
-        .phrase_nodes
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| (n, i))
-        .collect();
-    let mut edges = Vec::new();
-    for (_, a, b, e) in g.edges() {
-        let kinds = (g.node(a).map(|n| n.kind), g.node(b).map(|n| n.kind));
-        if kinds != (Some(NodeKind::Entity), Some(NodeKind::Entity)) || !e.has(EdgeKind::Fact) {
-            continue;
-        }
-        if let (Some(&x), Some(&y)) = (index.get(&a), index.get(&b)) {
-            edges.push((x, y, f64::from(e.fact_count())));
-        }
-    }
     Some(Case {
         name: "musique_entities",
         n: m.phrase_nodes.len(),
-        edges: merged(edges),
+        edges: musique_entity_edges(&m),
     })
 }
 
-/// One edge per unordered pair, weights summed: graspologic-native keeps only the first weight of a
-/// repeated pair, so both sides get the same simple graph.
-fn merged(edges: Vec<(usize, usize, f64)>) -> Vec<(usize, usize, f64)> {
-    let mut m: std::collections::BTreeMap<(usize, usize), f64> = std::collections::BTreeMap::new();
-    for (a, b, w) in edges {
-        if a != b {
-            *m.entry((a.min(b), a.max(b))).or_default() += w;
-        }
-    }
-    m.into_iter().map(|((a, b), w)| (a, b, w)).collect()
-}
-
 fn synthetic() -> Case {
-    // 100k nodes in groups of 100; edges drawn round-robin over the nodes, 4 of 5 inside the node's group
-    // and 1 of 5 anywhere, until there are exactly 1,000,000 distinct pairs.
-    let n = 100_000;
-    let target = 1_000_000;
-    let mut rng = Lcg::new(7);
-    let mut pairs = std::collections::HashSet::with_capacity(target);
-    let mut draw = 0usize;
-    while pairs.len() < target {
-        let a = draw % n;
-        let b = if draw % 5 == 4 {
-            rng.below(n)
-        } else {
-            a / 100 * 100 + rng.below(100)
-        };
-        draw += 1;
-        if a != b {
-            pairs.insert((a.min(b), a.max(b)));
-        }
-    }
-    let mut edges: Vec<(usize, usize, f64)> = pairs.into_iter().map(|(a, b)| (a, b, 1.0)).collect();
-    edges.sort_unstable_by_key(|&(a, b, _)| (a, b));
+    let (n, edges) = synthetic_leiden_1m();
     Case {
         name: "synthetic_100k_1m",
         n,
         edges,
     }
-}
-
-/// The level-0 partition of `h` over all `n` nodes; nodes outside the clustered component are singletons.
-fn level0(h: &kgrag_community::CommunityHierarchy, n: usize) -> Vec<usize> {
-    let mut m: Vec<Option<usize>> = vec![None; n];
-    for r in h.records.iter().filter(|r| r.level == 0) {
-        m[r.node] = Some(r.cluster);
-    }
-    let mut next = h
-        .records
-        .iter()
-        .map(|r| r.cluster)
-        .max()
-        .map_or(0, |c| c + 1);
-    m.into_iter()
-        .map(|c| {
-            c.unwrap_or_else(|| {
-                next += 1;
-                next - 1
-            })
-        })
-        .collect()
 }
 
 fn compare(case: &Case, g: &Graph, ours_secs: f64, ours_q: f64) {

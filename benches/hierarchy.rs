@@ -6,34 +6,12 @@
 //! Needs the dataset and the MiniLM assets (skipped otherwise; embeddings cached in `target/bench-data/`).
 #![allow(missing_docs)]
 
-use std::io::Write;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kgrag_benches::{bench_data_dir, musique_graph};
+use kgrag_benches::{bench_data_dir, musique_graph, write_npy};
 use kgrag_hierarchy::reduce::{reduce, Points, Reduction};
 use kgrag_hierarchy::{cluster_points, Assignment, ClusterConfig, Gmm, GmmConfig, LayerClustering};
-
-/// Writes `points` as a float64 C-order `.npy` file.
-fn write_npy(points: &Points, path: &std::path::Path) -> std::io::Result<()> {
-    let mut header = format!(
-        "{{'descr': '<f8', 'fortran_order': False, 'shape': ({}, {}), }}",
-        points.len(),
-        points.dim()
-    );
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-    out.write_all(b"\x93NUMPY\x01\x00")?;
-    out.write_all(&(header.len() as u16).to_le_bytes())?;
-    out.write_all(header.as_bytes())?;
-    for v in points.as_slice() {
-        out.write_all(&v.to_le_bytes())?;
-    }
-    out.flush()
-}
 
 fn layer(points: &Points, config: &ClusterConfig) -> Option<LayerClustering> {
     cluster_points(points, config, Assignment::Soft { threshold: 0.1 }, 0).ok()
@@ -66,7 +44,7 @@ fn compare_with_sklearn(points: &Points, config: &ClusterConfig) {
     );
     println!("hierarchy layer (kgrag): BIC {:?}", ours.scan.bics);
     let path = bench_data_dir().join("hierarchy-musique-pca2.npy");
-    if let Err(e) = write_npy(points, &path) {
+    if let Err(e) = write_npy(&path, points.len(), points.dim(), points.as_slice()) {
         eprintln!("hierarchy: cannot write {}: {e}", path.display());
         return;
     }

@@ -130,33 +130,19 @@ pub fn data_dir() -> std::path::PathBuf {
 /// The MuSiQue HippoRAG 2 graph (GPT-3.5 OpenIE, 1,890 passages) with MiniLM phrase embeddings (cached in
 /// [`bench_data_dir`]) and its synonymy edges. `None` (with a message) when the data or the model is missing.
 pub fn musique_graph() -> Option<MusiqueGraph> {
-    use kgrag_graph_store::hippo::{insert_chunks, HippoChunk};
+    use kgrag_graph_store::hippo::insert_chunks;
     use kgrag_graph_store::synonymy::{add_synonymy_edges, SynonymyConfig};
     use kgrag_graph_store::{ExactIndex, KnowledgeGraph, Metric, VectorIndex};
     use kgrag_llm::{build_embedder, EmbedderConfig, LocalEmbedderConfig};
-    use kgrag_types::{EmbedKind, Normalisation};
+    use kgrag_types::EmbedKind;
 
-    let file = data_dir()
-        .join("musique-hipporag/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json");
-    let docs = match kgrag_openie::read_openie_file(&file) {
-        Ok(d) => d,
+    let chunks = match musique_chunks() {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("skipping MuSiQue benches: {e} (set KGRAG_DATA_DIR)");
             return None;
         }
     };
-    let chunks: Vec<HippoChunk> = docs
-        .iter()
-        .map(|d| {
-            HippoChunk::from_raw(
-                d.extraction.chunk_id.clone(),
-                &d.passage,
-                &d.extraction.triples,
-                Normalisation::Ascii,
-                false,
-            )
-        })
-        .collect();
     let mut graph = KnowledgeGraph::new();
     let ins = insert_chunks(&mut graph, &chunks).ok()?;
     let phrases: Vec<String> = ins.new_phrases.iter().map(|(p, _)| p.clone()).collect();
@@ -213,6 +199,30 @@ pub fn musique_graph() -> Option<MusiqueGraph> {
     })
 }
 
+/// The MuSiQue HippoRAG OpenIE file under [`data_dir`].
+pub const MUSIQUE_OPENIE: &str =
+    "musique-hipporag/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json";
+
+/// The 1,890 MuSiQue passages as HippoRAG 2 indexes them: GPT-3.5 OpenIE triples, ASCII normalisation,
+/// empty phrases kept.
+pub fn musique_chunks(
+) -> Result<Vec<kgrag_graph_store::hippo::HippoChunk>, kgrag_openie::OpenIeError> {
+    use kgrag_graph_store::hippo::HippoChunk;
+    let docs = kgrag_openie::read_openie_file(&data_dir().join(MUSIQUE_OPENIE))?;
+    Ok(docs
+        .iter()
+        .map(|d| {
+            HippoChunk::from_raw(
+                d.extraction.chunk_id.clone(),
+                &d.passage,
+                &d.extraction.triples,
+                kgrag_types::Normalisation::Ascii,
+                false,
+            )
+        })
+        .collect())
+}
+
 /// What [`musique_graph`] returns.
 #[derive(Debug)]
 pub struct MusiqueGraph {
@@ -226,4 +236,260 @@ pub struct MusiqueGraph {
     pub passage_nodes: Vec<kgrag_graph_store::NodeIndex>,
     /// MiniLM phrase embeddings.
     pub phrase_index: kgrag_graph_store::ExactIndex,
+}
+
+/// A PPR input: node count, weighted edges, reset vectors.
+pub type PprInput = (usize, Vec<(u32, u32, f64)>, Vec<Vec<f64>>);
+
+/// The synthetic PPR graph of the benches: 100,000 nodes, 1,000,000 random weighted undirected edges
+/// (weights in [0.5, 2), self-pairs dropped) and 20 reset vectors of 5 random seeds each.
+pub fn synthetic_ppr_1m() -> PprInput {
+    let n = 100_000;
+    let mut rng = Lcg::new(1);
+    let edges: Vec<(u32, u32, f64)> = (0..1_000_000)
+        .map(|_| {
+            (
+                rng.below(n) as u32,
+                rng.below(n) as u32,
+                0.5 + 1.5 * rng.next_f64(),
+            )
+        })
+        .filter(|(a, b, _)| a != b)
+        .collect();
+    let resets = (0..20)
+        .map(|_| {
+            let mut r = vec![0.0; n];
+            for _ in 0..5 {
+                r[rng.below(n)] += rng.next_f64() + 0.1;
+            }
+            r
+        })
+        .collect();
+    (n, edges, resets)
+}
+
+/// The synthetic Leiden graph of the benches: 100k nodes in planted groups of 100, edges drawn round-robin
+/// over the nodes (4 of 5 inside the node's group, 1 of 5 anywhere) until there are exactly 1,000,000
+/// distinct unit-weight pairs, sorted.
+pub fn synthetic_leiden_1m() -> (usize, Vec<(usize, usize, f64)>) {
+    let n = 100_000;
+    let target = 1_000_000;
+    let mut rng = Lcg::new(7);
+    let mut pairs = std::collections::HashSet::with_capacity(target);
+    let mut draw = 0usize;
+    while pairs.len() < target {
+        let a = draw % n;
+        let b = if draw % 5 == 4 {
+            rng.below(n)
+        } else {
+            a / 100 * 100 + rng.below(100)
+        };
+        draw += 1;
+        if a != b {
+            pairs.insert((a.min(b), a.max(b)));
+        }
+    }
+    let mut edges: Vec<(usize, usize, f64)> = pairs.into_iter().map(|(a, b)| (a, b, 1.0)).collect();
+    edges.sort_unstable_by_key(|&(a, b, _)| (a, b));
+    (n, edges)
+}
+
+/// HippoRAG-shaped PPR resets on `m`'s graph (vertex ids of `csr`): up to 5 phrase seeds, every passage at
+/// 0.05 × a score in [0, 1]; `count` of them from a fixed seed.
+pub fn musique_resets(
+    m: &MusiqueGraph,
+    csr: &kgrag_graph_store::CsrGraph,
+    count: usize,
+) -> Vec<Vec<f64>> {
+    let mut rng = Lcg::new(2);
+    (0..count)
+        .map(|_| {
+            let mut r = vec![0.0; csr.node_count()];
+            for _ in 0..5 {
+                let p = m.phrase_nodes[rng.below(m.phrase_nodes.len())];
+                if let Some(i) = csr.dense_id(p) {
+                    r[i] += rng.next_f64() * 0.5 + 0.1;
+                }
+            }
+            for &p in &m.passage_nodes {
+                if let Some(i) = csr.dense_id(p) {
+                    r[i] = 0.05 * rng.next_f64();
+                }
+            }
+            r
+        })
+        .collect()
+}
+
+/// The MuSiQue entity graph of HiRAG's Leiden step: phrases linked by their fact counts, one edge per
+/// unordered pair (weights summed; see [`merged`]), over `m.phrase_nodes.len()` nodes.
+pub fn musique_entity_edges(m: &MusiqueGraph) -> Vec<(usize, usize, f64)> {
+    use kgrag_graph_store::{EdgeKind, NodeKind};
+    let g = &m.graph;
+    let index: std::collections::HashMap<_, usize> = m
+        .phrase_nodes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (n, i))
+        .collect();
+    let mut edges = Vec::new();
+    for (_, a, b, e) in g.edges() {
+        let kinds = (g.node(a).map(|n| n.kind), g.node(b).map(|n| n.kind));
+        if kinds != (Some(NodeKind::Entity), Some(NodeKind::Entity)) || !e.has(EdgeKind::Fact) {
+            continue;
+        }
+        if let (Some(&x), Some(&y)) = (index.get(&a), index.get(&b)) {
+            edges.push((x, y, f64::from(e.fact_count())));
+        }
+    }
+    merged(edges)
+}
+
+/// One edge per unordered pair, weights summed, self-pairs dropped: graspologic-native keeps only the first
+/// weight of a repeated pair, so both sides get the same simple graph.
+pub fn merged(edges: Vec<(usize, usize, f64)>) -> Vec<(usize, usize, f64)> {
+    let mut m: std::collections::BTreeMap<(usize, usize), f64> = std::collections::BTreeMap::new();
+    for (a, b, w) in edges {
+        if a != b {
+            *m.entry((a.min(b), a.max(b))).or_default() += w;
+        }
+    }
+    m.into_iter().map(|((a, b), w)| (a, b, w)).collect()
+}
+
+/// Writes a C-order `.npy` file of `rows × cols` values (`'<f8'` for f64, `'<f4'` for f32).
+pub fn write_npy<T: NpyValue>(
+    path: &std::path::Path,
+    rows: usize,
+    cols: usize,
+    data: &[T],
+) -> std::io::Result<()> {
+    use std::io::Write;
+    if data.len() != rows * cols {
+        return Err(std::io::Error::other(format!(
+            "{}: {} values for a {rows} × {cols} matrix",
+            path.display(),
+            data.len()
+        )));
+    }
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': ({rows}, {cols}), }}",
+        T::DESCR
+    );
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let tmp = path.with_extension("npy.part");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
+    out.write_all(b"\x93NUMPY\x01\x00")?;
+    out.write_all(&(header.len() as u16).to_le_bytes())?;
+    out.write_all(header.as_bytes())?;
+    for v in data {
+        out.write_all(&v.le_bytes())?;
+    }
+    out.flush()?;
+    drop(out);
+    std::fs::rename(&tmp, path)
+}
+
+/// Reads a C-order 2-D `.npy` file written by [`write_npy`]: `(rows, cols, values)`.
+pub fn read_npy<T: NpyValue>(path: &std::path::Path) -> std::io::Result<(usize, usize, Vec<T>)> {
+    let bad = |m: &str| std::io::Error::other(format!("{}: {m}", path.display()));
+    let bytes = std::fs::read(path)?;
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err(bad("not a .npy file"));
+    }
+    let hlen = usize::from(u16::from_le_bytes([bytes[8], bytes[9]]));
+    let header = std::str::from_utf8(
+        bytes
+            .get(10..10 + hlen)
+            .ok_or_else(|| bad("short header"))?,
+    )
+    .map_err(|_| bad("header is not UTF-8"))?;
+    if !header.contains(T::DESCR) || header.contains("'fortran_order': True") {
+        return Err(bad(&format!("expected C-order {} values", T::DESCR)));
+    }
+    let shape = header
+        .split("'shape': (")
+        .nth(1)
+        .and_then(|s| s.split(')').next())
+        .ok_or_else(|| bad("no shape"))?;
+    let dims: Vec<usize> = shape
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>().map_err(|_| bad("bad shape")))
+        .collect::<std::io::Result<_>>()?;
+    let (rows, cols) = match dims[..] {
+        [r, c] => (r, c),
+        [r] => (r, 1),
+        _ => return Err(bad("expected a 2-D array")),
+    };
+    let body = &bytes[10 + hlen..];
+    if body.len() != rows * cols * T::SIZE {
+        return Err(bad("data length does not match the shape"));
+    }
+    let values = body.chunks_exact(T::SIZE).map(T::from_le).collect();
+    Ok((rows, cols, values))
+}
+
+/// A value type of [`write_npy`] / [`read_npy`].
+pub trait NpyValue: Copy {
+    /// numpy's type string.
+    const DESCR: &'static str;
+    /// Bytes per value.
+    const SIZE: usize;
+    /// Little-endian bytes.
+    fn le_bytes(self) -> Vec<u8>;
+    /// From `SIZE` little-endian bytes.
+    fn from_le(b: &[u8]) -> Self;
+}
+
+impl NpyValue for f64 {
+    const DESCR: &'static str = "<f8";
+    const SIZE: usize = 8;
+    fn le_bytes(self) -> Vec<u8> {
+        self.to_le_bytes().to_vec()
+    }
+    fn from_le(b: &[u8]) -> Self {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[..8]);
+        f64::from_le_bytes(a)
+    }
+}
+
+impl NpyValue for f32 {
+    const DESCR: &'static str = "<f4";
+    const SIZE: usize = 4;
+    fn le_bytes(self) -> Vec<u8> {
+        self.to_le_bytes().to_vec()
+    }
+    fn from_le(b: &[u8]) -> Self {
+        let mut a = [0u8; 4];
+        a.copy_from_slice(&b[..4]);
+        f32::from_le_bytes(a)
+    }
+}
+
+/// The level-0 partition of `h` over all `n` nodes; nodes outside the clustered component are singletons.
+pub fn level0(h: &kgrag_community::CommunityHierarchy, n: usize) -> Vec<usize> {
+    let mut m: Vec<Option<usize>> = vec![None; n];
+    for r in h.records.iter().filter(|r| r.level == 0) {
+        m[r.node] = Some(r.cluster);
+    }
+    let mut next = h
+        .records
+        .iter()
+        .map(|r| r.cluster)
+        .max()
+        .map_or(0, |c| c + 1);
+    m.into_iter()
+        .map(|c| {
+            c.unwrap_or_else(|| {
+                next += 1;
+                next - 1
+            })
+        })
+        .collect()
 }

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use kgrag_benches::{bench_data_dir, musique_graph, Lcg};
+use kgrag_benches::{bench_data_dir, musique_graph, musique_resets, synthetic_ppr_1m};
 use kgrag_graph_store::ppr::{PprConfig, PprSolver};
 use kgrag_graph_store::{CsrGraph, EdgeWeighting};
 
@@ -25,27 +25,7 @@ struct Case {
 }
 
 fn synthetic() -> Option<Case> {
-    let n = 100_000;
-    let mut rng = Lcg::new(1);
-    let edges: Vec<(u32, u32, f64)> = (0..1_000_000)
-        .map(|_| {
-            (
-                rng.below(n) as u32,
-                rng.below(n) as u32,
-                0.5 + 1.5 * rng.next_f64(),
-            )
-        })
-        .filter(|(a, b, _)| a != b)
-        .collect();
-    let resets = (0..20)
-        .map(|_| {
-            let mut r = vec![0.0; n];
-            for _ in 0..5 {
-                r[rng.below(n)] += rng.next_f64() + 0.1;
-            }
-            r
-        })
-        .collect();
+    let (n, edges, resets) = synthetic_ppr_1m();
     let csr = CsrGraph::from_edges(n, &edges, false).ok()?;
     Some(Case {
         name: "synthetic_100k_nodes_1M_edges",
@@ -67,25 +47,7 @@ fn musique() -> Option<Case> {
         })
         .filter(|e| e.2 != 0.0)
         .collect();
-    // HippoRAG-shaped resets: up to 5 phrase seeds, every passage at 0.05 x a dense score in [0, 1].
-    let mut rng = Lcg::new(2);
-    let resets = (0..20)
-        .map(|_| {
-            let mut r = vec![0.0; csr.node_count()];
-            for _ in 0..5 {
-                let p = m.phrase_nodes[rng.below(m.phrase_nodes.len())];
-                if let Some(i) = csr.dense_id(p) {
-                    r[i] += rng.next_f64() * 0.5 + 0.1;
-                }
-            }
-            for &p in &m.passage_nodes {
-                if let Some(i) = csr.dense_id(p) {
-                    r[i] = 0.05 * rng.next_f64();
-                }
-            }
-            r
-        })
-        .collect();
+    let resets = musique_resets(&m, &csr, 20);
     Some(Case {
         name: "musique_hipporag2",
         csr,

@@ -1,10 +1,11 @@
 """Times python-igraph's personalized_pagerank(implementation="prpack") on a graph exported by
 benches/ppr.rs, and checks its scores against kgrag's.
 
-Usage: python ppr_igraph.py DIR   (DIR holds edges.txt, resets.txt, scores.txt)
+Usage: python ppr_igraph.py DIR [--json]   (DIR holds edges.txt, resets.txt, scores.txt)
 Prints `igraph_ms_per_query <ms>` (mean over every reset, 5 rounds, damping 0.5, undirected, weighted:
 HippoRAG 2's call) and `max_abs_diff <x>` against kgrag's scores.
 """
+import json
 import sys
 import time
 
@@ -38,6 +39,9 @@ def main(d):
         ]
     ms = (time.perf_counter() - t) * 1e3 / (rounds * len(resets))
     diff = max(abs(a - b) for res, mine in zip(results, ours) for a, b in zip(res, mine))
+    if len(sys.argv) > 2 and sys.argv[2] == "--json":
+        print(json.dumps({"ms": ms, "max_abs_diff": diff, "igraph": ig.__version__, "rounds": rounds}))
+        return
     print(f"igraph_version {ig.__version__}")
     print(f"igraph_ms_per_query {ms:.4f}")
     print(f"max_abs_diff {diff:.3e}")

@@ -15,12 +15,15 @@
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
 //!   one index, run the methods, write `report.json`, `report.md`, `report.html` and plots, print the
 //!   tables). See `kgrag bench --help`.
+//! * `cargo xtask perf [--cases a,b] [--rounds N] [--passes N]` — our non-LLM stages against the native
+//!   references on the same inputs in one run; `target/perf/report.json` (see `perf`).
 //! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
 //!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
 //!   `fetch`).
 
 mod assets;
 mod fetch;
+mod perf;
 mod server;
 
 use std::ffi::OsString;
@@ -64,6 +67,13 @@ commands:
                    download a bundled dataset (musique-100, ultradomain-mix) from where its
                    manifest says it is published into $KGRAG_DATA_DIR/<dir>/: resumable, every
                    sha256 verified, files renamed into place only when complete
+  perf [--cases a,b] [--rounds N] [--passes N]
+                   kgrag against the native references (numpy MiniLM, numpy k-NN, a numpy +
+                   python-igraph HippoRAG 2, igraph PPR, scikit-learn GMM, linfa GMM,
+                   graspologic-native Leiden) on the same inputs, alternately in one run (a venv
+                   under target/perf/venv; needs musique-100 under KGRAG_DATA_DIR); prints the
+                   table and writes target/perf/report.json. The case index_musique_full (the
+                   whole offline bench index from cold embeddings) runs only when named
   help             this text
 
 environment:
@@ -79,6 +89,9 @@ fn main() -> ExitCode {
         "bench" => bench(&args[1..]),
         "fetch-assets" => fetch_assets().map(|_| ()),
         "fetch-data" => data_dir().and_then(|d| fetch::run(&args[1..], &d)),
+        "perf" => fetch_assets()
+            .and_then(|a| Ok((a, data_dir()?)))
+            .and_then(|(a, d)| perf::run(&args[1..], &workspace_root(), &a, &d)),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

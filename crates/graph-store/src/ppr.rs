@@ -7,15 +7,20 @@
 //! x_j ← (1 − d)·r_j + d·( Σ_i x_i·w_ij / s_i  +  (Σ_{i: s_i = 0} x_i)·r_j )
 //! ```
 //!
-//! starting from `x = r`, until `‖x_new − x‖₁ < tolerance` or the iteration cap. Dangling nodes (no
+//! starting from `x = r`, until the L1 change of one sweep is below `tolerance` or the iteration cap. Dangling nodes (no
 //! out-weight, including nodes whose edges all weigh 0) restart by the reset vector, which is what igraph's
 //! `personalized_pagerank(implementation = "prpack")` computes (PRPACK is called with `u = v = reset`), so
 //! the fixed point is the same; HippoRAG 2 uses that call with `d = 0.5`, `directed = False` and
 //! tolerance 1e-10 (spec hipporag2 §5.5). The result is renormalised to sum 1 as igraph does.
 //!
-//! [`PprSolver`] owns every buffer, so repeated queries on one snapshot allocate nothing in the iteration
-//! loop. Above [`PprConfig::parallel_min_arcs`] arcs the pull step runs on rayon over fixed node blocks; the
-//! residual is summed per block and then in block order, so results do not depend on thread scheduling.
+//! The arc weights are divided by their source's out-strength once, when the solver is built. Below
+//! [`PprConfig::parallel_min_arcs`] arcs a sweep is Gauss–Seidel: nodes are updated in place in id order,
+//! each from the neighbour values already updated in the same sweep, the dangling mass taken at the start
+//! of the sweep; it has the same fixed point as the power iteration and reaches the tolerance in about
+//! half the sweeps. Above it, a sweep is a Jacobi step (every node from the previous sweep's values) on
+//! rayon over fixed node blocks; the residual is summed per block and then in block order, so results do
+//! not depend on thread scheduling. [`PprSolver`] owns every buffer, so repeated queries on one snapshot
+//! allocate nothing in the iteration loop.
 
 use rayon::prelude::*;
 
@@ -65,11 +70,11 @@ const BLOCK: usize = 4096;
 pub struct PprSolver<'g> {
     csr: &'g CsrGraph,
     config: PprConfig,
-    inv_out: Vec<f64>,
+    /// Per arc (CSR order): its weight over its source's out-strength.
+    prob: Vec<f64>,
     dangling: Vec<u32>,
     reset: Vec<f64>,
     x: Vec<f64>,
-    y: Vec<f64>,
     next: Vec<f64>,
     partial: Vec<f64>,
 }
@@ -95,6 +100,14 @@ impl<'g> PprSolver<'g> {
             .iter()
             .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
             .collect();
+        let parallel = csr.arc_count() >= config.parallel_min_arcs;
+        let prob: Vec<f64> = csr
+            .sources()
+            .iter()
+            .zip(csr.weights())
+            .map(|(&s, &w)| w * inv_out[s as usize])
+            .collect();
+
         let dangling = csr
             .out_strength()
             .iter()
@@ -105,12 +118,11 @@ impl<'g> PprSolver<'g> {
         Ok(Self {
             csr,
             config,
-            inv_out,
+            prob,
             dangling,
             reset: vec![0.0; n],
             x: vec![0.0; n],
-            y: vec![0.0; n],
-            next: vec![0.0; n],
+            next: if parallel { vec![0.0; n] } else { Vec::new() },
             partial: vec![0.0; n.div_ceil(BLOCK)],
         })
     }
@@ -154,10 +166,15 @@ impl<'g> PprSolver<'g> {
             converged: false,
         };
         while stats.iterations < self.config.max_iterations {
-            let residual = self.step(parallel);
+            let residual = if parallel {
+                let r = self.jacobi_step();
+                std::mem::swap(&mut self.x, &mut self.next);
+                r
+            } else {
+                self.gauss_seidel_sweep()
+            };
             stats.iterations += 1;
             stats.residual = residual;
-            std::mem::swap(&mut self.x, &mut self.next);
             if residual < self.config.tolerance {
                 stats.converged = true;
                 break;
@@ -177,65 +194,74 @@ impl<'g> PprSolver<'g> {
         &self.x
     }
 
-    /// One step from `x` into `next`; returns the L1 change.
-    fn step(&mut self, parallel: bool) -> f64 {
+    /// The factor of the reset vector in a sweep from the current `x`: teleport plus the restart of the
+    /// dangling nodes' mass, `(1 − d) + d · Σ_{dangling} x_i`.
+    fn reset_factor(&self) -> f64 {
         let d = self.config.damping;
         let dangling_mass: f64 = self.dangling.iter().map(|&i| self.x[i as usize]).sum();
+        (1.0 - d) + d * dangling_mass
+    }
+
+    /// One Gauss–Seidel sweep over `x` in place; returns the L1 change.
+    fn gauss_seidel_sweep(&mut self) -> f64 {
+        let d = self.config.damping;
+        let keep = self.reset_factor();
         let offsets = self.csr.offsets();
         let sources = self.csr.sources();
-        let weights = self.csr.weights();
+        let prob = &self.prob;
+        let x = &mut self.x;
+        // Two residual sums (even and odd nodes) and two accumulators per node (even and odd arcs) break
+        // the floating-point dependency chains; the order of every sum is fixed, so results are too.
+        let mut residual = [0.0f64; 2];
+        for (j, (&r, w)) in self.reset.iter().zip(offsets.windows(2)).enumerate() {
+            let (a, b) = (w[0], w[1]);
+            let (src, pr) = (&sources[a..b], &prob[a..b]);
+            let mut acc = [0.0f64; 2];
+            let pairs = src.chunks_exact(2).zip(pr.chunks_exact(2));
+            for (s2, p2) in pairs {
+                acc[0] += x[s2[0] as usize] * p2[0];
+                acc[1] += x[s2[1] as usize] * p2[1];
+            }
+            if src.len() % 2 == 1 {
+                if let (Some(&s), Some(&p)) = (src.last(), pr.last()) {
+                    acc[0] += x[s as usize] * p;
+                }
+            }
+            let new = keep * r + d * (acc[0] + acc[1]);
+            residual[j & 1] += (new - x[j]).abs();
+            x[j] = new;
+        }
+        residual[0] + residual[1]
+    }
+
+    /// One Jacobi step from `x` into `next` on rayon; returns the L1 change.
+    fn jacobi_step(&mut self) -> f64 {
+        let d = self.config.damping;
+        let keep = self.reset_factor();
+        let offsets = self.csr.offsets();
+        let sources = self.csr.sources();
+        let prob = &self.prob;
         let reset = &self.reset;
         let x = &self.x;
-        let restart = d * dangling_mass;
-        if parallel {
-            self.y
-                .par_chunks_mut(BLOCK)
-                .zip(x.par_chunks(BLOCK))
-                .zip(self.inv_out.par_chunks(BLOCK))
-                .for_each(|((y, x), inv)| {
-                    for ((y, x), inv) in y.iter_mut().zip(x).zip(inv) {
-                        *y = x * inv;
+        self.next
+            .par_chunks_mut(BLOCK)
+            .zip(self.partial.par_iter_mut())
+            .enumerate()
+            .for_each(|(blk, (out, part))| {
+                let base = blk * BLOCK;
+                let mut r = 0.0;
+                for (k, o) in out.iter_mut().enumerate() {
+                    let j = base + k;
+                    let (a, b) = (offsets[j], offsets[j + 1]);
+                    let mut acc = 0.0;
+                    for (s, p) in sources[a..b].iter().zip(&prob[a..b]) {
+                        acc += x[*s as usize] * p;
                     }
-                });
-        } else {
-            for ((y, x), inv) in self.y.iter_mut().zip(x).zip(&self.inv_out) {
-                *y = x * inv;
-            }
-        }
-        let y = &self.y;
-        // One block of the pull step; returns the block's L1 change. Both paths sum the residual per
-        // block and then in block order, so they stop after the same step with identical scores.
-        let fill = |blk: usize, out: &mut [f64]| -> f64 {
-            let base = blk * BLOCK;
-            let mut r = 0.0;
-            for (k, o) in out.iter_mut().enumerate() {
-                let j = base + k;
-                let (a, b) = (offsets[j], offsets[j + 1]);
-                let mut acc = 0.0;
-                for (s, w) in sources[a..b].iter().zip(&weights[a..b]) {
-                    acc += y[*s as usize] * w;
+                    *o = keep * reset[j] + d * acc;
+                    r += (*o - x[j]).abs();
                 }
-                *o = (1.0 - d) * reset[j] + d * acc + restart * reset[j];
-                r += (*o - x[j]).abs();
-            }
-            r
-        };
-        if parallel {
-            self.next
-                .par_chunks_mut(BLOCK)
-                .zip(self.partial.par_iter_mut())
-                .enumerate()
-                .for_each(|(blk, (out, part))| *part = fill(blk, out));
-        } else {
-            for (blk, (out, part)) in self
-                .next
-                .chunks_mut(BLOCK)
-                .zip(self.partial.iter_mut())
-                .enumerate()
-            {
-                *part = fill(blk, out);
-            }
-        }
+                *part = r;
+            });
         self.partial.iter().sum()
     }
 }

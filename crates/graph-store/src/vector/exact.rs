@@ -100,7 +100,7 @@ impl ExactIndex {
         &self.data
     }
 
-    fn prepare_queries(&self, queries: &[f32]) -> Result<Vec<f32>> {
+    pub(crate) fn prepare_queries(&self, queries: &[f32]) -> Result<Vec<f32>> {
         check_rows(queries, self.dim, "queries")?;
         let mut q = queries.to_vec();
         if self.metric == Metric::Cosine {
@@ -178,6 +178,81 @@ impl ExactIndex {
                 }
             });
         Ok(out)
+    }
+
+    /// Every row against every row: for each row, the `k` most similar rows (itself included) whose score is
+    /// at least `min_score`, best first (score desc, id asc) — the same lists as
+    /// [`search_batch_min_score`](Self::search_batch_min_score) with every row as a query, in half the
+    /// multiply-adds: each pair of row blocks is multiplied once and screened for both directions, then
+    /// every candidate is scored with [`dot`] per direction, as the batch search scores it.
+    pub fn self_join_min_score(&self, k: usize, min_score: f32) -> Result<Vec<Vec<Hit>>> {
+        const B: usize = 512;
+        let dim = self.dim;
+        let n = self.len();
+        let q = self.prepare_queries(&self.data)?;
+        let blocks = n.div_ceil(B);
+        let pairs: Vec<(usize, usize)> = (0..blocks)
+            .flat_map(|i| (i..blocks).map(move |j| (i, j)))
+            .collect();
+        let mut cands: Vec<(u32, u32)> = pairs
+            .par_iter()
+            .map(|&(i, j)| {
+                let (a0, a1) = (i * B, ((i + 1) * B).min(n));
+                let (b0, b1) = (j * B, ((j + 1) * B).min(n));
+                let (ma, mb) = (a1 - a0, b1 - b0);
+                let mut scores = vec![0.0f32; ma * mb];
+                gemm_abt(
+                    &q[a0 * dim..a1 * dim],
+                    &q[b0 * dim..b1 * dim],
+                    dim,
+                    ma,
+                    mb,
+                    &mut scores,
+                );
+                let mut out = Vec::new();
+                for (r, row) in scores.chunks_exact(mb).enumerate() {
+                    let c_start = if i == j { r } else { 0 };
+                    for (c, &s) in row.iter().enumerate().skip(c_start) {
+                        if s + SCREEN_MARGIN * s.abs().max(1.0) < min_score {
+                            continue;
+                        }
+                        let (u, v) = ((a0 + r) as u32, (b0 + c) as u32);
+                        out.push((u, v));
+                        if u != v {
+                            out.push((v, u));
+                        }
+                    }
+                }
+                out
+            })
+            .flatten()
+            .collect();
+        cands.par_sort_unstable();
+        let mut starts = Vec::with_capacity(n + 1);
+        let mut at = 0;
+        for row in 0..=n {
+            while at < cands.len() && (cands[at].0 as usize) < row {
+                at += 1;
+            }
+            starts.push(at);
+        }
+        Ok((0..n)
+            .into_par_iter()
+            .map(|u| {
+                let query = &q[u * dim..(u + 1) * dim];
+                let mut hits: Vec<Hit> = cands[starts[u]..starts[u + 1]]
+                    .iter()
+                    .filter_map(|&(_, v)| {
+                        let v = v as usize;
+                        let score = dot(query, &self.data[v * dim..(v + 1) * dim]);
+                        (score >= min_score).then_some(Hit { id: v, score })
+                    })
+                    .collect();
+                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+                hits.truncate(k);
+                hits
+            })
+            .collect())
     }
 
     /// An index of the rows `rows` (indices into this one), in that order, values copied unchanged.
@@ -342,5 +417,37 @@ mod tests {
         let mut e = ExactIndex::new(2, Metric::Cosine).unwrap();
         assert!(e.add(&[1.0, f32::NAN]).is_err());
         assert!(e.add(&[1.0, 2.0, 3.0]).is_err());
+    }
+
+    #[test]
+    fn self_join_equals_the_batch_search_of_every_row() {
+        // 1,300 rows (three blocks, a ragged last one) in clusters of near-duplicates, so that many pairs
+        // sit above the threshold, some exactly tied, and the k cap bites.
+        let (n, dim) = (1300, 24);
+        let mut seed = 11u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        let centres: Vec<f32> = (0..40 * dim).map(|_| next()).collect();
+        let mut rows = Vec::with_capacity(n * dim);
+        for r in 0..n {
+            let c = (r * 7) % 40;
+            for d in 0..dim {
+                rows.push(centres[c * dim + d] + 0.08 * next());
+            }
+        }
+        let dup: Vec<f32> = rows[..dim].to_vec();
+        rows[5 * dim..6 * dim].copy_from_slice(&dup);
+        let index = ExactIndex::from_rows(dim, Metric::Cosine, &rows).unwrap();
+        for (k, min) in [(2047, 0.8), (7, 0.8), (50, 0.95), (3, -1.0)] {
+            let want = index
+                .search_batch_min_score(index.as_slice(), k, min)
+                .unwrap();
+            let got = index.self_join_min_score(k, min).unwrap();
+            assert_eq!(got, want, "k {k}, min {min}");
+        }
     }
 }

@@ -13,12 +13,14 @@
 
 mod exact;
 mod hnsw;
+mod screen;
 mod store;
 
 use std::path::Path;
 
 pub use exact::ExactIndex;
 pub use hnsw::{HnswIndex, HnswParams};
+pub use screen::{ScreenedIndex, TopKRange};
 use serde::{Deserialize, Serialize};
 pub use store::EmbeddingStore;
 

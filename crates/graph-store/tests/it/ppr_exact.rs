@@ -98,7 +98,7 @@ fn ppr_matches_the_linear_system() {
 }
 
 #[test]
-fn parallel_and_sequential_agree_exactly() {
+fn gauss_seidel_and_parallel_jacobi_reach_the_same_fixed_point() {
     let mut rng = StdRng::seed_from_u64(11);
     let n = 20_000;
     let edges: Vec<(u32, u32, f64)> = (0..100_000)
@@ -125,8 +125,15 @@ fn parallel_and_sequential_agree_exactly() {
     };
     let (a, sa) = personalized_pagerank(&csr, &reset, seq).unwrap();
     let (b, sb) = personalized_pagerank(&csr, &reset, par).unwrap();
-    assert_eq!(sa.iterations, sb.iterations);
-    assert_eq!(a, b, "bit-identical");
+    assert!(sa.converged && sb.converged);
+    // Sequential sweeps are Gauss–Seidel, the parallel ones Jacobi: the same fixed point, reached in fewer
+    // sweeps by Gauss–Seidel; both stop within the tolerance of it.
+    assert!(sa.iterations < sb.iterations, "{sa:?} vs {sb:?}");
+    let diff = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).sum::<f64>();
+    assert!(diff < 1e-9, "L1 difference {diff}");
+    // Each path is deterministic.
+    let (a2, _) = personalized_pagerank(&csr, &reset, seq).unwrap();
+    assert_eq!(a, a2);
     // A reused solver gives the same answer again, and a different reset changes it.
     let mut solver = PprSolver::new(&csr, par).unwrap();
     solver.run(&reset).unwrap();

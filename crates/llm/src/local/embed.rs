@@ -1,19 +1,19 @@
-//! all-MiniLM-L6-v2 (or any BERT sentence-transformer with mean pooling) on candle.
+//! all-MiniLM-L6-v2 (or any BERT sentence-transformer with mean pooling), in-process.
 //!
 //! Matches sentence-transformers: word pieces truncated at `max_tokens` (256 for MiniLM), mean pooling over
-//! the attention mask, L2 normalisation. The packaged tokenizer.json fixes padding and truncation at 128;
-//! both are overridden here (longest-in-batch padding, truncation at `max_tokens`).
+//! the real tokens, L2 normalisation. The packaged tokenizer.json fixes padding and truncation at 128;
+//! both are overridden here (no padding: the encoder packs sequences, see [`super::bert`]; truncation at
+//! `max_tokens`).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
 use kgrag_types::EmbedKind;
-use tokenizers::{PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
+
+use super::bert::{Bert, BertShape, BertSizes, Weights};
 
 use super::local_err;
 use crate::config::{assets_dir, LocalEmbedderConfig};
@@ -21,10 +21,45 @@ use crate::error::{LlmError, Result};
 use crate::managed::EmbedBackend;
 
 struct Inner {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
-    device: Device,
+    threads: usize,
     name: String,
+}
+
+/// The keys of a BERT `config.json` the encoder needs.
+#[derive(serde::Deserialize)]
+struct Config {
+    hidden_size: usize,
+    num_attention_heads: usize,
+    num_hidden_layers: usize,
+    intermediate_size: usize,
+    vocab_size: usize,
+    max_position_embeddings: usize,
+    #[serde(default = "two")]
+    type_vocab_size: usize,
+    #[serde(default = "default_eps")]
+    layer_norm_eps: f64,
+    #[serde(default = "gelu")]
+    hidden_act: String,
+    #[serde(default = "absolute")]
+    position_embedding_type: String,
+}
+
+fn two() -> usize {
+    2
+}
+
+fn default_eps() -> f64 {
+    1e-12
+}
+
+fn gelu() -> String {
+    "gelu".to_owned()
+}
+
+fn absolute() -> String {
+    "absolute".to_owned()
 }
 
 /// A BERT sentence embedder running in-process. Query instructions are ignored (MiniLM has none), so query
@@ -77,24 +112,39 @@ impl LocalEmbedder {
                 ..TruncationParams::default()
             }))
             .map_err(|e| local_err(&name, e))?;
-        let pad_id = tokenizer.token_to_id("[PAD]").unwrap_or(0);
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            pad_id,
-            pad_token: "[PAD]".to_owned(),
-            ..PaddingParams::default()
-        }));
-        let device = Device::Cpu;
+        tokenizer.with_padding(None);
+        if cfg.hidden_act != "gelu" || cfg.position_embedding_type != "absolute" {
+            return Err(LlmError::Config(format!(
+                "{name}: hidden_act {:?} / position_embedding_type {:?}: only BERT with erf GELU and \
+                 absolute positions is supported",
+                cfg.hidden_act, cfg.position_embedding_type
+            )));
+        }
         let weights = read(&dir.join("model.safetensors"), &name)?;
-        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
-            .map_err(|e| local_err(&name, e))?;
-        let model = BertModel::load(vb, &cfg).map_err(|e| local_err(&name, e))?;
+        let parsed = Weights::parse(&weights).map_err(|e| local_err(&name, e))?;
+        let model = Bert::load(
+            &parsed,
+            BertShape {
+                hidden: cfg.hidden_size,
+                heads: cfg.num_attention_heads,
+                eps: cfg.layer_norm_eps as f32,
+            },
+            BertSizes {
+                vocab: cfg.vocab_size,
+                positions: cfg.max_position_embeddings,
+                token_types: cfg.type_vocab_size,
+                intermediate: cfg.intermediate_size,
+                layers: cfg.num_hidden_layers,
+            },
+        )
+        .map_err(|e| local_err(&name, format!("model.safetensors: {e}")))?;
+        let threads = std::thread::available_parallelism().map_or(1, usize::from);
         Ok(Self {
             dim: cfg.hidden_size,
             inner: Arc::new(Inner {
                 model,
                 tokenizer,
-                device,
+                threads,
                 // A truncation length other than the model's default changes the vectors, so it becomes
                 // part of the name (and so of the response-cache key).
                 name: if max_tokens == crate::config::default_max_len() {
@@ -127,36 +177,8 @@ impl Inner {
             .filter(|e| !e.get_overflowing().is_empty())
             .count();
         truncated.fetch_add(over as u64, Ordering::Relaxed);
-        let n = encodings.len();
-        let len = encodings.first().map_or(0, |e| e.len());
-        let mut ids = Vec::with_capacity(n * len);
-        let mut mask = Vec::with_capacity(n * len);
-        for e in &encodings {
-            ids.extend_from_slice(e.get_ids());
-            mask.extend_from_slice(e.get_attention_mask());
-        }
-        let ids = Tensor::from_vec(ids, (n, len), &self.device).map_err(|e| err(&e))?;
-        let mask = Tensor::from_vec(mask, (n, len), &self.device).map_err(|e| err(&e))?;
-        let type_ids = ids.zeros_like().map_err(|e| err(&e))?;
-        let hidden = self
-            .model
-            .forward(&ids, &type_ids, Some(&mask))
-            .map_err(|e| err(&e))?;
-        // Mean over real tokens: sum(hidden * mask) / sum(mask), then L2-normalise.
-        let pooled = (|| -> candle_core::Result<Tensor> {
-            let m = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-            let summed = hidden.broadcast_mul(&m)?.sum(1)?;
-            let counts = m.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-            let mean = summed.broadcast_div(&counts)?;
-            let norm = mean
-                .sqr()?
-                .sum_keepdim(1)?
-                .sqrt()?
-                .clamp(1e-12f32, f32::MAX)?;
-            mean.broadcast_div(&norm)
-        })()
-        .map_err(|e| err(&e))?;
-        pooled.to_vec2::<f32>().map_err(|e| err(&e))
+        let seqs: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
+        self.model.embed(&seqs, self.threads).map_err(|e| err(&e))
     }
 }
 

@@ -1,7 +1,9 @@
-//! In-process models on candle (feature `local`): a BERT sentence embedder and a GGUF llama chat model.
+//! In-process models (feature `local`): a BERT sentence embedder (our encoder, see `bert`) and a GGUF
+//! llama chat model on candle.
 //!
 //! Both run on the CPU in a blocking thread, so the async runtime stays responsive.
 
+mod bert;
 mod chat;
 mod embed;
 

@@ -80,6 +80,40 @@ async fn padding_in_a_batch_does_not_change_a_vector() {
 }
 
 #[tokio::test]
+async fn a_vector_does_not_depend_on_its_batch_or_thread() {
+    // The encoder packs a batch without padding and splits it over the cores: each text's vector must be
+    // what it is alone, whichever group and thread it lands in.
+    let config = LocalEmbedderConfig {
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
+        ..LocalEmbedderConfig::default()
+    };
+    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let texts: Vec<String> = (0..24)
+        .map(|i| {
+            format!(
+                "Sentence {i} about the river city {}.",
+                "and its harbour ".repeat(i % 7)
+            )
+        })
+        .collect();
+    let batch = embedder.embed(&texts, &EmbedKind::Document).await.unwrap();
+    for (i, t) in texts.iter().enumerate() {
+        let alone = embedder
+            .embed(std::slice::from_ref(t), &EmbedKind::Document)
+            .await
+            .unwrap();
+        let diff = alone
+            .row(0)
+            .unwrap()
+            .iter()
+            .zip(batch.row(i).unwrap())
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(diff < 1e-6, "text {i}: max difference {diff}");
+    }
+}
+
+#[tokio::test]
 async fn long_texts_are_truncated_not_rejected() {
     let config = LocalEmbedderConfig {
         model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),

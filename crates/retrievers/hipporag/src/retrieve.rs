@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use kgrag_graph_store::hippo::phrase_key;
 use kgrag_graph_store::ppr::{PprConfig, PprSolver};
 use kgrag_graph_store::vector::{min_max, top_k_desc};
-use kgrag_graph_store::{CsrGraph, EmbeddingStore};
+use kgrag_graph_store::{CsrGraph, EmbeddingStore, ScreenedIndex};
 use kgrag_types::{
     ChatModel, ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever,
     ScoredChunk, ScoredTriple, Triple,
@@ -93,6 +93,8 @@ pub struct HippoRetriever {
     phrase_vertex: Vec<Option<usize>>,
     passage_vertex: Vec<Option<usize>>,
     vertex_passage: Vec<Option<usize>>,
+    /// An int8 copy of the fact vectors: the candidate facts and the score range without a full scan.
+    fact_screen: Option<ScreenedIndex>,
 }
 
 impl HippoRetriever {
@@ -141,6 +143,7 @@ impl HippoRetriever {
                 vertex_passage[*v] = Some(row);
             }
         }
+        let fact_screen = index.facts().index().map(ScreenedIndex::new);
         Ok(Self {
             index,
             embedder,
@@ -150,12 +153,40 @@ impl HippoRetriever {
             phrase_vertex,
             passage_vertex,
             vertex_passage,
+            fact_screen,
         })
     }
 
     /// The configuration in use.
     pub fn config(&self) -> &HippoConfig {
         &self.config
+    }
+
+    /// The `linking_top_k` best facts for `q_f` with their min-max normalised scores (spec §5.2), best
+    /// first, ties by row: from the int8 screen (exact scores of the candidates and of the range), or a
+    /// full scan when the screen cannot be used (non-finite values).
+    fn candidate_facts(&self, facts: &EmbeddingStore, q_f: &[f32]) -> Result<Vec<(usize, f64)>> {
+        let k = self.config.linking_top_k;
+        if let (Some(screen), Some(index)) = (&self.fact_screen, facts.index()) {
+            let r = screen.top_k_range(index, q_f, k)?;
+            if r.min.is_finite() && r.max.is_finite() && r.top.iter().all(|h| h.score.is_finite()) {
+                let (lo, hi) = (f64::from(r.min), f64::from(r.max));
+                let range = hi - lo;
+                return Ok(r
+                    .top
+                    .iter()
+                    .map(|h| {
+                        let v = f64::from(h.score);
+                        (h.id, if range > 0.0 { (v - lo) / range } else { 1.0 })
+                    })
+                    .collect());
+            }
+        }
+        let s = min_max(&facts.scores(q_f)?);
+        Ok(top_k_desc(&s, k)
+            .into_iter()
+            .map(|row| (row, s[row]))
+            .collect())
     }
 
     async fn embed_query(&self, query: &str, instruction: &str) -> Result<Vec<f32>> {
@@ -188,10 +219,9 @@ impl HippoRetriever {
             let q_f = self
                 .embed_query(query, &self.config.query_instruction_fact)
                 .await?;
-            let s = min_max(&facts.scores(&q_f)?);
-            for row in top_k_desc(&s, self.config.linking_top_k) {
+            for (row, score) in self.candidate_facts(facts, &q_f)? {
                 if let Some(t) = self.index.fact(row) {
-                    trace.candidates.push((t.clone(), s[row]));
+                    trace.candidates.push((t.clone(), score));
                 }
             }
         }

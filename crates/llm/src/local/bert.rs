@@ -1,0 +1,521 @@
+//! The BERT encoder forward pass of a sentence embedder (all-MiniLM-L6-v2 and its kin), on packed
+//! sequences.
+//!
+//! Every sequence of a batch keeps only its own tokens: the linear layers run on the rows of all sequences
+//! stacked (no padding rows, no attention mask: a sequence attends to its own tokens only, which is what
+//! the mask of a padded batch computes), attention runs per sequence and head. A batch is split into one
+//! group of sequences per core (balanced by cost), each group computed on its own thread with
+//! single-threaded matrix products (matrixmultiply's kernels, chosen at run time for the CPU), so no core
+//! waits on another inside a layer. GELU uses a rational approximation of erf (error below 5e-7) and the
+//! softmax a polynomial exp (about 1 ulp), both written to vectorise.
+
+use ndarray::linalg::general_mat_mul;
+use std::ops::Range;
+
+use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Slice};
+
+/// Encoder settings (the model's `config.json`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BertShape {
+    pub hidden: usize,
+    pub heads: usize,
+    pub eps: f32,
+}
+
+/// Table sizes of an encoder (the model's `config.json`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BertSizes {
+    pub vocab: usize,
+    pub positions: usize,
+    pub token_types: usize,
+    pub intermediate: usize,
+    pub layers: usize,
+}
+
+struct Layer {
+    /// Query, key and value weights stacked: (3·hidden, hidden), `y = x · Wᵀ + b`.
+    qkv: Array2<f32>,
+    qkv_b: Vec<f32>,
+    out: Array2<f32>,
+    out_b: Vec<f32>,
+    ln1: (Vec<f32>, Vec<f32>),
+    inter: Array2<f32>,
+    inter_b: Vec<f32>,
+    down: Array2<f32>,
+    down_b: Vec<f32>,
+    ln2: (Vec<f32>, Vec<f32>),
+}
+
+/// A loaded encoder.
+pub(crate) struct Bert {
+    shape: BertShape,
+    word: Array2<f32>,
+    position: Array2<f32>,
+    token_type: Vec<f32>,
+    ln0: (Vec<f32>, Vec<f32>),
+    layers: Vec<Layer>,
+}
+
+/// Reads the f32 tensors of a BERT checkpoint in safetensors format.
+pub(crate) struct Weights<'a> {
+    tensors: safetensors::SafeTensors<'a>,
+    prefix: String,
+}
+
+impl<'a> Weights<'a> {
+    /// Parses `bytes`; tensor names may carry a `bert.` prefix (checkpoints saved from a task model).
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, String> {
+        let tensors = safetensors::SafeTensors::deserialize(bytes).map_err(|e| e.to_string())?;
+        let prefix = if tensors
+            .names()
+            .iter()
+            .any(|n| n.starts_with("bert.embeddings."))
+        {
+            "bert.".to_owned()
+        } else {
+            String::new()
+        };
+        Ok(Self { tensors, prefix })
+    }
+
+    fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, String> {
+        let full = format!("{}{name}", self.prefix);
+        let t = self
+            .tensors
+            .tensor(&full)
+            .map_err(|e| format!("tensor {full}: {e}"))?;
+        if t.dtype() != safetensors::Dtype::F32 {
+            return Err(format!("tensor {full}: {:?}, expected F32", t.dtype()));
+        }
+        if t.shape() != shape {
+            return Err(format!(
+                "tensor {full}: shape {:?}, expected {shape:?}",
+                t.shape()
+            ));
+        }
+        Ok(t.data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
+    }
+
+    fn matrix(&self, name: &str, rows: usize, cols: usize) -> Result<Array2<f32>, String> {
+        Array2::from_shape_vec((rows, cols), self.get(name, &[rows, cols])?)
+            .map_err(|e| format!("tensor {name}: {e}"))
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>, String> {
+        self.get(name, &[len])
+    }
+
+    fn norm(&self, name: &str, len: usize) -> Result<(Vec<f32>, Vec<f32>), String> {
+        Ok((
+            self.vector(&format!("{name}.weight"), len)?,
+            self.vector(&format!("{name}.bias"), len)?,
+        ))
+    }
+}
+
+impl Bert {
+    /// Loads the encoder; `vocab`, `positions`, `intermediate` and `layers` from the model's config.
+    pub fn load(w: &Weights<'_>, shape: BertShape, sizes: BertSizes) -> Result<Self, String> {
+        let BertSizes {
+            vocab,
+            positions,
+            token_types,
+            intermediate,
+            layers,
+        } = sizes;
+        let h = shape.hidden;
+        if shape.heads == 0 || !h.is_multiple_of(shape.heads) {
+            return Err(format!(
+                "hidden size {h} is not a multiple of {} heads",
+                shape.heads
+            ));
+        }
+        let word = w.matrix("embeddings.word_embeddings.weight", vocab, h)?;
+        let position = w.matrix("embeddings.position_embeddings.weight", positions, h)?;
+        // Every token has type 0 (single-segment inputs).
+        let types = w.get("embeddings.token_type_embeddings.weight", &[token_types, h])?;
+        let token_type = types
+            .get(..h)
+            .map(<[f32]>::to_vec)
+            .ok_or_else(|| "embeddings.token_type_embeddings.weight has no rows".to_owned())?;
+        let ln0 = w.norm("embeddings.LayerNorm", h)?;
+        let mut out = Vec::with_capacity(layers);
+        for i in 0..layers {
+            let p = format!("encoder.layer.{i}.");
+            let part = |n: &str| w.matrix(&format!("{p}attention.self.{n}.weight"), h, h);
+            let (q, k, v) = (part("query")?, part("key")?, part("value")?);
+            let qkv = ndarray::concatenate(Axis(0), &[q.view(), k.view(), v.view()])
+                .map_err(|e| e.to_string())?;
+            let mut qkv_b = Vec::with_capacity(3 * h);
+            for n in ["query", "key", "value"] {
+                qkv_b.extend(w.vector(&format!("{p}attention.self.{n}.bias"), h)?);
+            }
+            out.push(Layer {
+                qkv,
+                qkv_b,
+                out: w.matrix(&format!("{p}attention.output.dense.weight"), h, h)?,
+                out_b: w.vector(&format!("{p}attention.output.dense.bias"), h)?,
+                ln1: w.norm(&format!("{p}attention.output.LayerNorm"), h)?,
+                inter: w.matrix(&format!("{p}intermediate.dense.weight"), intermediate, h)?,
+                inter_b: w.vector(&format!("{p}intermediate.dense.bias"), intermediate)?,
+                down: w.matrix(&format!("{p}output.dense.weight"), h, intermediate)?,
+                down_b: w.vector(&format!("{p}output.dense.bias"), h)?,
+                ln2: w.norm(&format!("{p}output.LayerNorm"), h)?,
+            });
+        }
+        Ok(Self {
+            shape,
+            word,
+            position,
+            token_type,
+            ln0,
+            layers: out,
+        })
+    }
+
+    /// Mean-pooled, L2-normalised embeddings of the token id sequences `seqs` (each non-empty and at most
+    /// the model's positions long), computed on up to `threads` threads.
+    pub fn embed(&self, seqs: &[Vec<u32>], threads: usize) -> Result<Vec<Vec<f32>>, String> {
+        for (i, s) in seqs.iter().enumerate() {
+            if s.is_empty() || s.len() > self.position.nrows() {
+                return Err(format!(
+                    "sequence {i} has {} tokens (1 to {} allowed)",
+                    s.len(),
+                    self.position.nrows()
+                ));
+            }
+            if let Some(&bad) = s.iter().find(|&&t| t as usize >= self.word.nrows()) {
+                return Err(format!(
+                    "sequence {i}: token id {bad} is outside the vocabulary"
+                ));
+            }
+        }
+        let groups = split(seqs, threads.max(1));
+        if groups.len() <= 1 {
+            return Ok(self.embed_group(seqs));
+        }
+        let results: Vec<Vec<Vec<f32>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .iter()
+                .map(|g| scope.spawn(move || self.embed_group(&seqs[g.clone()])))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| "an encoder thread panicked".to_owned())
+                })
+                .collect::<Result<_, _>>()
+        })?;
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    /// The forward pass of one group on the calling thread.
+    fn embed_group(&self, seqs: &[Vec<u32>]) -> Vec<Vec<f32>> {
+        let h = self.shape.hidden;
+        let total: usize = seqs.iter().map(Vec::len).sum();
+        let mut starts = Vec::with_capacity(seqs.len() + 1);
+        starts.push(0);
+        for s in seqs {
+            starts.push(starts.last().copied().unwrap_or(0) + s.len());
+        }
+        let mut x = Array2::<f32>::zeros((total, h));
+        for (s, &start) in seqs.iter().zip(&starts) {
+            for (p, &t) in s.iter().enumerate() {
+                let mut row = x.row_mut(start + p);
+                let word = self.word.row(t as usize);
+                let pos = self.position.row(p);
+                for (((o, w), q), ty) in row.iter_mut().zip(word).zip(pos).zip(&self.token_type) {
+                    *o = w + q + ty;
+                }
+            }
+        }
+        layer_norm(x.view_mut(), &self.ln0, self.shape.eps);
+        let longest = seqs.iter().map(Vec::len).max().unwrap_or(0);
+        let mut scratch = Scratch::new(
+            total,
+            h,
+            self.layers.first().map_or(0, |l| l.inter.nrows()),
+            longest,
+        );
+        for layer in &self.layers {
+            self.layer(layer, &mut x, &starts, &mut scratch);
+        }
+        starts
+            .windows(2)
+            .map(|w| {
+                let rows = x.slice_axis(Axis(0), Slice::from(w[0]..w[1]));
+                let n = (w[1] - w[0]).max(1) as f32;
+                let mut v: Vec<f32> = rows.sum_axis(Axis(0)).iter().map(|s| s / n).collect();
+                let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+                v.iter_mut().for_each(|a| *a /= norm);
+                v
+            })
+            .collect()
+    }
+
+    fn layer(&self, l: &Layer, x: &mut Array2<f32>, starts: &[usize], sc: &mut Scratch) {
+        let h = self.shape.hidden;
+        let heads = self.shape.heads;
+        let hd = h / heads;
+        let scale = 1.0 / (hd as f32).sqrt();
+        linear(x.view(), &l.qkv, &l.qkv_b, sc.qkv.view_mut());
+        for w in starts.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let n = b - a;
+            for head in 0..heads {
+                let q = block(&sc.qkv, a..b, head * hd..(head + 1) * hd);
+                let k = block(&sc.qkv, a..b, h + head * hd..h + (head + 1) * hd);
+                let v = block(&sc.qkv, a..b, 2 * h + head * hd..2 * h + (head + 1) * hd);
+                let mut probs = block_mut(&mut sc.scores, 0..n, 0..n);
+                general_mat_mul(scale, &q, &k.t(), 0.0, &mut probs);
+                for mut row in probs.rows_mut() {
+                    if let Some(r) = row.as_slice_mut() {
+                        softmax(r);
+                    }
+                }
+                let mut ctx = block_mut(&mut sc.ctx, a..b, head * hd..(head + 1) * hd);
+                general_mat_mul(1.0, &probs.view(), &v, 0.0, &mut ctx);
+            }
+        }
+        // Attention output, residual, norm.
+        linear(sc.ctx.view(), &l.out, &l.out_b, sc.tmp.view_mut());
+        sc.tmp += &*x;
+        layer_norm(sc.tmp.view_mut(), &l.ln1, self.shape.eps);
+        // Feed-forward, residual, norm.
+        linear(sc.tmp.view(), &l.inter, &l.inter_b, sc.inter.view_mut());
+        if let Some(v) = sc.inter.as_slice_mut() {
+            gelu(v);
+        }
+        linear(sc.inter.view(), &l.down, &l.down_b, x.view_mut());
+        *x += &sc.tmp;
+        layer_norm(x.view_mut(), &l.ln2, self.shape.eps);
+    }
+}
+
+/// Buffers of one group's forward pass, reused across layers.
+struct Scratch {
+    qkv: Array2<f32>,
+    scores: Array2<f32>,
+    ctx: Array2<f32>,
+    tmp: Array2<f32>,
+    inter: Array2<f32>,
+}
+
+impl Scratch {
+    fn new(rows: usize, h: usize, intermediate: usize, longest: usize) -> Self {
+        Self {
+            qkv: Array2::zeros((rows, 3 * h)),
+            scores: Array2::zeros((longest, longest)),
+            ctx: Array2::zeros((rows, h)),
+            tmp: Array2::zeros((rows, h)),
+            inter: Array2::zeros((rows, intermediate)),
+        }
+    }
+}
+
+/// Contiguous groups of `seqs`, one per thread, with about equal cost (linear layers ∝ tokens,
+/// attention ∝ tokens²); fewer groups when the batch is small.
+fn split(seqs: &[Vec<u32>], threads: usize) -> Vec<std::ops::Range<usize>> {
+    let cost = |s: &Vec<u32>| {
+        let n = s.len() as f64;
+        n * 1000.0 + n * n * 2.0
+    };
+    let total: f64 = seqs.iter().map(cost).sum();
+    let total_tokens: usize = seqs.iter().map(Vec::len).sum();
+    // Below a few hundred tokens a second thread costs more than it saves.
+    let threads = threads.min(seqs.len()).min(total_tokens / 64).max(1);
+    let mut out = Vec::with_capacity(threads);
+    let mut start = 0;
+    let mut acc = 0.0;
+    for (i, s) in seqs.iter().enumerate() {
+        acc += cost(s);
+        let done = out.len() + 1;
+        if done < threads && acc >= total * done as f64 / threads as f64 {
+            out.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    if start < seqs.len() {
+        out.push(start..seqs.len());
+    }
+    out
+}
+
+/// The view of rows `r` and columns `c` of `m`.
+fn block(m: &Array2<f32>, r: Range<usize>, c: Range<usize>) -> ArrayView2<'_, f32> {
+    m.slice_axis(Axis(0), Slice::from(r))
+        .slice_axis_move(Axis(1), Slice::from(c))
+}
+
+/// The mutable view of rows `r` and columns `c` of `m`.
+fn block_mut(m: &mut Array2<f32>, r: Range<usize>, c: Range<usize>) -> ArrayViewMut2<'_, f32> {
+    m.slice_axis_mut(Axis(0), Slice::from(r))
+        .slice_axis_move(Axis(1), Slice::from(c))
+}
+
+/// `y = x · Wᵀ + b` for `w` of shape (out, in).
+fn linear(x: ArrayView2<'_, f32>, w: &Array2<f32>, b: &[f32], mut y: ArrayViewMut2<'_, f32>) {
+    general_mat_mul(1.0, &x, &w.t(), 0.0, &mut y);
+    for mut row in y.rows_mut() {
+        for (o, bias) in row.iter_mut().zip(b) {
+            *o += bias;
+        }
+    }
+}
+
+/// Row-wise layer normalisation in place.
+fn layer_norm(mut x: ArrayViewMut2<'_, f32>, (gamma, beta): &(Vec<f32>, Vec<f32>), eps: f32) {
+    for mut row in x.rows_mut() {
+        let Some(r) = row.as_slice_mut() else {
+            continue;
+        };
+        let n = r.len() as f32;
+        let mean = r.iter().sum::<f32>() / n;
+        let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+        let inv = 1.0 / (var + eps).sqrt();
+        for ((v, g), b) in r.iter_mut().zip(gamma).zip(beta) {
+            *v = (*v - mean) * inv * g + b;
+        }
+    }
+}
+
+/// Softmax of one row in place.
+fn softmax(r: &mut [f32]) {
+    let max = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for v in r.iter_mut() {
+        *v = exp(*v - max);
+    }
+    let sum: f32 = r.iter().sum();
+    let inv = 1.0 / sum;
+    r.iter_mut().for_each(|v| *v *= inv);
+}
+
+/// `e^x` for `x ≤ 0` (softmax arguments) to about 1 ulp; 0 below -87.
+#[inline]
+fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23: adding and subtracting it rounds to an integer
+    let tiny = x < -87.0;
+    let x = x.max(-87.0);
+    let n = (x * LOG2E + ROUND) - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    // e^r on [-ln2/2, ln2/2]: Taylor terms to r^6 (relative error below 2e-7).
+    let p = 1.0
+        + r * (1.0
+            + r * (0.5
+                + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
+    let bits = ((n as i32 + 127) as u32) << 23;
+    if tiny {
+        0.0
+    } else {
+        p * f32::from_bits(bits)
+    }
+}
+
+/// GELU with erf, in place: `0.5·x·(1 + erf(x/√2))`.
+fn gelu(v: &mut [f32]) {
+    const INV_SQRT2: f32 = std::f32::consts::FRAC_1_SQRT_2;
+    for x in v.iter_mut() {
+        *x = 0.5 * *x * (1.0 + erf(*x * INV_SQRT2));
+    }
+}
+
+/// erf in single precision: a rational approximation on [-4, 4] (±1 outside), absolute error below 5e-7.
+#[inline]
+fn erf(x: f32) -> f32 {
+    let x = x.clamp(-4.0, 4.0);
+    let x2 = x * x;
+    let p = -2.726_142e-10f32;
+    let p = p * x2 + 2.770_681_5e-8;
+    let p = p * x2 - 2.101_024e-6;
+    let p = p * x2 - 5.692_506_2e-5;
+    let p = p * x2 - 7.349_906_4e-4;
+    let p = p * x2 - 2.954_600_1e-3;
+    let p = p * x2 - 1.609_603_3e-2;
+    let q = -1.456_607_2e-5f32;
+    let q = q * x2 - 2.133_740_6e-4;
+    let q = q * x2 - 1.682_827e-3;
+    let q = q * x2 - 7.373_329_3e-3;
+    let q = q * x2 - 1.426_474e-2;
+    x * p / q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erf_and_exp_are_accurate() {
+        let mut worst: f64 = 0.0;
+        for i in -60_000..=60_000 {
+            let x = i as f32 / 10_000.0;
+            worst = worst.max((f64::from(erf(x)) - libm_erf(x)).abs());
+        }
+        assert!(worst < 5e-7, "erf error {worst}");
+        let mut worst: f64 = 0.0;
+        for i in 0..=100_000 {
+            let x = -(i as f32) / 1_000.0;
+            let e = f64::from(x).exp();
+            let rel = (f64::from(exp(x)) - e).abs() / e.max(f64::MIN_POSITIVE);
+            if x > -80.0 {
+                worst = worst.max(rel);
+            }
+        }
+        assert!(worst < 4e-7, "exp relative error {worst}");
+        assert!(exp(-200.0) < 1e-37);
+        assert!((exp(0.0) - 1.0).abs() < 1e-7);
+    }
+
+    fn libm_erf(x: f32) -> f64 {
+        // erf by its Maclaurin series (|x| ≤ 3) or the continued fraction of erfc, in f64.
+        let x = f64::from(x);
+        if x.abs() < 3.0 {
+            let mut term = x;
+            let mut sum = x;
+            for n in 1..200 {
+                term *= -x * x / n as f64;
+                let add = term / (2 * n + 1) as f64;
+                sum += add;
+                if add.abs() < 1e-17 {
+                    break;
+                }
+            }
+            sum * 2.0 / std::f64::consts::PI.sqrt()
+        } else {
+            let t = x.abs();
+            let mut f = 0.0;
+            for k in (1..60).rev() {
+                f = (k as f64 / 2.0) / (t + f);
+            }
+            let erfc = (-t * t).exp() / std::f64::consts::PI.sqrt() / (t + f);
+            x.signum() * (1.0 - erfc)
+        }
+    }
+
+    #[test]
+    fn split_balances_and_keeps_order() {
+        let seqs: Vec<Vec<u32>> = (0..10).map(|i| vec![1; 50 + i * 10]).collect();
+        let g = split(&seqs, 2);
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].start, 0);
+        assert_eq!(g[1].end, 10);
+        assert_eq!(g[0].end, g[1].start);
+        let tiny: Vec<Vec<u32>> = vec![vec![1; 5]; 3];
+        assert_eq!(split(&tiny, 2).len(), 1, "small batches stay on one thread");
+        assert!(split(&[], 2).iter().all(|r| r.is_empty()));
+    }
+
+    #[test]
+    fn softmax_sums_to_one() {
+        let mut r = vec![1.0, 2.0, 3.0, -1e9];
+        softmax(&mut r);
+        assert!((r.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+        assert_eq!(r[3], 0.0);
+    }
+}

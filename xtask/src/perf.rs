@@ -1,0 +1,687 @@
+//! `cargo xtask perf`: kgrag against the native references, case by case, in one invocation.
+//!
+//! Builds `kgrag-perf` (release, feature `linfa`), creates a venv under `target/perf/venv` with the
+//! pinned reference packages from PyPI, prepares the inputs once under `target/perf/data` (MuSiQue texts,
+//! MiniLM vectors, graph, PCA matrix; a synthetic 1M-edge graph for PPR and one for Leiden), then runs each
+//! case's two sides alternately — ours first, because the reference checks against our output — and keeps
+//! each side's best time. Prints a table and writes `target/perf/report.json`:
+//! `{ "<case>": { "ours_ms", "ref_ms", "ratio", "check", "check_what", "goal", "met", "ours", "ref" } }`
+//! with ratio = ours / ref; and `target/perf/machine.json`: the measured f32 matrix-product rate and memory
+//! read bandwidth of the machine (`kgrag-perf peak`).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::{json, Map, Value};
+
+use crate::{fail, TaskResult};
+
+/// The reference packages, pinned.
+const PACKAGES: [&str; 6] = [
+    "numpy==2.4.6",
+    "scipy==1.17.1",
+    "python-igraph==1.0.0",
+    "scikit-learn==1.9.1",
+    "graspologic-native==1.3.1",
+    "tokenizers==0.23.3",
+];
+
+const CASES: [&str; 13] = [
+    "embed_musique",
+    "synonymy_musique",
+    "hipporag2_index_musique",
+    "hipporag2_query_musique",
+    "ppr_musique",
+    "ppr_1m",
+    "gmm_bic_musique",
+    "gmm_linfa_musique",
+    "leiden_musique",
+    "leiden_1m",
+    "hirag_query_musique",
+    "leanrag_query_musique",
+    "index_musique_full",
+];
+
+struct Options {
+    cases: Vec<String>,
+    rounds: usize,
+    passes: usize,
+}
+
+fn parse(args: &[std::ffi::OsString]) -> TaskResult<Options> {
+    let mut o = Options {
+        cases: CASES[..CASES.len() - 1]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect(),
+        rounds: 5,
+        passes: 2,
+    };
+    let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(a) = it.next() {
+        let mut value = |name: &str| {
+            it.next()
+                .ok_or_else(|| fail(format!("{name} needs a value")))
+        };
+        match a.as_str() {
+            "--cases" => {
+                let v = value("--cases")?;
+                o.cases = v.split(',').map(str::to_owned).collect();
+                if let Some(bad) = o.cases.iter().find(|c| !CASES.contains(&c.as_str())) {
+                    return Err(fail(format!(
+                        "unknown case {bad:?}; cases: {}",
+                        CASES.join(", ")
+                    )));
+                }
+            }
+            "--rounds" => {
+                o.rounds = value("--rounds")?
+                    .parse()
+                    .map_err(|_| fail("--rounds needs a number"))?;
+            }
+            "--passes" => {
+                o.passes = value("--passes")?
+                    .parse()
+                    .map_err(|_| fail("--passes needs a number"))?;
+            }
+            other => {
+                return Err(fail(format!(
+                    "unknown perf option {other:?} (--cases a,b --rounds N --passes N)"
+                )))
+            }
+        }
+    }
+    o.rounds = o.rounds.max(1);
+    o.passes = o.passes.max(1);
+    Ok(o)
+}
+
+fn venv(root: &Path) -> TaskResult<PathBuf> {
+    let dir = root.join("target/perf/venv");
+    let py = dir.join("bin/python");
+    let check = "import numpy, scipy, igraph, sklearn, graspologic_native, tokenizers";
+    let ready = Command::new(&py)
+        .args(["-c", check])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if ready {
+        return Ok(py);
+    }
+    println!(
+        "xtask perf: creating {} with {}",
+        dir.display(),
+        PACKAGES.join(" ")
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    let python = crate::python();
+    let out = Command::new(&python)
+        .args(["-m", "venv"])
+        .arg(&dir)
+        .output()
+        .map_err(|e| fail(format!("could not run {python} -m venv: {e}")))?;
+    if !out.status.success() {
+        return Err(fail(format!(
+            "{python} -m venv failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let out = Command::new(&py)
+        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+        .args(PACKAGES)
+        .output()
+        .map_err(|e| fail(format!("could not run pip: {e}")))?;
+    if !out.status.success() {
+        return Err(fail(format!(
+            "pip install of the reference packages failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(py)
+}
+
+/// Runs `command` and parses the last line of its stdout as JSON.
+fn json_of(what: &str, command: &mut Command) -> TaskResult<Value> {
+    let out = command
+        .output()
+        .map_err(|e| fail(format!("{what}: cannot run: {e}")))?;
+    if !out.status.success() {
+        return Err(fail(format!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| fail(format!("{what}: no JSON on stdout: {text}")))?;
+    serde_json::from_str(line).map_err(|e| fail(format!("{what}: bad JSON {line:?}: {e}")))
+}
+
+fn num(v: &Value, key: &str) -> Option<f64> {
+    v.get(key).and_then(Value::as_f64)
+}
+
+/// A reference result that reports `secs_min` (the older scripts), with `ms` added.
+fn ms_from_secs(mut v: Value) -> Value {
+    let ms = num(&v, "secs_min").map(|s| s * 1e3);
+    if let Some(o) = v.as_object_mut() {
+        o.insert("ms".into(), json!(ms));
+    }
+    v
+}
+
+/// The lower of two JSON results by `ms` (the first when either lacks it).
+fn best(a: Option<Value>, b: Value) -> Value {
+    match a {
+        Some(a)
+            if num(&a, "ms").unwrap_or(f64::INFINITY) <= num(&b, "ms").unwrap_or(f64::INFINITY) =>
+        {
+            a
+        }
+        _ => b,
+    }
+}
+
+struct Runner {
+    perf: PathBuf,
+    py: PathBuf,
+    scripts: PathBuf,
+    dir: PathBuf,
+    assets: PathBuf,
+    data: PathBuf,
+    rounds: usize,
+}
+
+impl Runner {
+    fn ours(&self, args: &[&str]) -> TaskResult<Value> {
+        let mut c = Command::new(&self.perf);
+        c.arg(args[0])
+            .arg(&self.dir)
+            .args(&args[1..])
+            .env("KGRAG_PERF_ROUNDS", self.rounds.to_string())
+            .env("KGRAG_ASSETS", &self.assets)
+            .env("KGRAG_DATA_DIR", &self.data);
+        json_of(&format!("kgrag-perf {}", args.join(" ")), &mut c)
+    }
+
+    fn reference(&self, script: &str, args: &[&Path]) -> TaskResult<Value> {
+        let mut c = Command::new(&self.py);
+        c.arg(self.scripts.join(script)).args(args);
+        json_of(script, &mut c)
+    }
+
+    fn rounds(&self) -> String {
+        self.rounds.to_string()
+    }
+}
+
+/// One row of the report.
+struct Row {
+    ours: Value,
+    reference: Value,
+    ours_ms: f64,
+    ref_ms: Option<f64>,
+    check: Option<f64>,
+    check_what: &'static str,
+    goal: &'static str,
+    met: bool,
+}
+
+impl Row {
+    fn json(&self) -> Value {
+        json!({
+            "ours_ms": self.ours_ms,
+            "ref_ms": self.ref_ms,
+            "ratio": self.ref_ms.map(|r| self.ours_ms / r),
+            "check": self.check,
+            "check_what": self.check_what,
+            "goal": self.goal,
+            "met": self.met,
+            "ours": self.ours,
+            "ref": self.reference,
+        })
+    }
+}
+
+fn ratio_ok(ours: f64, reference: Option<f64>, limit: f64) -> bool {
+    reference.is_some_and(|r| ours / r <= limit)
+}
+
+fn run_case(r: &Runner, case: &str, passes: usize) -> TaskResult<Row> {
+    let dir = r.dir.clone();
+    let mut ours = None;
+    let mut reference = None;
+    let alternate = |ours: &mut Option<Value>,
+                     reference: &mut Option<Value>,
+                     o: &dyn Fn() -> TaskResult<Value>,
+                     f: &dyn Fn() -> TaskResult<Value>,
+                     passes: usize|
+     -> TaskResult<()> {
+        for _ in 0..passes {
+            *ours = Some(best(ours.take(), o()?));
+            *reference = Some(best(reference.take(), f()?));
+        }
+        Ok(())
+    };
+    let rounds = r.rounds();
+    let rounds_path = Path::new(&rounds);
+    let row = match case {
+        "embed_musique" => {
+            let model = r.assets.join("all-minilm-l6-v2");
+            alternate(
+                &mut ours,
+                &mut reference,
+                &|| r.ours(&["embed"]),
+                &|| r.reference("perf_minilm.py", &[&dir, &model]),
+                1,
+            )?;
+            let (o, f) = (ours.unwrap_or_default(), reference.unwrap_or_default());
+            let check = num(&f, "max_abs_diff");
+            let (om, rm) = (num(&o, "ms").unwrap_or(f64::NAN), num(&f, "ms"));
+            Row {
+                met: ratio_ok(om, rm, 0.5) && check.is_some_and(|c| c <= 1e-5),
+                ours: o,
+                reference: f,
+                ours_ms: om,
+                ref_ms: rm,
+                check,
+                check_what: "max |ours - numpy| over all vector components",
+                goal: "ratio <= 0.5 (2x the throughput), check <= 1e-5",
+            }
+        }
+        "synonymy_musique" => {
+            alternate(
+                &mut ours,
+                &mut reference,
+                &|| r.ours(&["synonymy"]),
+                &|| {
+                    r.reference(
+                        "perf_hipporag2.py",
+                        &[
+                            Path::new("synonymy"),
+                            &dir,
+                            Path::new("--rounds"),
+                            rounds_path,
+                        ],
+                    )
+                },
+                passes,
+            )?;
+            let (o, f) = (ours.unwrap_or_default(), reference.unwrap_or_default());
+            let check = num(&f, "mismatched_beyond_rounding");
+            let om = num(&o, "ms").unwrap_or(f64::NAN);
+            Row {
+                met: om <= 500.0 && check == Some(0.0),
+                ref_ms: num(&f, "ms"),
+                ours: o,
+                reference: f,
+                ours_ms: om,
+                check,
+                check_what: "pairs on one side only, rounding ties at the threshold (|cos64 - 0.8| <= 1e-6) excepted",
+                goal: "ours <= 500 ms, identical edge set",
+            }
+        }
+        "hipporag2_index_musique" => {
+            alternate(
+                &mut ours,
+                &mut reference,
+                &|| r.ours(&["hipporag2-index"]),
+                &|| {
+                    r.reference(
+                        "perf_hipporag2.py",
+                        &[Path::new("index"), &dir, Path::new("--rounds"), rounds_path],
+                    )
+                },
+                passes,
+            )?;
+            let (o, f) = (ours.unwrap_or_default(), reference.unwrap_or_default());
+            let check = match (num(&o, "arcs"), num(&f, "edges")) {
+                (Some(a), Some(e)) => Some((a / 2.0 - e).abs()),
+                _ => None,
+            };
+            let (om, rm) = (num(&o, "ms").unwrap_or(f64::NAN), num(&f, "ms"));
+            Row {
+                met: ratio_ok(om, rm, 0.25) && check == Some(0.0),
+                ours: o,
+                reference: f,
+                ours_ms: om,
+                ref_ms: rm,
+                check,
+                check_what: "|our undirected edges - igraph's edges|",
+                goal: "ratio <= 0.25, same graph",
+            }
+        }
+        "hipporag2_query_musique" => {
+            alternate(
+                &mut ours,
+                &mut reference,
+                &|| r.ours(&["hipporag2-query"]),
+                &|| {
+                    r.reference(
+                        "perf_hipporag2.py",
+                        &[Path::new("query"), &dir, Path::new("--rounds"), rounds_path],
+                    )
+                },
+                passes,
+            )?;
+            let (o, f) = (ours.unwrap_or_default(), reference.unwrap_or_default());
+            let check = num(&f, "same_top5_share");
+            let om = num(&o, "ms").unwrap_or(f64::NAN);
+            Row {
+                met: om <= 1.5 && check == Some(1.0),
+                ref_ms: num(&f, "ms"),
+                ours: o,
+                reference: f,
+                ours_ms: om,
+                check,
+                check_what: "share of the 100 questions with the same top 5",
+                goal: "p50 <= 1.5 ms, identical top 5",
+            }
+        }
+        "ppr_musique" | "ppr_1m" => {
+            let name = if case == "ppr_1m" {
+                "ppr-1m"
+            } else {
+                "musique-ppr"
+            };
+            let gdir = dir.join(name);
+            alternate(
+                &mut ours,
+                &mut reference,
+                &|| r.ours(&["ppr", name]),
+                &|| r.reference("ppr_igraph.py", &[&gdir, Path::new("--json")]),
+                passes,
+            )?;
+            let (o, f) = (ours.unwrap_or_default(), reference.unwrap_or_default());
+            let check = num(&f, "max_abs_diff");
+            let (om, rm) = (num(&o, "ms").unwrap_or(f64::NAN), num(&f, "ms"));
+            let limit = if case == "ppr_1m" { 0.1 } else { 0.2 };
+            Row {
+                met: ratio_ok(om, rm, limit) && check.is_some_and(|c| c <= 1e-8),
+                ours: o,
+                reference: f,
+                ours_ms: om,
+                ref_ms: rm,
+                check,
+                check_what: "max |ours - igraph| over all scores",
+                goal: if case == "ppr_1m" {
+                    "ratio <= 0.1, check <= 1e-8"
+                } else {
+                    "ratio <= 0.2, check <= 1e-8"
+                },
+            }
+        }
+        "gmm_bic_musique" => {
+            let matrix = dir.join("musique/pca2.npy");
+            alternate(
+                &mut ours,
+                &mut reference,
+                &|| r.ours(&["gmm"]),
+                &|| {
+                    r.reference(
+                        "gmm_sklearn.py",
+                        &[&matrix, Path::new("--rounds"), rounds_path],
+                    )
+                    .map(ms_from_secs)
+                },
+                passes,
+            )?;
+            let (o, f) = (ours.unwrap_or_default(), reference.unwrap_or_default());
+            let check = match (
+                num(&o, "mean_log_likelihood"),
+                num(&f, "mean_log_likelihood"),
+            ) {
+                (Some(a), Some(b)) => Some(a - b),
+                _ => None,
+            };
+            let (om, rm) = (num(&o, "ms").unwrap_or(f64::NAN), num(&f, "ms"));
+            Row {
+                met: ratio_ok(om, rm, 0.03),
+                ours: o,
+                reference: f,
+                ours_ms: om,
+                ref_ms: rm,
+                check,
+                check_what: "mean log-likelihood of the chosen mixture, ours - scikit-learn",
+                goal: "ratio <= 0.03",
+            }
+        }
+        "gmm_linfa_musique" => {
+            let o = r.ours(&["gmm-linfa"])?;
+            let om = num(&o, "ms").unwrap_or(f64::NAN);
+            let rm = num(&o, "ref_ms");
+            Row {
+                met: true,
+                check: num(&o, "mean_ll_ours_minus_linfa"),
+                reference: json!({"ms": rm}),
+                ours: o,
+                ours_ms: om,
+                ref_ms: rm,
+                check_what: "mean over the scan's k of (our - linfa's) mean log-likelihood",
+                goal: "reported (time ratio and log-likelihood difference)",
+            }
+        }
+        "leiden_musique" | "leiden_1m" => {
+            let name = if case == "leiden_1m" {
+                "leiden-1m"
+            } else {
+                "musique-leiden"
+            };
+            let gdir = dir.join(name);
+            alternate(
+                &mut ours,
+                &mut reference,
+                &|| r.ours(&["leiden", name]),
+                &|| {
+                    r.reference(
+                        "leiden_graspologic.py",
+                        &[&gdir, Path::new("--rounds"), rounds_path],
+                    )
+                    .map(ms_from_secs)
+                },
+                passes,
+            )?;
+            let (o, mut f) = (ours.unwrap_or_default(), reference.unwrap_or_default());
+            let level0 = gdir.join("graspologic_level0.txt");
+            let level0 = level0.to_string_lossy().into_owned();
+            let q_ref = num(&r.ours(&["modularity", name, &level0])?, "modularity");
+            if let Some(obj) = f.as_object_mut() {
+                obj.insert("modularity".into(), json!(q_ref));
+            }
+            let check = match (num(&o, "modularity"), q_ref) {
+                (Some(a), Some(b)) if b != 0.0 => Some((a - b) / b.abs()),
+                _ => None,
+            };
+            let (om, rm) = (num(&o, "ms").unwrap_or(f64::NAN), num(&f, "ms"));
+            Row {
+                met: ratio_ok(om, rm, 0.2) && check.is_some_and(|c| c >= -0.005),
+                ours: o,
+                reference: f,
+                ours_ms: om,
+                ref_ms: rm,
+                check,
+                check_what: "level-0 modularity, (ours - graspologic) / graspologic",
+                goal: "ratio <= 0.2, modularity within 0.5 %",
+            }
+        }
+        other => return Err(fail(format!("case {other} is run with the method queries"))),
+    };
+    Ok(row)
+}
+
+fn print_table(rows: &[(String, Row)]) {
+    println!(
+        "\n| case | ours ms | ref ms | ratio | check | goal | met |\n| --- | ---: | ---: | ---: | ---: | --- | --- |"
+    );
+    for (name, r) in rows {
+        let f = |v: Option<f64>| v.map_or("—".to_owned(), |x| format!("{x:.4}"));
+        println!(
+            "| {name} | {:.3} | {} | {} | {} | {} | {} |",
+            r.ours_ms,
+            r.ref_ms.map_or("—".to_owned(), |x| format!("{x:.3}")),
+            f(r.ref_ms.map(|x| r.ours_ms / x)),
+            r.check.map_or("—".to_owned(), |x| format!("{x:.3e}")),
+            r.goal,
+            if r.met { "yes" } else { "no" }
+        );
+    }
+}
+
+/// `cargo xtask perf [--cases a,b] [--rounds N] [--passes N]`.
+pub fn run(args: &[std::ffi::OsString], root: &Path, assets: &Path, data: &Path) -> TaskResult {
+    let o = parse(args)?;
+    crate::run_step(
+        "cargo build --release -p kgrag-benches --bin kgrag-perf --features linfa",
+        crate::cargo_command()
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "kgrag-benches",
+                "--bin",
+                "kgrag-perf",
+                "--features",
+                "linfa",
+            ])
+            .current_dir(root),
+    )?;
+    let py = venv(root)?;
+    let r = Runner {
+        perf: root.join("target/release/kgrag-perf"),
+        py,
+        scripts: root.join("benches/python"),
+        dir: root.join("target/perf/data"),
+        assets: assets.to_path_buf(),
+        data: data.to_path_buf(),
+        rounds: o.rounds,
+    };
+    std::fs::create_dir_all(&r.dir)
+        .map_err(|e| fail(format!("cannot create {}: {e}", r.dir.display())))?;
+    let prepared = r.ours(&["prepare"])?;
+    println!("xtask perf: inputs {prepared}");
+    let have_vectors =
+        r.dir.join("musique/vectors.npy").exists() && r.dir.join("musique/queries.npy").exists();
+    let mut rows: Vec<(String, Row)> = Vec::new();
+    let wants = |c: &str| o.cases.iter().any(|x| x == c);
+    if wants("embed_musique") {
+        println!("xtask perf: embed_musique (ours, then numpy: several minutes each)");
+        rows.push(("embed_musique".into(), run_case(&r, "embed_musique", 1)?));
+    } else if !have_vectors {
+        println!("xtask perf: embedding the MuSiQue texts once (our MiniLM)");
+        r.ours(&["embed"])?;
+    }
+    println!("xtask perf: {}", r.ours(&["derive"])?);
+    for case in &o.cases {
+        if matches!(
+            case.as_str(),
+            "embed_musique"
+                | "hirag_query_musique"
+                | "leanrag_query_musique"
+                | "index_musique_full"
+        ) {
+            continue;
+        }
+        println!("xtask perf: {case}");
+        rows.push((case.clone(), run_case(&r, case, o.passes)?));
+    }
+    if wants("hirag_query_musique") || wants("leanrag_query_musique") {
+        println!("xtask perf: hirag_query_musique, leanrag_query_musique (kgrag bench)");
+        let v = r.ours(&["method-query"])?;
+        for (case, limit, goal) in [
+            ("hirag_query_musique", 10.0, "p50 <= 10 ms"),
+            ("leanrag_query_musique", 5.0, "p50 <= 5 ms"),
+        ] {
+            if !wants(case) {
+                continue;
+            }
+            let o = v.get(case).cloned().unwrap_or_default();
+            let ms = num(&o, "ms").unwrap_or(f64::NAN);
+            rows.push((
+                case.to_owned(),
+                Row {
+                    met: ms <= limit,
+                    ours: o,
+                    reference: Value::Null,
+                    ours_ms: ms,
+                    ref_ms: None,
+                    check: None,
+                    check_what: "— (no reference)",
+                    goal,
+                },
+            ));
+        }
+    }
+    if wants("index_musique_full") {
+        println!("xtask perf: index_musique_full (kgrag bench, every method, cold embeddings)");
+        let v = r.ours(&["index-full"])?;
+        let ms = num(&v, "ms").unwrap_or(f64::NAN);
+        rows.push((
+            "index_musique_full".to_owned(),
+            Row {
+                met: true,
+                ours: v,
+                reference: Value::Null,
+                ours_ms: ms,
+                ref_ms: None,
+                check: None,
+                check_what: "— (no reference)",
+                goal: "reported",
+            },
+        ));
+    }
+    print_table(&rows);
+    // The machine's own limits, for reading the figures: sgemm rate and memory read bandwidth.
+    let machine = r.ours(&["peak"])?;
+    println!("\nxtask perf: machine {machine}");
+    let mpath = root.join("target/perf/machine.json");
+    std::fs::write(&mpath, machine.to_string())
+        .map_err(|e| fail(format!("cannot write {}: {e}", mpath.display())))?;
+    let mut report = Map::new();
+    for (name, row) in &rows {
+        report.insert(name.clone(), row.json());
+    }
+    let path = root.join("target/perf/report.json");
+    let text = serde_json::to_string_pretty(&Value::Object(report))
+        .map_err(|e| fail(format!("report: {e}")))?;
+    let tmp = path.with_extension("json.part");
+    std::fs::write(&tmp, text)
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| fail(format!("cannot write {}: {e}", path.display())))?;
+    println!("\nxtask perf: wrote {}", path.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_reject_unknown_cases() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.cases.len(), CASES.len() - 1);
+        assert!(!o.cases.iter().any(|c| c == "index_musique_full"));
+        let o = parse(&[
+            "--cases".into(),
+            "ppr_1m,leiden_1m".into(),
+            "--rounds".into(),
+            "2".into(),
+        ])
+        .unwrap();
+        assert_eq!(o.cases, ["ppr_1m", "leiden_1m"]);
+        assert_eq!(o.rounds, 2);
+        assert!(parse(&["--cases".into(), "nope".into()]).is_err());
+        assert!(parse(&["--bogus".into()]).is_err());
+    }
+
+    #[test]
+    fn best_keeps_the_faster_result() {
+        let a = json!({"ms": 2.0, "id": "a"});
+        let b = json!({"ms": 1.0, "id": "b"});
+        assert_eq!(best(Some(a.clone()), b.clone())["id"], "b");
+        assert_eq!(best(Some(b), a)["id"], "b");
+        assert_eq!(best(None, json!({"ms": 3.0}))["ms"], 3.0);
+    }
+}
