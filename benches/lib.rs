@@ -364,7 +364,6 @@ pub fn write_npy<T: NpyValue>(
     cols: usize,
     data: &[T],
 ) -> std::io::Result<()> {
-    use std::io::Write;
     if data.len() != rows * cols {
         return Err(std::io::Error::other(format!(
             "{}: {} values for a {rows} × {cols} matrix",
@@ -380,16 +379,15 @@ pub fn write_npy<T: NpyValue>(
         header.push(' ');
     }
     header.push('\n');
-    let tmp = path.with_extension("npy.part");
-    let mut out = std::io::BufWriter::new(std::fs::File::create(&tmp)?);
-    out.write_all(b"\x93NUMPY\x01\x00")?;
-    out.write_all(&(header.len() as u16).to_le_bytes())?;
-    out.write_all(header.as_bytes())?;
+    let mut bytes = Vec::with_capacity(10 + header.len() + data.len() * T::SIZE);
+    bytes.extend_from_slice(b"\x93NUMPY\x01\x00");
+    bytes.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    bytes.extend_from_slice(header.as_bytes());
     for v in data {
-        out.write_all(&v.le_bytes())?;
+        v.put_le(&mut bytes);
     }
-    out.flush()?;
-    drop(out);
+    let tmp = path.with_extension("npy.part");
+    std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
 }
 
@@ -440,37 +438,31 @@ pub trait NpyValue: Copy {
     const DESCR: &'static str;
     /// Bytes per value.
     const SIZE: usize;
-    /// Little-endian bytes.
-    fn le_bytes(self) -> Vec<u8>;
+    /// Appends the little-endian bytes to `out`.
+    fn put_le(self, out: &mut Vec<u8>);
     /// From `SIZE` little-endian bytes.
     fn from_le(b: &[u8]) -> Self;
 }
 
-impl NpyValue for f64 {
-    const DESCR: &'static str = "<f8";
-    const SIZE: usize = 8;
-    fn le_bytes(self) -> Vec<u8> {
-        self.to_le_bytes().to_vec()
-    }
-    fn from_le(b: &[u8]) -> Self {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[..8]);
-        f64::from_le_bytes(a)
-    }
+macro_rules! npy_value {
+    ($t:ty, $descr:literal) => {
+        impl NpyValue for $t {
+            const DESCR: &'static str = $descr;
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn put_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn from_le(b: &[u8]) -> Self {
+                let mut a = [0u8; std::mem::size_of::<$t>()];
+                a.copy_from_slice(&b[..std::mem::size_of::<$t>()]);
+                <$t>::from_le_bytes(a)
+            }
+        }
+    };
 }
 
-impl NpyValue for f32 {
-    const DESCR: &'static str = "<f4";
-    const SIZE: usize = 4;
-    fn le_bytes(self) -> Vec<u8> {
-        self.to_le_bytes().to_vec()
-    }
-    fn from_le(b: &[u8]) -> Self {
-        let mut a = [0u8; 4];
-        a.copy_from_slice(&b[..4]);
-        f32::from_le_bytes(a)
-    }
-}
+npy_value!(f64, "<f8");
+npy_value!(f32, "<f4");
 
 /// The level-0 partition of `h` over all `n` nodes; nodes outside the clustered component are singletons.
 pub fn level0(h: &kgrag_community::CommunityHierarchy, n: usize) -> Vec<usize> {

@@ -419,14 +419,27 @@ fn chunks(dir: &Path) -> Result<Vec<HippoChunk>> {
         .collect()
 }
 
-async fn passage_store(chunks: &[HippoChunk], embedder: &TableEmbedder) -> Result<EmbeddingStore> {
+/// What the index cases start from: the precomputed vectors, the chunks and their passage store.
+struct Setup {
+    embedder: Arc<TableEmbedder>,
+    chunks: Vec<HippoChunk>,
+    passages: Arc<EmbeddingStore>,
+}
+
+async fn setup(dir: &Path) -> Result<Setup> {
+    let embedder = TableEmbedder::load(dir)?;
+    let chunks = chunks(dir)?;
     let mut store = EmbeddingStore::new("passages");
     let items: Vec<(String, String)> = chunks
         .iter()
         .map(|c| (c.chunk.as_str().to_owned(), c.text.clone()))
         .collect();
-    store.insert(&items, embedder, 64, |_| {}).await?;
-    Ok(store)
+    store.insert(&items, &embedder, 64, |_| {}).await?;
+    Ok(Setup {
+        embedder: Arc::new(embedder),
+        chunks,
+        passages: Arc::new(store),
+    })
 }
 
 fn offline_config() -> HippoConfig {
@@ -436,13 +449,11 @@ fn offline_config() -> HippoConfig {
     }
 }
 
-async fn build_index(
-    chunks: &[HippoChunk],
-    passages: &Arc<EmbeddingStore>,
-    embedder: &TableEmbedder,
-) -> Result<HippoIndex> {
-    let mut index = HippoIndex::new(Arc::clone(passages), offline_config());
-    index.insert(chunks, embedder, &mut NoProgress).await?;
+async fn build_index(s: &Setup) -> Result<HippoIndex> {
+    let mut index = HippoIndex::new(Arc::clone(&s.passages), offline_config());
+    index
+        .insert(&s.chunks, s.embedder.as_ref(), &mut NoProgress)
+        .await?;
     Ok(index)
 }
 
@@ -480,10 +491,7 @@ fn musique_graph_of(index: &HippoIndex) -> Result<MusiqueGraph> {
 
 /// The inputs of the PPR, Leiden and GMM cases, from the MuSiQue HippoRAG 2 index.
 async fn derive(dir: &Path) -> Result<Value> {
-    let embedder = TableEmbedder::load(dir)?;
-    let chunks = chunks(dir)?;
-    let passages = Arc::new(passage_store(&chunks, &embedder).await?);
-    let index = build_index(&chunks, &passages, &embedder).await?;
+    let index = build_index(&setup(dir).await?).await?;
     let m = musique_graph_of(&index)?;
     let csr = m.graph.csr(EdgeWeighting::HippoReference)?;
     let edges: Vec<(usize, usize, f64)> = m
@@ -558,51 +566,44 @@ fn synonymy(dir: &Path, rounds: usize) -> Result<Value> {
 /// Case `hipporag2_index_musique`: everything after the embeddings — phrase and fact stores from the
 /// precomputed vectors, the graph, the synonymy edges and the retriever's CSR snapshot.
 async fn hipporag2_index(dir: &Path, rounds: usize) -> Result<Value> {
-    let embedder = TableEmbedder::load(dir)?;
-    let chunks = chunks(dir)?;
-    let passages = Arc::new(passage_store(&chunks, &embedder).await?);
-    let embedder = Arc::new(embedder);
+    let s = setup(dir).await?;
     let mut best = f64::INFINITY;
-    let mut summary = Value::Null;
+    let mut last = None;
     for _ in 0..rounds {
         let t = Instant::now();
-        let index = Arc::new(build_index(&chunks, &passages, &embedder).await?);
+        let index = Arc::new(build_index(&s).await?);
         let retriever = HippoRetriever::new(
             Arc::clone(&index),
-            Arc::clone(&embedder) as Arc<dyn Embedder>,
+            Arc::clone(&s.embedder) as Arc<dyn Embedder>,
             None,
             offline_config(),
         )?;
         best = best.min(t.elapsed().as_secs_f64() * 1e3);
         drop(retriever);
-        let csr = index.graph().csr(EdgeWeighting::HippoReference)?;
-        summary = json!({
-            "nodes": csr.node_count(), "arcs": csr.arc_count(),
-            "phrases": index.phrases().len(), "facts": index.facts().len(),
-        });
+        last = Some(index);
     }
-    let mut out = json!({"ms": best});
-    if let (Some(o), Some(s)) = (out.as_object_mut(), summary.as_object()) {
-        o.extend(s.clone());
-    }
-    Ok(out)
+    let index = last.ok_or_else(|| anyhow!("no rounds"))?;
+    let csr = index.graph().csr(EdgeWeighting::HippoReference)?;
+    Ok(json!({
+        "ms": best, "nodes": csr.node_count(), "arcs": csr.arc_count(),
+        "phrases": index.phrases().len(), "facts": index.facts().len(),
+    }))
 }
 
 /// Case `hipporag2_query_musique`: the 100 questions after their (precomputed) query embedding; writes
 /// each question's top-5 passage rows.
 async fn hipporag2_query(dir: &Path, rounds: usize) -> Result<Value> {
     use kgrag_types::{RetrievalRequest, Retriever};
-    let embedder = TableEmbedder::load(dir)?;
-    let chunks = chunks(dir)?;
-    let passages = Arc::new(passage_store(&chunks, &embedder).await?);
-    let index = Arc::new(build_index(&chunks, &passages, &embedder).await?);
+    let s = setup(dir).await?;
+    let index = Arc::new(build_index(&s).await?);
     let retriever = HippoRetriever::new(
         Arc::clone(&index),
-        Arc::new(embedder) as Arc<dyn Embedder>,
+        Arc::clone(&s.embedder) as Arc<dyn Embedder>,
         None,
         offline_config(),
     )?;
-    let row_of: HashMap<&str, usize> = chunks
+    let row_of: HashMap<&str, usize> = s
+        .chunks
         .iter()
         .enumerate()
         .map(|(i, c)| (c.chunk.as_str(), i))

@@ -7,11 +7,12 @@
 //! x_j ← (1 − d)·r_j + d·( Σ_i x_i·w_ij / s_i  +  (Σ_{i: s_i = 0} x_i)·r_j )
 //! ```
 //!
-//! starting from `x = r`, until the L1 change of one sweep is below `tolerance` or the iteration cap. Dangling nodes (no
-//! out-weight, including nodes whose edges all weigh 0) restart by the reset vector, which is what igraph's
-//! `personalized_pagerank(implementation = "prpack")` computes (PRPACK is called with `u = v = reset`), so
-//! the fixed point is the same; HippoRAG 2 uses that call with `d = 0.5`, `directed = False` and
-//! tolerance 1e-10 (spec hipporag2 §5.5). The result is renormalised to sum 1 as igraph does.
+//! starting from `x = r`, until the L1 change of one sweep is below `tolerance` or the iteration cap.
+//! Dangling nodes (no out-weight, including nodes whose edges all weigh 0) restart by the reset vector,
+//! which is what igraph's `personalized_pagerank(implementation = "prpack")` computes (PRPACK is called
+//! with `u = v = reset`), so the fixed point is the same; HippoRAG 2 uses that call with `d = 0.5`,
+//! `directed = False` and tolerance 1e-10 (spec hipporag2 §5.5). The result is renormalised to sum 1 as
+//! igraph does.
 //!
 //! The arc weights are divided by their source's out-strength once, when the solver is built. Below
 //! [`PprConfig::parallel_min_arcs`] arcs a sweep is Gauss–Seidel: nodes are updated in place in id order,
@@ -107,7 +108,6 @@ impl<'g> PprSolver<'g> {
             .zip(csr.weights())
             .map(|(&s, &w)| w * inv_out[s as usize])
             .collect();
-
         let dangling = csr
             .out_strength()
             .iter()

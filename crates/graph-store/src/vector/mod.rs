@@ -267,11 +267,17 @@ pub fn min_max(scores: &[f32]) -> Vec<f64> {
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &v| {
             (lo.min(v), hi.max(v))
         });
+    vals.iter().map(|&v| min_max_scale(v, lo, hi)).collect()
+}
+
+/// One value of [`min_max`] given the range `[lo, hi]` of all of them: `(v − lo) / (hi − lo)`, or 1 when
+/// `hi == lo` (for callers that know the range without the whole score vector).
+pub fn min_max_scale(v: f64, lo: f64, hi: f64) -> f64 {
     let range = hi - lo;
     if range > 0.0 {
-        vals.iter().map(|v| (v - lo) / range).collect()
+        (v - lo) / range
     } else {
-        vec![1.0; vals.len()]
+        1.0
     }
 }
 

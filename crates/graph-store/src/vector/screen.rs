@@ -3,9 +3,10 @@
 //! A full scan of a 17,000 × 384 f32 matrix moves 26 MB per query, more than the caches hold, so it runs at
 //! memory speed. [`ScreenedIndex`] keeps an int8 copy of the rows (one scale `s_r` per row); the query is
 //! quantised to int16 (scale `s_q`) and scored against it in exact integer arithmetic. The screened score
-//! is within `s_r/2 · ‖q‖₁ + s_q/2 · s_r‖c_r‖₁` (plus f32 rounding of the exact score) of the exact one. Only the rows whose bounds can reach the top `k` or
-//! the minimum are then scored exactly, with the same [`dot`] as [`ExactIndex::scores`], so the top `k`
-//! (ties by row ascending), the minimum and the maximum are exactly what a full scan gives.
+//! is within `s_r/2 · ‖q‖₁ + s_q/2 · s_r‖c_r‖₁` (plus f32 rounding of the exact score) of the exact one.
+//! Only the rows whose bounds can reach the top `k` or the minimum are then scored exactly, with the same
+//! [`dot`] as [`ExactIndex::scores`], so the top `k` (ties by row ascending), the minimum and the maximum
+//! are exactly what a full scan gives.
 
 use rayon::prelude::*;
 
@@ -138,8 +139,9 @@ impl ScreenedIndex {
                 .iter()
                 .map(|(a, m)| a + m)
                 .fold(f32::INFINITY, f32::min);
+            // Rows that may hold the minimum, less those already scored as top candidates.
             lows = (0..n)
-                .filter(|&r| approx[r].0 - approx[r].1 <= min_ub)
+                .filter(|&r| approx[r].0 - approx[r].1 <= min_ub && approx[r].0 + approx[r].1 < tau)
                 .collect();
         } else {
             candidates = (0..n).collect();

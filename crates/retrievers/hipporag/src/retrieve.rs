@@ -6,7 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kgrag_graph_store::hippo::phrase_key;
 use kgrag_graph_store::ppr::{PprConfig, PprSolver};
-use kgrag_graph_store::vector::{min_max, top_k_desc};
+use kgrag_graph_store::vector::{min_max, min_max_scale, top_k_desc};
 use kgrag_graph_store::{CsrGraph, EmbeddingStore, ScreenedIndex};
 use kgrag_types::{
     ChatModel, ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever,
@@ -171,14 +171,10 @@ impl HippoRetriever {
             let r = screen.top_k_range(index, q_f, k)?;
             if r.min.is_finite() && r.max.is_finite() && r.top.iter().all(|h| h.score.is_finite()) {
                 let (lo, hi) = (f64::from(r.min), f64::from(r.max));
-                let range = hi - lo;
                 return Ok(r
                     .top
                     .iter()
-                    .map(|h| {
-                        let v = f64::from(h.score);
-                        (h.id, if range > 0.0 { (v - lo) / range } else { 1.0 })
-                    })
+                    .map(|h| (h.id, min_max_scale(f64::from(h.score), lo, hi)))
                     .collect());
             }
         }
