@@ -674,7 +674,9 @@ fn ppr(dir: &Path, name: &str, rounds: usize) -> Result<Value> {
         scores.push(solver.scores().to_vec());
     }
     write_rows(&d.join("scores.txt"), &scores)?;
-    Ok(json!({"ms": ms, "nodes": n, "arcs": csr.arc_count(), "iterations_last": iterations}))
+    Ok(
+        json!({"ms": ms, "nodes": n, "arcs": csr.arc_count(), "iterations_last": iterations, "eliminated": solver.eliminated_nodes()}),
+    )
 }
 
 fn pca_points(dir: &Path) -> Result<kgrag_hierarchy::reduce::Points> {

@@ -1,13 +1,13 @@
-//! Personalized PageRank by power iteration on a [`CsrGraph`].
+//! Personalized PageRank on a [`CsrGraph`].
 //!
 //! With damping `d`, reset vector `r` (normalised to sum 1), arc weights `w_ij` and out-strengths
-//! `s_i = Σ_j w_ij`, one step is
+//! `s_i = Σ_j w_ij`, the scores are the fixed point of
 //!
 //! ```text
 //! x_j ← (1 − d)·r_j + d·( Σ_i x_i·w_ij / s_i  +  (Σ_{i: s_i = 0} x_i)·r_j )
 //! ```
 //!
-//! starting from `x = r`, until the L1 change of one sweep is below `tolerance` or the iteration cap.
+//! reached from `x = r` until the L1 change of one sweep is below `tolerance` or the iteration cap.
 //! Dangling nodes (no out-weight, including nodes whose edges all weigh 0) restart by the reset vector,
 //! which is what igraph's `personalized_pagerank(implementation = "prpack")` computes (PRPACK is called
 //! with `u = v = reset`), so the fixed point is the same; HippoRAG 2 uses that call with `d = 0.5`,
@@ -15,13 +15,17 @@
 //! igraph does.
 //!
 //! The arc weights are divided by their source's out-strength once, when the solver is built. Below
-//! [`PprConfig::parallel_min_arcs`] arcs a sweep is Gauss–Seidel: nodes are updated in place in id order,
-//! each from the neighbour values already updated in the same sweep, the dangling mass taken at the start
-//! of the sweep; it has the same fixed point as the power iteration and reaches the tolerance in about
-//! half the sweeps. Above it, a sweep is a Jacobi step (every node from the previous sweep's values) on
-//! rayon over fixed node blocks; the residual is summed per block and then in block order, so results do
-//! not depend on thread scheduling. [`PprSolver`] owns every buffer, so repeated queries on one snapshot
-//! allocate nothing in the iteration loop.
+//! [`PprConfig::parallel_min_arcs`] arcs a sweep is successive over-relaxation (SOR): nodes are updated in
+//! place, each from the neighbour values already updated in the same sweep (Gauss–Seidel), the step
+//! scaled by `ω` ([`PprConfig::relaxation`], [`default_relaxation`]: 1.1 at `d = 0.5`), the dangling mass
+//! taken at the start of the sweep. It has the same fixed point as the power iteration; on the MuSiQue
+//! graph it reaches the tolerance in 13 sweeps where Gauss–Seidel takes 18 and the power iteration 27.
+//! The nodes are swept in order of in-degree (then id) on a renumbered copy of the arcs, which keeps runs
+//! of equal-length rows together (the inner loop's branches stay predictable). Above the threshold, a
+//! sweep is a Jacobi step (every node from the previous sweep's values) on rayon over fixed node blocks;
+//! the residual is summed per block and then in block order, so results do not depend on thread
+//! scheduling. [`PprSolver`] owns its copy of the graph and every buffer: it can be kept beside the
+//! graph, and repeated queries allocate nothing.
 
 use rayon::prelude::*;
 
@@ -40,6 +44,9 @@ pub struct PprConfig {
     pub max_iterations: usize,
     /// Use rayon from this many arcs up (below it, threads cost more than they save).
     pub parallel_min_arcs: usize,
+    /// The over-relaxation factor `ω` of the sequential sweeps, in `(0, 2)` (1: plain Gauss–Seidel);
+    /// `None`: [`default_relaxation`] of the damping.
+    pub relaxation: Option<f64>,
 }
 
 impl Default for PprConfig {
@@ -49,8 +56,18 @@ impl Default for PprConfig {
             tolerance: 1e-10,
             max_iterations: 1000,
             parallel_min_arcs: 200_000,
+            relaxation: None,
         }
     }
+}
+
+/// The over-relaxation factor used when [`PprConfig::relaxation`] is `None`: 1.1 (the best on the MuSiQue
+/// graph at `d = 0.5`: 13 sweeps; 1.05: 15, 1.15: 15, 1.2: 16), kept at least 0.1 below `2/(1 + d)` — for
+/// `0 < ω < 2/(1 + d)` SOR provably converges on `I − d·Pᵀ`, an H-matrix whose Jacobi matrix has spectral
+/// radius at most `d` — and never below 1.
+pub fn default_relaxation(damping: f64) -> f64 {
+    let limit = 2.0 / (1.0 + damping);
+    1.1f64.min(limit - 0.1).max(1.0)
 }
 
 /// How a run ended.
@@ -66,23 +83,244 @@ pub struct PprStats {
 
 const BLOCK: usize = 4096;
 
-/// A reusable solver bound to one snapshot. See the module docs.
-#[derive(Debug)]
-pub struct PprSolver<'g> {
-    csr: &'g CsrGraph,
-    config: PprConfig,
-    /// Per arc (CSR order): its weight over its source's out-strength.
+/// The solver's copy of the graph: nodes in sweep order, arcs renumbered to sweep positions, each arc's
+/// probability `w_ij / s_i` times a constant factor; on the sequential path of an undirected graph, with
+/// the nodes of at most two neighbours eliminated (see [`Reduction`]).
+#[derive(Debug, Clone, Default)]
+struct Layout {
+    /// Sweep position -> dense node id (the kept nodes).
+    node: Vec<u32>,
+    offsets: Vec<usize>,
+    sources: Vec<u32>,
     prob: Vec<f64>,
+    /// Per position, the factor of its reset value in a sweep (`ω / (1 − M'_jj)`; 1 on the parallel path).
+    reset_scale: Vec<f64>,
+    /// Positions of the nodes without out-weight.
     dangling: Vec<u32>,
+    /// The eliminated nodes.
+    reduction: Reduction,
+}
+
+/// Nodes taken out of the sweeps by exact Gaussian elimination (static condensation). With `M = d·Pᵀ`
+/// (`M_ji = d·w_ij/s_i`), the fixed point solves `x = t·r + M·x` with the scalar `t` of the dangling
+/// restart. A node `u` whose neighbours are all kept has `x_u = t·r_u + Σ_i M_ui·x_i`; substituting it
+/// into its neighbours' rows gives the same system on the kept nodes with `r'_j = r_j + Σ_u M_ju·r_u` and
+/// `M'_ji = M_ji + Σ_u M_ju·M_ui` (a Schur complement of the M-matrix `I − M`, again an M-matrix), and
+/// `x_u` follows from the solution. Eliminated are the nodes of an undirected graph with at most two
+/// distinct neighbours, no self-loop and out-weight, none adjacent to another eliminated node, so fill-in
+/// is at most the four arcs each removes: on HippoRAG 2's MuSiQue graph, phrases found in one passage and
+/// one fact (44 % of the nodes have two neighbours).
+#[derive(Debug, Clone, Default)]
+struct Reduction {
+    /// Eliminated node ids, ascending.
+    node: Vec<u32>,
+    /// Per eliminated node (CSR-style offsets into `pos` / `m_in` / `m_out`): its neighbours' positions,
+    /// `M_ui` (for the back-substitution) and `M_ju` (for the reduced reset).
+    offsets: Vec<usize>,
+    pos: Vec<u32>,
+    m_in: Vec<f64>,
+    m_out: Vec<f64>,
+}
+
+impl Layout {
+    /// `csr` in id order with its arc probabilities (no elimination): the Jacobi step's layout.
+    fn identity(csr: &CsrGraph) -> Self {
+        let n = csr.node_count();
+        let (sources, weights) = (csr.sources(), csr.weights());
+        let inv_out = inverse_out_strength(csr);
+        Self {
+            node: (0..n as u32).collect(),
+            offsets: csr.offsets().to_vec(),
+            sources: sources.to_vec(),
+            prob: sources
+                .iter()
+                .zip(weights)
+                .map(|(&s, &w)| w * inv_out[s as usize])
+                .collect(),
+            reset_scale: vec![1.0; n],
+            dangling: (0..n as u32)
+                .filter(|&j| csr.out_strength()[j as usize] <= 0.0)
+                .collect(),
+            reduction: Reduction::default(),
+        }
+    }
+
+    /// The SOR layout: low-degree nodes eliminated (undirected graphs), the kept nodes by reduced in-degree
+    /// then id, the rows scaled for a Gauss–Seidel step with the diagonal solved: a kept node's update is
+    /// `(1 − ω)·x_j + t·reset_scale_j·r'_j + Σ_i prob_ji·x_i` with `prob_ji = ω·M'_ji / (1 − M'_jj)`.
+    fn sor(csr: &CsrGraph, damping: f64, omega: f64) -> Self {
+        let n = csr.node_count();
+        let (offsets, sources, weights) = (csr.offsets(), csr.sources(), csr.weights());
+        let inv_out = inverse_out_strength(csr);
+        // M_ji for the in-arc at CSR position k (row j, source i).
+        let m = |k: usize| damping * weights[k] * inv_out[sources[k] as usize];
+        let row = |j: usize| offsets[j]..offsets[j + 1];
+
+        let mut eliminated = vec![false; n];
+        let mut blocked = vec![false; n];
+        if !csr.is_directed() {
+            for u in 0..n {
+                let arcs = &sources[row(u)];
+                let ok = !blocked[u]
+                    && csr.out_strength()[u] > 0.0
+                    && arcs.len() <= 2
+                    && arcs
+                        .iter()
+                        .all(|&i| i as usize != u && !eliminated[i as usize]);
+                if ok {
+                    eliminated[u] = true;
+                    for &i in arcs {
+                        blocked[i as usize] = true;
+                    }
+                }
+            }
+        }
+
+        // Reduced rows of the kept nodes: (source, M'_ji) merged by source, and the diagonal.
+        let mut rows: Vec<Vec<(u32, f64)>> = vec![Vec::new(); n];
+        let mut diag = vec![0.0f64; n];
+        for j in (0..n).filter(|&j| !eliminated[j]) {
+            let mut entries: Vec<(u32, f64)> = Vec::with_capacity(row(j).len());
+            for k in row(j) {
+                let i = sources[k] as usize;
+                if eliminated[i] {
+                    // j ← u ← i for every neighbour i of u (all kept), j itself included.
+                    let m_ju = m(k);
+                    for k2 in row(i) {
+                        entries.push((sources[k2], m_ju * m(k2)));
+                    }
+                } else {
+                    entries.push((i as u32, m(k)));
+                }
+            }
+            entries.sort_by_key(|e| e.0);
+            let mut merged: Vec<(u32, f64)> = Vec::with_capacity(entries.len());
+            for (i, v) in entries {
+                if i as usize == j {
+                    diag[j] += v;
+                } else if let Some(last) = merged.last_mut().filter(|l| l.0 == i) {
+                    last.1 += v;
+                } else {
+                    merged.push((i, v));
+                }
+            }
+            rows[j] = merged;
+        }
+
+        let mut node: Vec<u32> = (0..n as u32).filter(|&j| !eliminated[j as usize]).collect();
+        node.sort_by_key(|&j| (rows[j as usize].len(), j));
+        let mut position = vec![u32::MAX; n];
+        for (p, &j) in node.iter().enumerate() {
+            position[j as usize] = p as u32;
+        }
+        let arcs: usize = node.iter().map(|&j| rows[j as usize].len()).sum();
+        let mut out = Self {
+            offsets: Vec::with_capacity(node.len() + 1),
+            sources: Vec::with_capacity(arcs),
+            prob: Vec::with_capacity(arcs),
+            reset_scale: Vec::with_capacity(node.len()),
+            dangling: Vec::new(),
+            reduction: Reduction::default(),
+            node,
+        };
+        out.offsets.push(0);
+        for (p, &j) in out.node.iter().enumerate() {
+            let j = j as usize;
+            // 1 − M'_jj > 0: `I − M'` is a nonsingular M-matrix.
+            let scale = omega / (1.0 - diag[j]);
+            out.sources
+                .extend(rows[j].iter().map(|&(i, _)| position[i as usize]));
+            out.prob.extend(rows[j].iter().map(|&(_, v)| v * scale));
+            out.offsets.push(out.sources.len());
+            out.reset_scale.push(scale);
+            if csr.out_strength()[j] <= 0.0 {
+                out.dangling.push(p as u32);
+            }
+        }
+        let r = &mut out.reduction;
+        r.offsets.push(0);
+        for u in (0..n).filter(|&u| eliminated[u]) {
+            r.node.push(u as u32);
+            for k in row(u) {
+                let i = sources[k] as usize;
+                r.pos.push(position[i]);
+                r.m_in.push(m(k));
+                // M_iu = d·w_ui/s_u, and w_ui = w_iu in an undirected graph.
+                r.m_out.push(damping * weights[k] * inv_out[u]);
+            }
+            r.offsets.push(r.pos.len());
+        }
+        out
+    }
+}
+
+fn inverse_out_strength(csr: &CsrGraph) -> Vec<f64> {
+    csr.out_strength()
+        .iter()
+        .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
+        .collect()
+}
+
+/// The constants of one SOR sweep.
+struct SorStep<'a> {
+    offsets: &'a [usize],
+    sources: &'a [u32],
+    /// `ω · M'_ji / (1 − M'_jj)` per arc.
+    prob: &'a [f64],
+    /// `reset_scale_j · r'_j` per position.
+    reset: &'a [f64],
+    /// The reset factor `t` of this sweep.
+    reset_factor: f64,
+    /// `1 − ω`.
+    keep: f64,
+}
+
+impl SorStep<'_> {
+    /// Updates position `j` in place; returns `|Δx_j|`. Two accumulators (even and odd arcs) break the
+    /// dependency chain of the neighbour sum.
+    #[inline(always)]
+    fn update(&self, x: &mut [f64], j: usize) -> f64 {
+        let (a, b) = (self.offsets[j], self.offsets[j + 1]);
+        let (src, pr) = (&self.sources[a..b], &self.prob[a..b]);
+        let (mut acc0, mut acc1) = (0.0f64, 0.0f64);
+        for (s2, p2) in src.chunks_exact(2).zip(pr.chunks_exact(2)) {
+            acc0 += x[s2[0] as usize] * p2[0];
+            acc1 += x[s2[1] as usize] * p2[1];
+        }
+        if src.len() % 2 == 1 {
+            if let (Some(&s), Some(&p)) = (src.last(), pr.last()) {
+                acc0 += x[s as usize] * p;
+            }
+        }
+        // x_j + ω·((t·r'_j + Σ_i M'_ji x_i) / (1 − M'_jj) − x_j), the constants folded into the arc
+        // weights and the reset: the part that does not depend on the neighbours is off the critical path.
+        let old = x[j];
+        let new = (self.keep * old + self.reset_factor * self.reset[j]) + (acc0 + acc1);
+        x[j] = new;
+        (new - old).abs()
+    }
+}
+
+/// A reusable solver for one graph snapshot (it keeps its own copy of the arcs). See the module docs.
+#[derive(Debug, Clone)]
+pub struct PprSolver {
+    config: PprConfig,
+    parallel: bool,
+    /// `ω` (1 on the parallel path).
+    omega: f64,
+    layout: Layout,
+    /// The reset vector and the iterate, by sweep position.
     reset: Vec<f64>,
     x: Vec<f64>,
     next: Vec<f64>,
     partial: Vec<f64>,
+    /// The scores by node id.
+    scores: Vec<f64>,
 }
 
-impl<'g> PprSolver<'g> {
-    /// Prepares a solver (allocates its buffers once).
-    pub fn new(csr: &'g CsrGraph, config: PprConfig) -> Result<Self> {
+impl PprSolver {
+    /// Prepares a solver for `csr` (copies its arcs and allocates its buffers once).
+    pub fn new(csr: &CsrGraph, config: PprConfig) -> Result<Self> {
         if !(0.0..1.0).contains(&config.damping) {
             return Err(invalid(format!(
                 "damping {} must be in [0, 1)",
@@ -95,35 +333,35 @@ impl<'g> PprSolver<'g> {
                 config.tolerance
             )));
         }
-        let n = csr.node_count();
-        let inv_out: Vec<f64> = csr
-            .out_strength()
-            .iter()
-            .map(|&s| if s > 0.0 { 1.0 / s } else { 0.0 })
-            .collect();
         let parallel = csr.arc_count() >= config.parallel_min_arcs;
-        let prob: Vec<f64> = csr
-            .sources()
-            .iter()
-            .zip(csr.weights())
-            .map(|(&s, &w)| w * inv_out[s as usize])
-            .collect();
-        let dangling = csr
-            .out_strength()
-            .iter()
-            .enumerate()
-            .filter(|(_, &s)| s <= 0.0)
-            .map(|(i, _)| i as u32)
-            .collect();
+        let omega = match config.relaxation {
+            _ if parallel => 1.0,
+            Some(w) if w > 0.0 && w < 2.0 => w,
+            Some(w) => return Err(invalid(format!("relaxation {w} must be in (0, 2)"))),
+            None => default_relaxation(config.damping),
+        };
+        let n = csr.node_count();
+        let layout = if parallel {
+            // Id order: the blocks of the Jacobi step stay as balanced as the graph's numbering.
+            Layout::identity(csr)
+        } else {
+            Layout::sor(csr, config.damping, omega)
+        };
+        let kept = layout.node.len();
         Ok(Self {
-            csr,
             config,
-            prob,
-            dangling,
-            reset: vec![0.0; n],
-            x: vec![0.0; n],
-            next: if parallel { vec![0.0; n] } else { Vec::new() },
-            partial: vec![0.0; n.div_ceil(BLOCK)],
+            parallel,
+            omega,
+            layout,
+            reset: vec![0.0; kept],
+            x: vec![0.0; kept],
+            next: if parallel {
+                vec![0.0; kept]
+            } else {
+                Vec::new()
+            },
+            partial: vec![0.0; kept.div_ceil(BLOCK)],
+            scores: vec![0.0; n],
         })
     }
 
@@ -132,10 +370,20 @@ impl<'g> PprSolver<'g> {
         &self.config
     }
 
+    /// The graph's node count.
+    pub fn node_count(&self) -> usize {
+        self.scores.len()
+    }
+
+    /// How many nodes the sweeps skip (eliminated exactly, their scores computed after the sweeps).
+    pub fn eliminated_nodes(&self) -> usize {
+        self.layout.reduction.node.len()
+    }
+
     /// Runs from `reset` (one non-negative finite value per node, not all zero; normalised here).
     /// The scores are then in [`scores`](Self::scores).
     pub fn run(&mut self, reset: &[f64]) -> Result<PprStats> {
-        let n = self.csr.node_count();
+        let n = self.node_count();
         if reset.len() != n {
             return Err(invalid(format!(
                 "reset vector has {} entries, the graph {n} nodes",
@@ -155,35 +403,73 @@ impl<'g> PprSolver<'g> {
         if total <= 0.0 {
             return Err(invalid("reset vector sums to 0"));
         }
-        for (r, &v) in self.reset.iter_mut().zip(reset) {
-            *r = v / total;
+        // `scores` holds the normalised reset by node id until the end of the run; `x` starts at the
+        // reduced reset r' and `reset` holds it scaled for the sweeps.
+        for (s, &v) in self.scores.iter_mut().zip(reset) {
+            *s = v / total;
         }
-        self.x.copy_from_slice(&self.reset);
-        let parallel = self.csr.arc_count() >= self.config.parallel_min_arcs;
+        for (x, &j) in self.x.iter_mut().zip(&self.layout.node) {
+            *x = self.scores[j as usize];
+        }
+        let red = &self.layout.reduction;
+        for (e, &u) in red.node.iter().enumerate() {
+            let ru = self.scores[u as usize];
+            for k in red.offsets[e]..red.offsets[e + 1] {
+                self.x[red.pos[k] as usize] += red.m_out[k] * ru;
+            }
+        }
+        for ((r, &x), &scale) in self
+            .reset
+            .iter_mut()
+            .zip(&self.x)
+            .zip(&self.layout.reset_scale)
+        {
+            *r = scale * x;
+        }
+        // The L1 change of the eliminated nodes is at most d times the kept nodes' (column sums of M are at
+        // most d), so the kept change times 1 + d bounds the whole vector's.
+        let bound = if red.node.is_empty() {
+            1.0
+        } else {
+            1.0 + self.config.damping
+        };
         let mut stats = PprStats {
             iterations: 0,
             residual: f64::INFINITY,
             converged: false,
         };
         while stats.iterations < self.config.max_iterations {
-            let residual = if parallel {
+            let residual = if self.parallel {
                 let r = self.jacobi_step();
                 std::mem::swap(&mut self.x, &mut self.next);
                 r
             } else {
-                self.gauss_seidel_sweep()
+                self.sor_sweep()
             };
             stats.iterations += 1;
-            stats.residual = residual;
-            if residual < self.config.tolerance {
+            stats.residual = residual * bound;
+            if stats.residual < self.config.tolerance {
                 stats.converged = true;
                 break;
             }
         }
-        let sum: f64 = self.x.iter().sum();
+        let t = self.reset_factor();
+        let red = &self.layout.reduction;
+        for (e, &u) in red.node.iter().enumerate() {
+            let mut xu = t * self.scores[u as usize];
+            for k in red.offsets[e]..red.offsets[e + 1] {
+                xu += red.m_in[k] * self.x[red.pos[k] as usize];
+            }
+            self.scores[u as usize] = xu;
+        }
+        for (&j, &x) in self.layout.node.iter().zip(&self.x) {
+            self.scores[j as usize] = x;
+        }
+        let sum: f64 = self.scores.iter().sum();
         if sum > 0.0 {
-            for v in &mut self.x {
-                *v /= sum;
+            let scale = 1.0 / sum;
+            for s in &mut self.scores {
+                *s *= scale;
             }
         }
         Ok(stats)
@@ -191,56 +477,62 @@ impl<'g> PprSolver<'g> {
 
     /// Scores of the last run, by dense node id (sum 1).
     pub fn scores(&self) -> &[f64] {
-        &self.x
+        &self.scores
     }
 
     /// The factor of the reset vector in a sweep from the current `x`: teleport plus the restart of the
     /// dangling nodes' mass, `(1 − d) + d · Σ_{dangling} x_i`.
     fn reset_factor(&self) -> f64 {
         let d = self.config.damping;
-        let dangling_mass: f64 = self.dangling.iter().map(|&i| self.x[i as usize]).sum();
+        let dangling_mass: f64 = self
+            .layout
+            .dangling
+            .iter()
+            .map(|&i| self.x[i as usize])
+            .sum();
         (1.0 - d) + d * dangling_mass
     }
 
-    /// One Gauss–Seidel sweep over `x` in place; returns the L1 change.
-    fn gauss_seidel_sweep(&mut self) -> f64 {
-        let d = self.config.damping;
-        let keep = self.reset_factor();
-        let offsets = self.csr.offsets();
-        let sources = self.csr.sources();
-        let prob = &self.prob;
-        let x = &mut self.x;
-        // Two residual sums (even and odd nodes) and two accumulators per node (even and odd arcs) break
-        // the floating-point dependency chains; the order of every sum is fixed, so results are too.
-        let mut residual = [0.0f64; 2];
-        for (j, (&r, w)) in self.reset.iter().zip(offsets.windows(2)).enumerate() {
-            let (a, b) = (w[0], w[1]);
-            let (src, pr) = (&sources[a..b], &prob[a..b]);
-            let mut acc = [0.0f64; 2];
-            let pairs = src.chunks_exact(2).zip(pr.chunks_exact(2));
-            for (s2, p2) in pairs {
-                acc[0] += x[s2[0] as usize] * p2[0];
-                acc[1] += x[s2[1] as usize] * p2[1];
-            }
-            if src.len() % 2 == 1 {
-                if let (Some(&s), Some(&p)) = (src.last(), pr.last()) {
-                    acc[0] += x[s as usize] * p;
-                }
-            }
-            let new = keep * r + d * (acc[0] + acc[1]);
-            residual[j & 1] += (new - x[j]).abs();
-            x[j] = new;
+    /// One over-relaxed Gauss–Seidel sweep over `x` in place; returns the L1 change.
+    fn sor_sweep(&mut self) -> f64 {
+        let l = &self.layout;
+        let c = SorStep {
+            offsets: &l.offsets,
+            sources: &l.sources,
+            prob: &l.prob,
+            reset: &self.reset,
+            reset_factor: self.reset_factor(),
+            keep: 1.0 - self.omega,
+        };
+        let x = &mut self.x[..];
+        let n = x
+            .len()
+            .min(c.reset.len())
+            .min(c.offsets.len().saturating_sub(1));
+        // Two residual sums (even and odd positions, in registers) break the dependency chain of the
+        // sum; the order of every sum is fixed, so results are too.
+        let (mut r0, mut r1) = (0.0f64, 0.0f64);
+        let mut j = 0;
+        while j + 1 < n {
+            r0 += c.update(x, j);
+            r1 += c.update(x, j + 1);
+            j += 2;
         }
-        residual[0] + residual[1]
+        if j < n {
+            r0 += c.update(x, j);
+        }
+        r0 + r1
     }
 
     /// One Jacobi step from `x` into `next` on rayon; returns the L1 change.
     fn jacobi_step(&mut self) -> f64 {
         let d = self.config.damping;
         let keep = self.reset_factor();
-        let offsets = self.csr.offsets();
-        let sources = self.csr.sources();
-        let prob = &self.prob;
+        let (offsets, sources, prob) = (
+            &self.layout.offsets,
+            &self.layout.sources,
+            &self.layout.prob,
+        );
         let reset = &self.reset;
         let x = &self.x;
         self.next
@@ -274,7 +566,7 @@ pub fn personalized_pagerank(
 ) -> Result<(Vec<f64>, PprStats)> {
     let mut solver = PprSolver::new(csr, config)?;
     let stats = solver.run(reset)?;
-    Ok((solver.x, stats))
+    Ok((solver.scores, stats))
 }
 
 #[cfg(test)]

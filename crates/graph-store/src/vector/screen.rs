@@ -107,26 +107,26 @@ impl ScreenedIndex {
                 .map(|v| (v / sq).round().clamp(-32767.0, 32767.0) as i16)
                 .collect();
             // Per row: the screened score and its error bound.
-            let approx: Vec<(f32, f32)> = self
-                .codes
-                .par_chunks(dim * 256)
+            let mut approx = vec![(0.0f32, 0.0f32); n];
+            approx
+                .par_chunks_mut(SCREEN_ROWS)
+                .zip(self.codes.par_chunks(dim * SCREEN_ROWS))
                 .zip(
                     self.scales
-                        .par_chunks(256)
-                        .zip(self.code_l1.par_chunks(256)),
+                        .par_chunks(SCREEN_ROWS)
+                        .zip(self.code_l1.par_chunks(SCREEN_ROWS)),
                 )
-                .flat_map_iter(|(codes, (scales, l1s))| {
-                    codes
-                        .chunks_exact(dim)
-                        .zip(scales.iter().zip(l1s))
-                        .map(|(c, (&s, &l1))| {
-                            let a = dot_i16_i8(&qi, c) as f32 * (s * sq);
-                            let bound =
-                                (0.5 * s * q1 + 0.5 * sq * l1) * (1.0 + ROUNDING) + ROUNDING;
-                            (a, bound)
-                        })
-                })
-                .collect();
+                .for_each(|((out, codes), (scales, l1s))| {
+                    let mut dots = [0i64; SCREEN_ROWS];
+                    screen_dots(&qi, codes, dim, &mut dots);
+                    for (o, (&d, (&s, &l1))) in
+                        out.iter_mut().zip(dots.iter().zip(scales.iter().zip(l1s)))
+                    {
+                        let a = d as f32 * (s * sq);
+                        let bound = (0.5 * s * q1 + 0.5 * sq * l1) * (1.0 + ROUNDING) + ROUNDING;
+                        *o = (a, bound);
+                    }
+                });
             let kk = k.max(1);
             // The kk-th largest lower bound: every row whose upper bound is below it has kk rows above it.
             let mut lbs: Vec<f32> = approx.iter().map(|(a, m)| a - m).collect();
@@ -163,6 +163,76 @@ impl ScreenedIndex {
         top.truncate(k);
         Ok(TopKRange { top, min, max })
     }
+}
+
+/// Rows per screening task.
+const SCREEN_ROWS: usize = 256;
+
+/// `out[r] = Σ_i q_i · codes[r·dim + i]` for each row of `codes` (at most `out.len()` rows), exactly: with
+/// AVX2 when the CPU has it (detected at run time), else portably. Both give the same integers.
+fn screen_dots(q: &[i16], codes: &[i8], dim: usize, out: &mut [i64]) {
+    let rows = codes.chunks_exact(dim).zip(out.iter_mut());
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        if dim.is_multiple_of(16) {
+            simd.vectorize(
+                #[inline(always)]
+                || {
+                    for (c, o) in rows {
+                        *o = dot_i16_i8_avx2(simd, q, c);
+                    }
+                },
+            );
+            return;
+        }
+    }
+    for (c, o) in rows {
+        *o = dot_i16_i8(q, c);
+    }
+}
+
+/// [`dot_i16_i8`] for a multiple of 16 values, in AVX2: each step widens 16 codes to i16
+/// (`vpmovsxbw`) and multiplies them with 16 query values into 8 pair sums (`vpmaddwd`). Each pair sum
+/// is below 2^23 in magnitude and each of the 8 lanes adds `dim / 16` of them, which fits an i32 for
+/// `dim` ≤ [`MAX_DIM`].
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn dot_i16_i8_avx2(simd: pulp::x86::V3, q: &[i16], c: &[i8]) -> i64 {
+    use std::arch::x86_64::{__m128i, __m256i};
+    let (qs, _) = pulp::as_arrays::<16, i16>(q);
+    let (cs, _) = pulp::as_arrays::<16, i8>(c);
+    let (mut acc0, mut acc1) = (
+        simd.avx._mm256_setzero_si256(),
+        simd.avx._mm256_setzero_si256(),
+    );
+    let mut pairs = qs.chunks_exact(2).zip(cs.chunks_exact(2));
+    for (q2, c2) in pairs.by_ref() {
+        let c0: __m128i = pulp::cast(c2[0]);
+        let c1: __m128i = pulp::cast(c2[1]);
+        let p0 = simd.avx2._mm256_madd_epi16(
+            pulp::cast::<_, __m256i>(q2[0]),
+            simd.avx2._mm256_cvtepi8_epi16(c0),
+        );
+        let p1 = simd.avx2._mm256_madd_epi16(
+            pulp::cast::<_, __m256i>(q2[1]),
+            simd.avx2._mm256_cvtepi8_epi16(c1),
+        );
+        acc0 = simd.avx2._mm256_add_epi32(acc0, p0);
+        acc1 = simd.avx2._mm256_add_epi32(acc1, p1);
+    }
+    if qs.len() % 2 == 1 {
+        if let (Some(&qv), Some(&cv)) = (qs.last(), cs.last()) {
+            let cv: __m128i = pulp::cast(cv);
+            let p = simd.avx2._mm256_madd_epi16(
+                pulp::cast::<_, __m256i>(qv),
+                simd.avx2._mm256_cvtepi8_epi16(cv),
+            );
+            acc0 = simd.avx2._mm256_add_epi32(acc0, p);
+        }
+    }
+    let lanes0: [i32; 8] = pulp::cast(acc0);
+    let lanes1: [i32; 8] = pulp::cast(acc1);
+    lanes0.iter().chain(&lanes1).map(|&v| i64::from(v)).sum()
 }
 
 /// `Σ q_i · c_i`, exactly: |q_i| ≤ 32767 and |c_i| ≤ 127, so each of the 16 lanes sums at most
@@ -225,6 +295,43 @@ mod tests {
                 assert_eq!(have, want, "query {t}, k {k}");
                 assert_eq!(got.min, full.iter().copied().fold(f32::INFINITY, f32::min));
                 assert_eq!(got.max, full[order[0]]);
+            }
+        }
+    }
+
+    #[test]
+    fn screened_dots_are_exact_on_both_paths() {
+        let mut seed = 3;
+        // Extreme codes and query values (the overflow bound is tight at MAX_DIM), and random ones; dims
+        // that take the AVX2 path (multiples of 16) and dims that do not.
+        for dim in [16, 48, 50, 384, 385, MAX_DIM] {
+            for extreme in [false, true] {
+                let rows = 5;
+                let q: Vec<i16> = (0..dim)
+                    .map(|i| match (extreme, i % 2) {
+                        (true, 0) => 32767,
+                        (true, _) => -32767,
+                        _ => (lcg(&mut seed) * 65000.0) as i16,
+                    })
+                    .collect();
+                let codes: Vec<i8> = (0..rows * dim)
+                    .map(|i| match (extreme, i % 2) {
+                        (true, 0) => 127,
+                        (true, _) => -127,
+                        _ => (lcg(&mut seed) * 250.0) as i8,
+                    })
+                    .collect();
+                let mut got = [0i64; 5];
+                screen_dots(&q, &codes, dim, &mut got);
+                for (r, g) in got.iter().enumerate() {
+                    let want: i64 = q
+                        .iter()
+                        .zip(&codes[r * dim..(r + 1) * dim])
+                        .map(|(&a, &b)| i64::from(a) * i64::from(b))
+                        .sum();
+                    assert_eq!(*g, want, "dim {dim}, extreme {extreme}, row {r}");
+                    assert_eq!(dot_i16_i8(&q, &codes[r * dim..(r + 1) * dim]), want);
+                }
             }
         }
     }

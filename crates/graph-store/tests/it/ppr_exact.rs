@@ -145,3 +145,73 @@ fn gauss_seidel_and_parallel_jacobi_reach_the_same_fixed_point() {
     // At HippoRAG's settings the iteration count is small.
     assert!(sa.iterations < 60, "{sa:?}");
 }
+
+/// Sparse undirected graphs (paths, stars, trees with a few extra edges): most nodes have one or two
+/// neighbours, so the sequential solver eliminates many of them; the scores of kept and eliminated nodes
+/// must both be the linear system's, for every relaxation factor.
+#[test]
+fn eliminated_low_degree_nodes_get_exact_scores() {
+    let mut rng = StdRng::seed_from_u64(23);
+    let mut eliminated_seen = 0;
+    for case in 0..200 {
+        let n = rng.gen_range(2..60);
+        let mut edges: Vec<(u32, u32, f64)> = (1..n as u32)
+            .map(|v| {
+                let parent = match case % 3 {
+                    0 => v - 1,               // a path
+                    1 => 0,                   // a star
+                    _ => rng.gen_range(0..v), // a random tree
+                };
+                (parent, v, rng.gen_range(0.1..5.0))
+            })
+            .collect();
+        for _ in 0..rng.gen_range(0..4) {
+            let (a, b) = (rng.gen_range(0..n as u32), rng.gen_range(0..n as u32));
+            edges.push((a, b, rng.gen_range(0.1..5.0)));
+        }
+        // An isolated node now and then (dangling: restarts by the reset vector).
+        let n = if case % 5 == 0 { n + 1 } else { n };
+        let mut reset: Vec<f64> = (0..n).map(|_| rng.gen_range(0.0..1.0)).collect();
+        reset[rng.gen_range(0..n)] += 1.0;
+        let d = [0.5, 0.85, 0.3][case % 3];
+        let want = exact(n, &edges, false, &reset, d);
+        let csr = CsrGraph::from_edges(n, &edges, false).unwrap();
+        for relaxation in [Some(1.0), None, Some(1.05)] {
+            let config = PprConfig {
+                damping: d,
+                tolerance: 1e-13,
+                relaxation,
+                ..PprConfig::default()
+            };
+            let mut solver = PprSolver::new(&csr, config).unwrap();
+            eliminated_seen += solver.eliminated_nodes();
+            let stats = solver.run(&reset).unwrap();
+            assert!(stats.converged, "case {case}: {stats:?}");
+            for (i, (a, b)) in solver.scores().iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-9,
+                    "case {case} (n {n}, d {d}, ω {relaxation:?}) node {i}: {a} vs {b}"
+                );
+            }
+        }
+    }
+    assert!(eliminated_seen > 1000, "{eliminated_seen} nodes eliminated");
+}
+
+#[test]
+fn relaxation_is_checked_and_defaults_inside_the_convergence_range() {
+    let g = CsrGraph::from_edges(3, &[(0, 1, 1.0), (1, 2, 1.0)], false).unwrap();
+    for bad in [0.0, -1.0, 2.0, f64::NAN] {
+        let config = PprConfig {
+            relaxation: Some(bad),
+            ..PprConfig::default()
+        };
+        assert!(PprSolver::new(&g, config).is_err(), "ω = {bad}");
+    }
+    use kgrag_graph_store::ppr::default_relaxation;
+    assert_eq!(default_relaxation(0.5), 1.1);
+    for d in [0.0, 0.15, 0.5, 0.85, 0.99] {
+        let w = default_relaxation(d);
+        assert!((1.0..2.0 / (1.0 + d)).contains(&w), "d {d}: ω {w}");
+    }
+}

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kgrag_graph_store::vector::{min_max, top_k_desc};
 use kgrag_graph_store::EmbeddingStore;
+use kgrag_text::ReaderTokens;
 use kgrag_types::{
     ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever, ScoredChunk,
 };
@@ -85,6 +86,7 @@ pub struct DenseRetriever {
     passages: Arc<EmbeddingStore>,
     embedder: Arc<dyn Embedder>,
     config: DenseConfig,
+    reader_tokens: ReaderTokens,
 }
 
 impl DenseRetriever {
@@ -95,6 +97,7 @@ impl DenseRetriever {
         config: DenseConfig,
     ) -> Self {
         Self {
+            reader_tokens: ReaderTokens::new(passages.len()),
             passages,
             embedder,
             config,
@@ -127,6 +130,7 @@ impl DenseRetriever {
         let scores = self.scores(query).await?;
         ranked_context(
             &self.passages,
+            &self.reader_tokens,
             &scores,
             top_k,
             self.config.qa_top_k,
@@ -136,10 +140,11 @@ impl DenseRetriever {
 }
 
 /// A context holding the `top_k` passages of `scores` (one per store row, higher is better), best first,
-/// with the first `qa_top_k` rendered for a reader and their o200k tokens counted. Used by every method
-/// that ranks the passage store (dense retrieval, HippoRAG 2's fallback).
+/// with the first `qa_top_k` rendered for a reader and their o200k tokens counted (cached per row in
+/// `tokens`, which must be made for `passages`).
 pub fn ranked_context(
     passages: &EmbeddingStore,
+    tokens: &ReaderTokens,
     scores: &[f64],
     top_k: usize,
     qa_top_k: usize,
@@ -157,20 +162,24 @@ pub fn ranked_context(
             score: scores[row],
         });
     }
-    render_context(passages, &mut ctx, qa_top_k);
+    render_context(passages, tokens, &mut ctx, qa_top_k);
     Ok(ctx)
 }
 
 /// Fills `rendered` with the first `qa_top_k` passages of `ctx` in the reader's format
-/// ([`kgrag_text::titled_passages`]) and `context_tokens` with their o200k token count.
-pub fn render_context(passages: &EmbeddingStore, ctx: &mut RetrievedContext, qa_top_k: usize) {
-    let texts: Vec<&str> = ctx
-        .passages
-        .iter()
-        .take(qa_top_k)
-        .filter_map(|p| passages.text_of(p.chunk_id.as_str()))
-        .collect();
-    (ctx.rendered, ctx.context_tokens) = kgrag_text::reader_context(&texts);
+/// ([`kgrag_text::titled_passages`]) and `context_tokens` with their o200k token count (cached per row in
+/// `tokens`, which must be made for `passages`).
+pub fn render_context(
+    passages: &EmbeddingStore,
+    tokens: &ReaderTokens,
+    ctx: &mut RetrievedContext,
+    qa_top_k: usize,
+) {
+    let blocks = ctx.passages.iter().take(qa_top_k).filter_map(|p| {
+        let row = passages.row(p.chunk_id.as_str())?;
+        Some((row, passages.text(row)?))
+    });
+    (ctx.rendered, ctx.context_tokens) = tokens.reader_context(blocks);
 }
 
 #[async_trait]

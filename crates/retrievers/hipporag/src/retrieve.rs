@@ -1,13 +1,14 @@
 //! HippoRAG 2 retrieval (spec §5).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use kgrag_graph_store::hippo::phrase_key;
 use kgrag_graph_store::ppr::{PprConfig, PprSolver};
 use kgrag_graph_store::vector::{min_max, min_max_scale, top_k_desc};
 use kgrag_graph_store::{CsrGraph, EmbeddingStore, ScreenedIndex};
+use kgrag_text::ReaderTokens;
 use kgrag_types::{
     ChatModel, ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever,
     ScoredChunk, ScoredTriple, Triple,
@@ -92,9 +93,12 @@ pub struct HippoRetriever {
     csr: CsrGraph,
     phrase_vertex: Vec<Option<usize>>,
     passage_vertex: Vec<Option<usize>>,
-    vertex_passage: Vec<Option<usize>>,
     /// An int8 copy of the fact vectors: the candidate facts and the score range without a full scan.
     fact_screen: Option<ScreenedIndex>,
+    /// Reader-context token counts per passage row.
+    reader_tokens: ReaderTokens,
+    /// Idle PPR solvers over `csr` (one per concurrent query at most), so a query copies no arcs.
+    solvers: Mutex<Vec<PprSolver>>,
 }
 
 impl HippoRetriever {
@@ -127,7 +131,7 @@ impl HippoRetriever {
         let graph = index.graph();
         let csr = graph.csr(config.graph_weights.weighting())?;
         // Solver settings are checked once here rather than failing every query.
-        PprSolver::new(&csr, ppr_config(&config))?;
+        let solver = PprSolver::new(&csr, ppr_config(&config))?;
         let phrase_vertex = (0..index.phrases().len())
             .map(|row| index.phrase_node(row).and_then(|n| csr.dense_id(n)))
             .collect();
@@ -137,13 +141,8 @@ impl HippoRetriever {
             .iter()
             .map(|k| graph.find(k).and_then(|n| csr.dense_id(n)))
             .collect();
-        let mut vertex_passage = vec![None; csr.node_count()];
-        for (row, v) in passage_vertex.iter().enumerate() {
-            if let Some(v) = v {
-                vertex_passage[*v] = Some(row);
-            }
-        }
         let fact_screen = index.facts().index().map(ScreenedIndex::new);
+        let reader_tokens = ReaderTokens::new(index.passages().len());
         Ok(Self {
             index,
             embedder,
@@ -152,8 +151,9 @@ impl HippoRetriever {
             csr,
             phrase_vertex,
             passage_vertex,
-            vertex_passage,
             fact_screen,
+            reader_tokens,
+            solvers: Mutex::new(vec![solver]),
         })
     }
 
@@ -291,19 +291,33 @@ impl HippoRetriever {
                 })
                 .collect();
             reset.iter_mut().for_each(|x| *x /= total);
-            let mut solver = PprSolver::new(&self.csr, ppr_config(&self.config))?;
+            let idle = self.solvers.lock().ok().and_then(|mut pool| pool.pop());
+            let mut solver = match idle {
+                Some(s) => s,
+                None => PprSolver::new(&self.csr, ppr_config(&self.config))?,
+            };
             let run = solver.run(&reset)?;
             trace.ppr_iterations = run.iterations;
             trace.ppr_converged = run.converged;
             let scores = solver.scores();
             let mut ranked: Vec<(usize, usize, f64)> = self
-                .vertex_passage
+                .passage_vertex
                 .iter()
                 .enumerate()
-                .filter_map(|(v, row)| row.map(|r| (v, r, scores[v])))
+                .filter_map(|(row, v)| v.map(|v| (v, row, scores[v])))
                 .collect();
-            ranked.sort_by(|a, b| b.2.total_cmp(&a.2).then(a.0.cmp(&b.0)));
-            for &(_, row, score) in ranked.iter().take(top_k) {
+            if let Ok(mut pool) = self.solvers.lock() {
+                pool.push(solver);
+            }
+            let order = |a: &(usize, usize, f64), b: &(usize, usize, f64)| {
+                b.2.total_cmp(&a.2).then(a.0.cmp(&b.0))
+            };
+            if top_k < ranked.len() {
+                ranked.select_nth_unstable_by(top_k, order);
+                ranked.truncate(top_k);
+            }
+            ranked.sort_by(order);
+            for &(_, row, score) in &ranked {
                 push_passage(&mut ctx, passages, row, score)?;
             }
         }
@@ -315,7 +329,12 @@ impl HippoRetriever {
                 score: *s,
             })
             .collect();
-        render(passages, &mut ctx, self.config.qa_top_k);
+        render(
+            passages,
+            &self.reader_tokens,
+            &mut ctx,
+            self.config.qa_top_k,
+        );
         ctx.stats.insert(
             "dense_fallback".into(),
             f64::from(u8::from(trace.dense_fallback)),
@@ -362,14 +381,17 @@ fn push_passage(
 }
 
 /// The reader's passage block of the first `qa_top_k` passages and its o200k tokens.
-fn render(passages: &EmbeddingStore, ctx: &mut RetrievedContext, qa_top_k: usize) {
-    let texts: Vec<&str> = ctx
-        .passages
-        .iter()
-        .take(qa_top_k)
-        .filter_map(|p| passages.text_of(p.chunk_id.as_str()))
-        .collect();
-    (ctx.rendered, ctx.context_tokens) = kgrag_text::reader_context(&texts);
+fn render(
+    passages: &EmbeddingStore,
+    tokens: &ReaderTokens,
+    ctx: &mut RetrievedContext,
+    qa_top_k: usize,
+) {
+    let blocks = ctx.passages.iter().take(qa_top_k).filter_map(|p| {
+        let row = passages.row(p.chunk_id.as_str())?;
+        Some((row, passages.text(row)?))
+    });
+    (ctx.rendered, ctx.context_tokens) = tokens.reader_context(blocks);
 }
 
 #[async_trait]
