@@ -675,7 +675,7 @@ fn ppr(dir: &Path, name: &str, rounds: usize) -> Result<Value> {
     }
     write_rows(&d.join("scores.txt"), &scores)?;
     Ok(
-        json!({"ms": ms, "nodes": n, "arcs": csr.arc_count(), "iterations_last": iterations, "eliminated": solver.eliminated_nodes()}),
+        json!({"ms": ms, "nodes": n, "arcs": csr.arc_count(), "iterations_last": iterations, "eliminated": solver.eliminated_nodes(), "swept_arcs": solver.swept_arcs()}),
     )
 }
 

@@ -15,17 +15,19 @@
 //! igraph does.
 //!
 //! The arc weights are divided by their source's out-strength once, when the solver is built. Below
-//! [`PprConfig::parallel_min_arcs`] arcs a sweep is successive over-relaxation (SOR): nodes are updated in
-//! place, each from the neighbour values already updated in the same sweep (Gauss–Seidel), the step
-//! scaled by `ω` ([`PprConfig::relaxation`], [`default_relaxation`]: 1.1 at `d = 0.5`), the dangling mass
-//! taken at the start of the sweep. It has the same fixed point as the power iteration; on the MuSiQue
-//! graph it reaches the tolerance in 13 sweeps where Gauss–Seidel takes 18 and the power iteration 27.
-//! The nodes are swept in order of in-degree (then id) on a renumbered copy of the arcs, which keeps runs
-//! of equal-length rows together (the inner loop's branches stay predictable). Above the threshold, a
-//! sweep is a Jacobi step (every node from the previous sweep's values) on rayon over fixed node blocks;
-//! the residual is summed per block and then in block order, so results do not depend on thread
-//! scheduling. [`PprSolver`] owns its copy of the graph and every buffer: it can be kept beside the
-//! graph, and repeated queries allocate nothing.
+//! [`PprConfig::parallel_min_arcs`] arcs, on an undirected graph, the nodes with few neighbours are first
+//! eliminated exactly (Gaussian elimination on `I − d·Pᵀ`, never adding arcs; their scores are recovered
+//! after the sweeps), and a sweep over the rest is successive over-relaxation (SOR): nodes are updated in
+//! place, each from the neighbour values already updated in the same sweep (Gauss–Seidel, the diagonal
+//! solved), the step scaled by `ω` ([`PprConfig::relaxation`], [`default_relaxation`]: 1.1 at `d = 0.5`),
+//! the dangling mass taken at the start of the sweep. It has the same fixed point as the power iteration.
+//! The kept nodes are swept in order of in-degree (then id) on a renumbered copy of the arcs, which keeps
+//! runs of equal-length rows together (the inner loop's branches stay predictable). The run stops when
+//! the L1 change of the whole vector in one sweep (bounded from the kept nodes' change) is below the
+//! tolerance. Above the threshold, a sweep is a Jacobi step (every node from the previous sweep's values)
+//! on rayon over fixed node blocks; the residual is summed per block and then in block order, so results
+//! do not depend on thread scheduling. [`PprSolver`] owns its copy of the graph and every buffer: it can
+//! be kept beside the graph, and repeated queries allocate nothing.
 
 use rayon::prelude::*;
 
@@ -62,9 +64,11 @@ impl Default for PprConfig {
 }
 
 /// The over-relaxation factor used when [`PprConfig::relaxation`] is `None`: 1.1 (the best on the MuSiQue
-/// graph at `d = 0.5`: 13 sweeps; 1.05: 15, 1.15: 15, 1.2: 16), kept at least 0.1 below `2/(1 + d)` — for
-/// `0 < ω < 2/(1 + d)` SOR provably converges on `I − d·Pᵀ`, an H-matrix whose Jacobi matrix has spectral
-/// radius at most `d` — and never below 1.
+/// graph at `d = 0.5`, measured before the elimination: 13 sweeps; 1.05: 15, 1.15: 15, 1.2: 16; after it,
+/// still 13), kept at least 0.1 below `2/(1 + d)` and never below 1. For `0 < ω < 2/(1 + ρ(|J|))` SOR
+/// converges on an H-matrix; `I − d·Pᵀ` is one with `ρ(|J|) ≤ d`, and the eliminated system is its Schur
+/// complement, an M-matrix whose column diagonal dominance is no weaker (tested against the exact solution
+/// on random, tree-like and MuSiQue graphs).
 pub fn default_relaxation(damping: f64) -> f64 {
     let limit = 2.0 / (1.0 + damping);
     1.1f64.min(limit - 0.1).max(1.0)
@@ -103,23 +107,33 @@ struct Layout {
 
 /// Nodes taken out of the sweeps by exact Gaussian elimination (static condensation). With `M = d·Pᵀ`
 /// (`M_ji = d·w_ij/s_i`), the fixed point solves `x = t·r + M·x` with the scalar `t` of the dangling
-/// restart. A node `u` whose neighbours are all kept has `x_u = t·r_u + Σ_i M_ui·x_i`; substituting it
-/// into its neighbours' rows gives the same system on the kept nodes with `r'_j = r_j + Σ_u M_ju·r_u` and
-/// `M'_ji = M_ji + Σ_u M_ju·M_ui` (a Schur complement of the M-matrix `I − M`, again an M-matrix), and
-/// `x_u` follows from the solution. Eliminated are the nodes of an undirected graph with at most two
-/// distinct neighbours, no self-loop and out-weight, none adjacent to another eliminated node, so fill-in
-/// is at most the four arcs each removes: on HippoRAG 2's MuSiQue graph, phrases found in one passage and
-/// one fact (44 % of the nodes have two neighbours).
+/// restart. Eliminating a node `u` (with `c_u = 1/(1 − M_uu)`, `M_uu` its self-loop so far) uses
+/// `x_u = c_u·(t·r'_u + Σ_i M_ui·x_i)`: every neighbour `j` gets `r'_j += M_ju·c_u·r'_u` and
+/// `M_ji += M_ju·c_u·M_ui` (its diagonal for `i = j`) — a Schur complement of the M-matrix `I − M`, again
+/// an M-matrix — and `x_u` follows from its neighbours' scores after the sweeps, in reverse elimination
+/// order. Eliminated are nodes of an undirected graph with out-weight and at most [`ELIM_MAX_DEGREE`]
+/// neighbours whose elimination adds no more arcs than it removes, in passes over the ids until none is
+/// left.
 #[derive(Debug, Clone, Default)]
 struct Reduction {
-    /// Eliminated node ids, ascending.
+    /// Eliminated node ids, in elimination order.
     node: Vec<u32>,
-    /// Per eliminated node (CSR-style offsets into `pos` / `m_in` / `m_out`): its neighbours' positions,
-    /// `M_ui` (for the back-substitution) and `M_ju` (for the reduced reset).
+    /// Per eliminated node, `c_u`.
+    scale: Vec<f64>,
+    /// Per eliminated node (CSR-style offsets into `nb` / `back` / `fwd`): its neighbours' ids when it
+    /// was eliminated, `c_u·M_ui` (back-substitution) and `M_ju·c_u` (the reduced reset).
     offsets: Vec<usize>,
-    pos: Vec<u32>,
-    m_in: Vec<f64>,
-    m_out: Vec<f64>,
+    nb: Vec<u32>,
+    back: Vec<f64>,
+    fwd: Vec<f64>,
+}
+
+/// The most neighbours a node may have to be eliminated (its fill-in is checked pairwise).
+const ELIM_MAX_DEGREE: usize = 6;
+
+/// The position of source `i` in a row sorted by source.
+fn entry(row: &[(u32, f64)], i: u32) -> Option<usize> {
+    row.binary_search_by_key(&i, |e| e.0).ok()
 }
 
 impl Layout {
@@ -145,66 +159,82 @@ impl Layout {
         }
     }
 
-    /// The SOR layout: low-degree nodes eliminated (undirected graphs), the kept nodes by reduced in-degree
-    /// then id, the rows scaled for a Gauss–Seidel step with the diagonal solved: a kept node's update is
-    /// `(1 − ω)·x_j + t·reset_scale_j·r'_j + Σ_i prob_ji·x_i` with `prob_ji = ω·M'_ji / (1 − M'_jj)`.
+    /// The SOR layout: low-degree nodes eliminated (undirected graphs; see [`Reduction`]), the kept nodes
+    /// by reduced in-degree then id, the rows scaled for a Gauss–Seidel step with the diagonal solved: a
+    /// kept node's update is `(1 − ω)·x_j + t·reset_scale_j·r'_j + Σ_i prob_ji·x_i` with
+    /// `prob_ji = ω·M'_ji / (1 − M'_jj)`.
     fn sor(csr: &CsrGraph, damping: f64, omega: f64) -> Self {
         let n = csr.node_count();
         let (offsets, sources, weights) = (csr.offsets(), csr.sources(), csr.weights());
         let inv_out = inverse_out_strength(csr);
-        // M_ji for the in-arc at CSR position k (row j, source i).
-        let m = |k: usize| damping * weights[k] * inv_out[sources[k] as usize];
-        let row = |j: usize| offsets[j]..offsets[j + 1];
-
-        let mut eliminated = vec![false; n];
-        let mut blocked = vec![false; n];
-        if !csr.is_directed() {
-            for u in 0..n {
-                let arcs = &sources[row(u)];
-                let ok = !blocked[u]
-                    && csr.out_strength()[u] > 0.0
-                    && arcs.len() <= 2
-                    && arcs
-                        .iter()
-                        .all(|&i| i as usize != u && !eliminated[i as usize]);
-                if ok {
-                    eliminated[u] = true;
-                    for &i in arcs {
-                        blocked[i as usize] = true;
-                    }
+        // Row j: (i, M_ji) for i ≠ j, sorted by i (as CSR rows are); the diagonal apart.
+        let mut rows: Vec<Vec<(u32, f64)>> = Vec::with_capacity(n);
+        let mut diag = vec![0.0f64; n];
+        for j in 0..n {
+            let mut row = Vec::with_capacity(offsets[j + 1] - offsets[j]);
+            for k in offsets[j]..offsets[j + 1] {
+                let i = sources[k];
+                let m = damping * weights[k] * inv_out[i as usize];
+                if i as usize == j {
+                    diag[j] += m;
+                } else {
+                    row.push((i, m));
                 }
             }
+            rows.push(row);
         }
 
-        // Reduced rows of the kept nodes: (source, M'_ji) merged by source, and the diagonal.
-        let mut rows: Vec<Vec<(u32, f64)>> = vec![Vec::new(); n];
-        let mut diag = vec![0.0f64; n];
-        for j in (0..n).filter(|&j| !eliminated[j]) {
-            let mut entries: Vec<(u32, f64)> = Vec::with_capacity(row(j).len());
-            for k in row(j) {
-                let i = sources[k] as usize;
-                if eliminated[i] {
-                    // j ← u ← i for every neighbour i of u (all kept), j itself included.
-                    let m_ju = m(k);
-                    for k2 in row(i) {
-                        entries.push((sources[k2], m_ju * m(k2)));
+        let mut eliminated = vec![false; n];
+        let mut red = Reduction::default();
+        red.offsets.push(0);
+        let mut changed = !csr.is_directed();
+        while changed {
+            changed = false;
+            for u in 0..n {
+                let deg = rows[u].len();
+                if eliminated[u] || csr.out_strength()[u] <= 0.0 || deg > ELIM_MAX_DEGREE {
+                    continue;
+                }
+                // Arcs added between u's neighbours, against the 2·deg removed with u.
+                let row_u = &rows[u];
+                let mut added = 0;
+                for (x, &(a, _)) in row_u.iter().enumerate() {
+                    for &(b, _) in &row_u[x + 1..] {
+                        if entry(&rows[a as usize], b).is_none() {
+                            added += 2;
+                        }
                     }
-                } else {
-                    entries.push((i as u32, m(k)));
                 }
-            }
-            entries.sort_by_key(|e| e.0);
-            let mut merged: Vec<(u32, f64)> = Vec::with_capacity(entries.len());
-            for (i, v) in entries {
-                if i as usize == j {
-                    diag[j] += v;
-                } else if let Some(last) = merged.last_mut().filter(|l| l.0 == i) {
-                    last.1 += v;
-                } else {
-                    merged.push((i, v));
+                if added > 2 * deg {
+                    continue;
                 }
+                let c = 1.0 / (1.0 - diag[u]);
+                let row_u = std::mem::take(&mut rows[u]);
+                red.node.push(u as u32);
+                red.scale.push(c);
+                for &(j, m_uj) in &row_u {
+                    let rj = &mut rows[j as usize];
+                    // Undirected: u is in row j (M_ju > 0) exactly when j is in row u.
+                    let m_ju = entry(rj, u as u32).map_or(0.0, |at| rj.remove(at).1);
+                    let f = m_ju * c;
+                    for &(i, m_ui) in &row_u {
+                        if i == j {
+                            diag[j as usize] += f * m_ui;
+                        } else {
+                            match rj.binary_search_by_key(&i, |e| e.0) {
+                                Ok(at) => rj[at].1 += f * m_ui,
+                                Err(at) => rj.insert(at, (i, f * m_ui)),
+                            }
+                        }
+                    }
+                    red.nb.push(j);
+                    red.back.push(c * m_uj);
+                    red.fwd.push(f);
+                }
+                red.offsets.push(red.nb.len());
+                eliminated[u] = true;
+                changed = true;
             }
-            rows[j] = merged;
         }
 
         let mut node: Vec<u32> = (0..n as u32).filter(|&j| !eliminated[j as usize]).collect();
@@ -220,7 +250,7 @@ impl Layout {
             prob: Vec::with_capacity(arcs),
             reset_scale: Vec::with_capacity(node.len()),
             dangling: Vec::new(),
-            reduction: Reduction::default(),
+            reduction: red,
             node,
         };
         out.offsets.push(0);
@@ -236,19 +266,6 @@ impl Layout {
             if csr.out_strength()[j] <= 0.0 {
                 out.dangling.push(p as u32);
             }
-        }
-        let r = &mut out.reduction;
-        r.offsets.push(0);
-        for u in (0..n).filter(|&u| eliminated[u]) {
-            r.node.push(u as u32);
-            for k in row(u) {
-                let i = sources[k] as usize;
-                r.pos.push(position[i]);
-                r.m_in.push(m(k));
-                // M_iu = d·w_ui/s_u, and w_ui = w_iu in an undirected graph.
-                r.m_out.push(damping * weights[k] * inv_out[u]);
-            }
-            r.offsets.push(r.pos.len());
         }
         out
     }
@@ -380,6 +397,11 @@ impl PprSolver {
         self.layout.reduction.node.len()
     }
 
+    /// How many arcs one sweep visits (after the elimination).
+    pub fn swept_arcs(&self) -> usize {
+        self.layout.sources.len()
+    }
+
     /// Runs from `reset` (one non-negative finite value per node, not all zero; normalised here).
     /// The scores are then in [`scores`](Self::scores).
     pub fn run(&mut self, reset: &[f64]) -> Result<PprStats> {
@@ -408,15 +430,16 @@ impl PprSolver {
         for (s, &v) in self.scores.iter_mut().zip(reset) {
             *s = v / total;
         }
-        for (x, &j) in self.x.iter_mut().zip(&self.layout.node) {
-            *x = self.scores[j as usize];
-        }
+        // The reduced reset r', in elimination order, in `scores` (by node id).
         let red = &self.layout.reduction;
         for (e, &u) in red.node.iter().enumerate() {
             let ru = self.scores[u as usize];
             for k in red.offsets[e]..red.offsets[e + 1] {
-                self.x[red.pos[k] as usize] += red.m_out[k] * ru;
+                self.scores[red.nb[k] as usize] += red.fwd[k] * ru;
             }
+        }
+        for (x, &j) in self.x.iter_mut().zip(&self.layout.node) {
+            *x = self.scores[j as usize];
         }
         for ((r, &x), &scale) in self
             .reset
@@ -426,12 +449,13 @@ impl PprSolver {
         {
             *r = scale * x;
         }
-        // The L1 change of the eliminated nodes is at most d times the kept nodes' (column sums of M are at
-        // most d), so the kept change times 1 + d bounds the whole vector's.
+        // The eliminated scores are x_E = (I − M_EE)⁻¹·M_EK·x_K + const; column sums of M are at most d,
+        // so their L1 change is at most d/(1 − d) times the kept nodes', and the kept change times
+        // 1/(1 − d) bounds the whole vector's.
         let bound = if red.node.is_empty() {
             1.0
         } else {
-            1.0 + self.config.damping
+            1.0 / (1.0 - self.config.damping)
         };
         let mut stats = PprStats {
             iterations: 0,
@@ -454,16 +478,18 @@ impl PprSolver {
             }
         }
         let t = self.reset_factor();
-        let red = &self.layout.reduction;
-        for (e, &u) in red.node.iter().enumerate() {
-            let mut xu = t * self.scores[u as usize];
-            for k in red.offsets[e]..red.offsets[e + 1] {
-                xu += red.m_in[k] * self.x[red.pos[k] as usize];
-            }
-            self.scores[u as usize] = xu;
-        }
         for (&j, &x) in self.layout.node.iter().zip(&self.x) {
             self.scores[j as usize] = x;
+        }
+        // Back-substitution in reverse elimination order: a node's neighbours were kept or eliminated
+        // after it, so their scores are final; its own entry still holds r'_u.
+        let red = &self.layout.reduction;
+        for (e, &u) in red.node.iter().enumerate().rev() {
+            let mut xu = red.scale[e] * t * self.scores[u as usize];
+            for k in red.offsets[e]..red.offsets[e + 1] {
+                xu += red.back[k] * self.scores[red.nb[k] as usize];
+            }
+            self.scores[u as usize] = xu;
         }
         let sum: f64 = self.scores.iter().sum();
         if sum > 0.0 {

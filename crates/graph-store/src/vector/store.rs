@@ -94,6 +94,18 @@ impl EmbeddingStore {
         self.row(key).and_then(|r| self.text(r))
     }
 
+    /// `(row, text)` of each of `keys` that the store holds, in the order given (unknown keys skipped):
+    /// the passages of a context, for caches kept per row (`kgrag_text::ReaderTokens`).
+    pub fn rows_and_texts<'a>(
+        &'a self,
+        keys: impl IntoIterator<Item = &'a str> + 'a,
+    ) -> impl Iterator<Item = (usize, &'a str)> + 'a {
+        keys.into_iter().filter_map(move |key| {
+            let row = self.row(key)?;
+            Some((row, self.text(row)?))
+        })
+    }
+
     /// The row holding `key`.
     pub fn row(&self, key: &str) -> Option<usize> {
         self.rows.get(key).copied()

@@ -175,11 +175,12 @@ pub fn render_context(
     ctx: &mut RetrievedContext,
     qa_top_k: usize,
 ) {
-    let blocks = ctx.passages.iter().take(qa_top_k).filter_map(|p| {
-        let row = passages.row(p.chunk_id.as_str())?;
-        Some((row, passages.text(row)?))
-    });
-    (ctx.rendered, ctx.context_tokens) = tokens.reader_context(blocks);
+    let keys = ctx
+        .passages
+        .iter()
+        .take(qa_top_k)
+        .map(|p| p.chunk_id.as_str());
+    (ctx.rendered, ctx.context_tokens) = tokens.reader_context(passages.rows_and_texts(keys));
 }
 
 #[async_trait]

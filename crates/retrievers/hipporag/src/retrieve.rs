@@ -329,12 +329,14 @@ impl HippoRetriever {
                 score: *s,
             })
             .collect();
-        render(
-            passages,
-            &self.reader_tokens,
-            &mut ctx,
-            self.config.qa_top_k,
-        );
+        let keys = ctx
+            .passages
+            .iter()
+            .take(self.config.qa_top_k)
+            .map(|p| p.chunk_id.as_str());
+        (ctx.rendered, ctx.context_tokens) = self
+            .reader_tokens
+            .reader_context(passages.rows_and_texts(keys));
         ctx.stats.insert(
             "dense_fallback".into(),
             f64::from(u8::from(trace.dense_fallback)),
@@ -381,19 +383,6 @@ fn push_passage(
 }
 
 /// The reader's passage block of the first `qa_top_k` passages and its o200k tokens.
-fn render(
-    passages: &EmbeddingStore,
-    tokens: &ReaderTokens,
-    ctx: &mut RetrievedContext,
-    qa_top_k: usize,
-) {
-    let blocks = ctx.passages.iter().take(qa_top_k).filter_map(|p| {
-        let row = passages.row(p.chunk_id.as_str())?;
-        Some((row, passages.text(row)?))
-    });
-    (ctx.rendered, ctx.context_tokens) = tokens.reader_context(blocks);
-}
-
 #[async_trait]
 impl Retriever for HippoRetriever {
     fn name(&self) -> &str {
