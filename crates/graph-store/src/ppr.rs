@@ -88,8 +88,8 @@ pub struct PprStats {
 const BLOCK: usize = 4096;
 
 /// The solver's copy of the graph: nodes in sweep order, arcs renumbered to sweep positions, each arc's
-/// probability `w_ij / s_i` times a constant factor; on the sequential path of an undirected graph, with
-/// the nodes of at most two neighbours eliminated (see [`Reduction`]).
+/// probability `w_ij / s_i` (the Jacobi layout) or its reduced and scaled form (the SOR layout, with the
+/// low-degree nodes of an undirected graph eliminated: see [`Reduction`]).
 #[derive(Debug, Clone, Default)]
 struct Layout {
     /// Sweep position -> dense node id (the kept nodes).
@@ -352,9 +352,12 @@ impl PprSolver {
         }
         let parallel = csr.arc_count() >= config.parallel_min_arcs;
         let omega = match config.relaxation {
+            Some(w) if !(w > 0.0 && w < 2.0) => {
+                return Err(invalid(format!("relaxation {w} must be in (0, 2)")))
+            }
+            // The Jacobi steps are not relaxed.
             _ if parallel => 1.0,
-            Some(w) if w > 0.0 && w < 2.0 => w,
-            Some(w) => return Err(invalid(format!("relaxation {w} must be in (0, 2)"))),
+            Some(w) => w,
             None => default_relaxation(config.damping),
         };
         let n = csr.node_count();
@@ -425,12 +428,12 @@ impl PprSolver {
         if total <= 0.0 {
             return Err(invalid("reset vector sums to 0"));
         }
-        // `scores` holds the normalised reset by node id until the end of the run; `x` starts at the
-        // reduced reset r' and `reset` holds it scaled for the sweeps.
+        // Until the back-substitution, `scores` holds the normalised reset by node id, then the reduced
+        // reset r' (contributions in elimination order); `x` starts at r' and `reset` holds it scaled for
+        // the sweeps.
         for (s, &v) in self.scores.iter_mut().zip(reset) {
             *s = v / total;
         }
-        // The reduced reset r', in elimination order, in `scores` (by node id).
         let red = &self.layout.reduction;
         for (e, &u) in red.node.iter().enumerate() {
             let ru = self.scores[u as usize];

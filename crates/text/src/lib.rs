@@ -39,11 +39,16 @@ pub use sentence::sentences;
 pub fn titled_passages<S: AsRef<str>>(passages: &[S]) -> String {
     let mut out = String::new();
     for p in passages {
-        out.push_str("Wikipedia Title: ");
-        out.push_str(p.as_ref());
-        out.push_str("\n\n");
+        push_titled(&mut out, p.as_ref());
     }
     out
+}
+
+/// Appends one passage's block of [`titled_passages`].
+fn push_titled(out: &mut String, passage: &str) {
+    out.push_str("Wikipedia Title: ");
+    out.push_str(passage);
+    out.push_str("\n\n");
 }
 
 /// [`titled_passages`] and its `o200k_base` token count: the reader context a retriever reports. tiktoken
@@ -83,9 +88,7 @@ impl ReaderTokens {
         let mut tokens = 0;
         for (row, text) in passages {
             let start = rendered.len();
-            rendered.push_str("Wikipedia Title: ");
-            rendered.push_str(text);
-            rendered.push_str("\n\n");
+            push_titled(&mut rendered, text);
             let block = &rendered[start..];
             tokens += match self.counts.get(row) {
                 Some(cell) => *cell.get_or_init(|| block_tokens(block)),

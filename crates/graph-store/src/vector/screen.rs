@@ -222,33 +222,25 @@ fn dot_i16_i8_avx2(simd: pulp::x86::V3, q: &[i16], c: &[i8]) -> i64 {
     use std::arch::x86_64::{__m128i, __m256i};
     let (qs, _) = pulp::as_arrays::<16, i16>(q);
     let (cs, _) = pulp::as_arrays::<16, i8>(c);
+    // 8 pair sums of 16 query values times 16 codes widened to i16.
+    let product = |qv: [i16; 16], cv: [i8; 16]| {
+        let cv: __m128i = pulp::cast(cv);
+        simd.avx2._mm256_madd_epi16(
+            pulp::cast::<_, __m256i>(qv),
+            simd.avx2._mm256_cvtepi8_epi16(cv),
+        )
+    };
     let (mut acc0, mut acc1) = (
         simd.avx._mm256_setzero_si256(),
         simd.avx._mm256_setzero_si256(),
     );
-    let mut pairs = qs.chunks_exact(2).zip(cs.chunks_exact(2));
-    for (q2, c2) in pairs.by_ref() {
-        let c0: __m128i = pulp::cast(c2[0]);
-        let c1: __m128i = pulp::cast(c2[1]);
-        let p0 = simd.avx2._mm256_madd_epi16(
-            pulp::cast::<_, __m256i>(q2[0]),
-            simd.avx2._mm256_cvtepi8_epi16(c0),
-        );
-        let p1 = simd.avx2._mm256_madd_epi16(
-            pulp::cast::<_, __m256i>(q2[1]),
-            simd.avx2._mm256_cvtepi8_epi16(c1),
-        );
-        acc0 = simd.avx2._mm256_add_epi32(acc0, p0);
-        acc1 = simd.avx2._mm256_add_epi32(acc1, p1);
+    for (q2, c2) in qs.chunks_exact(2).zip(cs.chunks_exact(2)) {
+        acc0 = simd.avx2._mm256_add_epi32(acc0, product(q2[0], c2[0]));
+        acc1 = simd.avx2._mm256_add_epi32(acc1, product(q2[1], c2[1]));
     }
     if qs.len() % 2 == 1 {
         if let (Some(&qv), Some(&cv)) = (qs.last(), cs.last()) {
-            let cv: __m128i = pulp::cast(cv);
-            let p = simd.avx2._mm256_madd_epi16(
-                pulp::cast::<_, __m256i>(qv),
-                simd.avx2._mm256_cvtepi8_epi16(cv),
-            );
-            acc0 = simd.avx2._mm256_add_epi32(acc0, p);
+            acc0 = simd.avx2._mm256_add_epi32(acc0, product(qv, cv));
         }
     }
     let lanes0: [i32; 8] = pulp::cast(acc0);

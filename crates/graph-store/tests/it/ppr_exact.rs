@@ -207,6 +207,12 @@ fn relaxation_is_checked_and_defaults_inside_the_convergence_range() {
             ..PprConfig::default()
         };
         assert!(PprSolver::new(&g, config).is_err(), "ω = {bad}");
+        // Also where the Jacobi path ignores it.
+        let parallel = PprConfig {
+            parallel_min_arcs: 0,
+            ..config
+        };
+        assert!(PprSolver::new(&g, parallel).is_err(), "ω = {bad}, parallel");
     }
     use kgrag_graph_store::ppr::default_relaxation;
     assert_eq!(default_relaxation(0.5), 1.1);
