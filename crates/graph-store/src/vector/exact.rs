@@ -5,6 +5,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::join::JoinCodes;
 use super::{check_rows, dot, normalise, Hit, Metric, TopK, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result};
@@ -186,47 +187,28 @@ impl ExactIndex {
     /// multiply-adds: each pair of row blocks is multiplied once and screened for both directions, then
     /// every candidate is scored with [`dot`] per direction, as the batch search scores it.
     pub fn self_join_min_score(&self, k: usize, min_score: f32) -> Result<Vec<Vec<Hit>>> {
-        const B: usize = 512;
         let dim = self.dim;
         let n = self.len();
         let q = self.prepare_queries(&self.data)?;
-        let blocks = n.div_ceil(B);
-        let pairs: Vec<(usize, usize)> = (0..blocks)
-            .flat_map(|i| (i..blocks).map(move |j| (i, j)))
-            .collect();
-        let mut cands: Vec<(u32, u32)> = pairs
-            .par_iter()
-            .map(|&(i, j)| {
-                let (a0, a1) = (i * B, ((i + 1) * B).min(n));
-                let (b0, b1) = (j * B, ((j + 1) * B).min(n));
-                let (ma, mb) = (a1 - a0, b1 - b0);
-                let mut scores = vec![0.0f32; ma * mb];
-                gemm_abt(
-                    &q[a0 * dim..a1 * dim],
-                    &q[b0 * dim..b1 * dim],
-                    dim,
-                    ma,
-                    mb,
-                    &mut scores,
-                );
-                let mut out = Vec::new();
-                for (r, row) in scores.chunks_exact(mb).enumerate() {
-                    let c_start = if i == j { r } else { 0 };
-                    for (c, &s) in row.iter().enumerate().skip(c_start) {
-                        if s + SCREEN_MARGIN * s.abs().max(1.0) < min_score {
-                            continue;
-                        }
-                        let (u, v) = ((a0 + r) as u32, (b0 + c) as u32);
-                        out.push((u, v));
-                        if u != v {
-                            out.push((v, u));
-                        }
-                    }
-                }
-                out
-            })
-            .flatten()
-            .collect();
+        // Integer screening where the CPU has AVX2 (twice the multiply-adds per instruction of f32),
+        // else the blocked f32 product; both keep every pair whose exact score can reach `min_score`.
+        let cands = match JoinCodes::new(&q, &self.data, dim) {
+            Some(codes) => codes.candidates(min_score),
+            None => gemm_join_candidates(&q, n, dim, min_score),
+        };
+        Ok(self.join_lists(&q, cands, k, min_score))
+    }
+
+    /// Each row's list from the candidate pairs `(row, other)`: scored with [`dot`], filtered, sorted,
+    /// cut to `k`.
+    fn join_lists(
+        &self,
+        q: &[f32],
+        mut cands: Vec<(u32, u32)>,
+        k: usize,
+        min_score: f32,
+    ) -> Vec<Vec<Hit>> {
+        let (dim, n) = (self.dim, self.len());
         cands.par_sort_unstable();
         let mut starts = Vec::with_capacity(n + 1);
         let mut at = 0;
@@ -236,7 +218,7 @@ impl ExactIndex {
             }
             starts.push(at);
         }
-        Ok((0..n)
+        (0..n)
             .into_par_iter()
             .map(|u| {
                 let query = &q[u * dim..(u + 1) * dim];
@@ -252,7 +234,7 @@ impl ExactIndex {
                 hits.truncate(k);
                 hits
             })
-            .collect())
+            .collect()
     }
 
     /// An index of the rows `rows` (indices into this one), in that order, values copied unchanged.
@@ -301,6 +283,49 @@ impl ExactIndex {
         }
         Ok(out)
     }
+}
+
+/// The candidate pairs of [`ExactIndex::self_join_min_score`] from blocked f32 products: `(u, v)` and
+/// `(v, u)` for every `u ≤ v` whose product, less its rounding margin, reaches `min_score`.
+fn gemm_join_candidates(q: &[f32], n: usize, dim: usize, min_score: f32) -> Vec<(u32, u32)> {
+    const B: usize = 512;
+    let blocks = n.div_ceil(B);
+    let pairs: Vec<(usize, usize)> = (0..blocks)
+        .flat_map(|i| (i..blocks).map(move |j| (i, j)))
+        .collect();
+    pairs
+        .par_iter()
+        .map(|&(i, j)| {
+            let (a0, a1) = (i * B, ((i + 1) * B).min(n));
+            let (b0, b1) = (j * B, ((j + 1) * B).min(n));
+            let (ma, mb) = (a1 - a0, b1 - b0);
+            let mut scores = vec![0.0f32; ma * mb];
+            gemm_abt(
+                &q[a0 * dim..a1 * dim],
+                &q[b0 * dim..b1 * dim],
+                dim,
+                ma,
+                mb,
+                &mut scores,
+            );
+            let mut out = Vec::new();
+            for (r, row) in scores.chunks_exact(mb).enumerate() {
+                let c_start = if i == j { r } else { 0 };
+                for (c, &s) in row.iter().enumerate().skip(c_start) {
+                    if s + SCREEN_MARGIN * s.abs().max(1.0) < min_score {
+                        continue;
+                    }
+                    let (u, v) = ((a0 + r) as u32, (b0 + c) as u32);
+                    out.push((u, v));
+                    if u != v {
+                        out.push((v, u));
+                    }
+                }
+            }
+            out
+        })
+        .flatten()
+        .collect()
 }
 
 /// `c (m × n) = a (m × k) · bᵀ` where `b` is `n × k`, all row-major.
@@ -422,32 +447,39 @@ mod tests {
     #[test]
     fn self_join_equals_the_batch_search_of_every_row() {
         // 1,300 rows (three blocks, a ragged last one) in clusters of near-duplicates, so that many pairs
-        // sit above the threshold, some exactly tied, and the k cap bites.
-        let (n, dim) = (1300, 24);
-        let mut seed = 11u64;
-        let mut next = move || {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
-        let centres: Vec<f32> = (0..40 * dim).map(|_| next()).collect();
-        let mut rows = Vec::with_capacity(n * dim);
-        for r in 0..n {
-            let c = (r * 7) % 40;
-            for d in 0..dim {
-                rows.push(centres[c * dim + d] + 0.08 * next());
+        // sit above the threshold, some exactly tied, and the k cap bites; at a dimension the integer
+        // screen pads (24) and one it does not (96). Both candidate paths (integer screen where the CPU
+        // has AVX2, f32 products) give the batch search's lists.
+        for dim in [24, 96] {
+            let n = 1300;
+            let mut seed = 11u64;
+            let mut next = move || {
+                seed = seed
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            };
+            let centres: Vec<f32> = (0..40 * dim).map(|_| next()).collect();
+            let mut rows = Vec::with_capacity(n * dim);
+            for r in 0..n {
+                let c = (r * 7) % 40;
+                for d in 0..dim {
+                    rows.push(centres[c * dim + d] + 0.08 * next());
+                }
             }
-        }
-        let dup: Vec<f32> = rows[..dim].to_vec();
-        rows[5 * dim..6 * dim].copy_from_slice(&dup);
-        let index = ExactIndex::from_rows(dim, Metric::Cosine, &rows).unwrap();
-        for (k, min) in [(2047, 0.8), (7, 0.8), (50, 0.95), (3, -1.0)] {
-            let want = index
-                .search_batch_min_score(index.as_slice(), k, min)
-                .unwrap();
-            let got = index.self_join_min_score(k, min).unwrap();
-            assert_eq!(got, want, "k {k}, min {min}");
+            let dup: Vec<f32> = rows[..dim].to_vec();
+            rows[5 * dim..6 * dim].copy_from_slice(&dup);
+            let index = ExactIndex::from_rows(dim, Metric::Cosine, &rows).unwrap();
+            let q = index.prepare_queries(index.as_slice()).unwrap();
+            for (k, min) in [(2047, 0.8), (7, 0.8), (50, 0.95), (3, -1.0)] {
+                let want = index
+                    .search_batch_min_score(index.as_slice(), k, min)
+                    .unwrap();
+                let got = index.self_join_min_score(k, min).unwrap();
+                assert_eq!(got, want, "dim {dim}, k {k}, min {min}");
+                let by_gemm = index.join_lists(&q, gemm_join_candidates(&q, n, dim, min), k, min);
+                assert_eq!(by_gemm, want, "f32 path: dim {dim}, k {k}, min {min}");
+            }
         }
     }
 }

@@ -13,6 +13,7 @@
 
 mod exact;
 mod hnsw;
+mod join;
 mod screen;
 mod store;
 
