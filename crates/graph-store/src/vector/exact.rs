@@ -190,8 +190,9 @@ impl ExactIndex {
         let dim = self.dim;
         let n = self.len();
         let q = self.prepare_queries(&self.data)?;
-        // Integer screening where the CPU has AVX2 (twice the multiply-adds per instruction of f32),
-        // else the blocked f32 product; both keep every pair whose exact score can reach `min_score`.
+        // An 8-bit screen where the CPU has AVX2 (32 byte products per instruction against 8 f32
+        // multiply-adds), else the blocked f32 product; both keep every pair whose exact score can reach
+        // `min_score`, and every kept pair is scored with `dot`.
         let cands = match JoinCodes::new(&q, &self.data, dim) {
             Some(codes) => codes.candidates(min_score),
             None => gemm_join_candidates(&q, n, dim, min_score),
@@ -453,12 +454,7 @@ mod tests {
         for dim in [24, 96] {
             let n = 1300;
             let mut seed = 11u64;
-            let mut next = move || {
-                seed = seed
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-            };
+            let mut next = || crate::vector::test_lcg(&mut seed);
             let centres: Vec<f32> = (0..40 * dim).map(|_| next()).collect();
             let mut rows = Vec::with_capacity(n * dim);
             for r in 0..n {

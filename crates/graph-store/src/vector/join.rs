@@ -342,13 +342,7 @@ fn avx2() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-    }
+    use crate::vector::test_lcg as lcg;
 
     #[test]
     fn the_kernel_is_exact_at_the_code_range_limits() {

@@ -170,6 +170,15 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     s
 }
 
+/// A small deterministic generator of values in [−0.5, 0.5) for the vector tests.
+#[cfg(test)]
+pub(crate) fn test_lcg(seed: &mut u64) -> f32 {
+    *seed = seed
+        .wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407);
+    ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+}
+
 /// The row `id` of a row-major matrix, if it exists.
 pub(crate) fn row_of(data: &[f32], dim: usize, id: usize) -> Option<&[f32]> {
     let start = id.checked_mul(dim)?;

@@ -270,14 +270,8 @@ fn dot_i16_i8(q: &[i16], c: &[i8]) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vector::test_lcg as lcg;
     use crate::vector::Metric;
-
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-    }
 
     #[test]
     fn matches_a_full_scan() {
