@@ -5,7 +5,7 @@ use std::path::Path;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::join::JoinCodes;
+use super::join::{push_both, upper_block_pairs, JoinCodes};
 use super::{check_rows, dot, normalise, Hit, Metric, TopK, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result};
@@ -290,11 +290,7 @@ impl ExactIndex {
 /// `(v, u)` for every `u ≤ v` whose product, less its rounding margin, reaches `min_score`.
 fn gemm_join_candidates(q: &[f32], n: usize, dim: usize, min_score: f32) -> Vec<(u32, u32)> {
     const B: usize = 512;
-    let blocks = n.div_ceil(B);
-    let pairs: Vec<(usize, usize)> = (0..blocks)
-        .flat_map(|i| (i..blocks).map(move |j| (i, j)))
-        .collect();
-    pairs
+    upper_block_pairs(n.div_ceil(B))
         .par_iter()
         .map(|&(i, j)| {
             let (a0, a1) = (i * B, ((i + 1) * B).min(n));
@@ -316,11 +312,7 @@ fn gemm_join_candidates(q: &[f32], n: usize, dim: usize, min_score: f32) -> Vec<
                     if s + SCREEN_MARGIN * s.abs().max(1.0) < min_score {
                         continue;
                     }
-                    let (u, v) = ((a0 + r) as u32, (b0 + c) as u32);
-                    out.push((u, v));
-                    if u != v {
-                        out.push((v, u));
-                    }
+                    push_both(&mut out, a0 + r, b0 + c);
                 }
             }
             out

@@ -141,12 +141,8 @@ impl JoinCodes {
     /// Every pair `(u, v)` and `(v, u)` with `u ≤ v` whose exact score can reach `min_score` (each pair
     /// `(u, u)` once), in no particular order.
     pub(super) fn candidates(&self, min_score: f32) -> Vec<(u32, u32)> {
-        let blocks = self.rows.div_ceil(BLOCK);
-        let pairs: Vec<(usize, usize)> = (0..blocks)
-            .flat_map(|i| (i..blocks).map(move |j| (i, j)))
-            .collect();
         let threshold = self.threshold(min_score);
-        pairs
+        upper_block_pairs(self.rows.div_ceil(BLOCK))
             .par_iter()
             .map(|&(i, j)| {
                 let mut out = Vec::new();
@@ -185,54 +181,47 @@ impl JoinCodes {
 
     /// Screens rows `i·BLOCK..` against rows `j·BLOCK..` (only `v ≥ u` when `i == j`).
     fn block_pair(&self, i: usize, j: usize, threshold: i32, out: &mut Vec<(u32, u32)>) {
-        let (a0, a1) = (i * BLOCK, ((i + 1) * BLOCK).min(self.rows));
-        let (b0, b1) = (j * BLOCK, ((j + 1) * BLOCK).min(self.rows));
-        let mut keep = |a: usize, b: usize, mask: u32| {
-            let mut m = mask;
-            while m != 0 {
-                let k = m.trailing_zeros() as usize;
-                m &= m - 1;
-                let (u, v) = (a + k / 2, b + k % 2);
-                if v < u || v >= self.n {
-                    continue;
-                }
-                out.push((u as u32, v as u32));
-                if u != v {
-                    out.push((v as u32, u as u32));
-                }
-            }
-        };
         #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V3::try_new() {
             simd.vectorize(
                 #[inline(always)]
-                || {
-                    for a in (a0..a1).step_by(4) {
-                        // On the diagonal block, tiles wholly below the diagonal are skipped.
-                        let start = if i == j { a } else { b0 };
-                        for b in (start..b1).step_by(2) {
-                            let mask = self.tile_mask_avx2(simd, a, b, threshold);
-                            if mask != 0 {
-                                keep(a, b, mask);
-                            }
-                        }
-                    }
-                },
+                || self.each_tile(i, j, out, |a, b| self.tile_mask_avx2(simd, a, b, threshold)),
             );
             return;
         }
         // `new` refuses CPUs without AVX2; this serves only if that ever changes.
+        self.each_tile(i, j, out, |a, b| {
+            self.tile_values(a, b)
+                .iter()
+                .enumerate()
+                .filter(|&(_, &v)| v >= threshold)
+                .fold(0u32, |m, (k, _)| m | (1 << k))
+        });
+    }
+
+    /// Visits the 4 × 2 tiles of block pair `(i, j)` (on the diagonal block, not those wholly below the
+    /// diagonal) and keeps the pairs `u ≤ v < n` whose bit is set in `mask_of(a, b)`.
+    #[inline(always)]
+    fn each_tile(
+        &self,
+        i: usize,
+        j: usize,
+        out: &mut Vec<(u32, u32)>,
+        mut mask_of: impl FnMut(usize, usize) -> u32,
+    ) {
+        let (a0, a1) = (i * BLOCK, ((i + 1) * BLOCK).min(self.rows));
+        let (b0, b1) = (j * BLOCK, ((j + 1) * BLOCK).min(self.rows));
         for a in (a0..a1).step_by(4) {
             let start = if i == j { a } else { b0 };
             for b in (start..b1).step_by(2) {
-                let values = self.tile_values(a, b);
-                let mask = values
-                    .iter()
-                    .enumerate()
-                    .filter(|&(_, &v)| v >= threshold)
-                    .fold(0u32, |m, (k, _)| m | (1 << k));
-                if mask != 0 {
-                    keep(a, b, mask);
+                let mut m = mask_of(a, b);
+                while m != 0 {
+                    let k = m.trailing_zeros() as usize;
+                    m &= m - 1;
+                    let (u, v) = (a + k / 2, b + k % 2);
+                    if u <= v && v < self.n {
+                        push_both(out, u, v);
+                    }
                 }
             }
         }
@@ -324,6 +313,22 @@ impl JoinCodes {
             avx2._mm256_permute2x128_si256::<0x20>(s0, s1),
             avx2._mm256_permute2x128_si256::<0x31>(s0, s1),
         )
+    }
+}
+
+/// The block pairs `(i, j)`, `i ≤ j < blocks`, of a self-join.
+pub(super) fn upper_block_pairs(blocks: usize) -> Vec<(usize, usize)> {
+    (0..blocks)
+        .flat_map(|i| (i..blocks).map(move |j| (i, j)))
+        .collect()
+}
+
+/// Records the candidate pair `u ≤ v` in both directions (`(u, u)` once).
+#[inline]
+pub(super) fn push_both(out: &mut Vec<(u32, u32)>, u: usize, v: usize) {
+    out.push((u as u32, v as u32));
+    if u != v {
+        out.push((v as u32, u as u32));
     }
 }
 
