@@ -11,11 +11,14 @@
 //! have `max_cluster_size` or more nodes when Leiden returns it whole (listed in `unsplittable`).
 //!
 //! Differences from the reference, on purpose: each sub-run draws from its own generator seeded by
-//! `(seed, parent cluster)`, so the result does not depend on queue order; Leiden iterates until its
+//! `(seed, parent cluster)`, so the result does not depend on queue order — the sub-runs of a level run in
+//! parallel (rayon), their results taken in cluster order, the same for any thread count; Leiden iterates until its
 //! quality stops improving instead of running one pass; `largest_component_only = false` clusters every
 //! connected component instead of the largest one only (the reference's behaviour is the default).
 
-use crate::leiden::{components_of, leiden, Graph, LeidenConfig};
+use rayon::prelude::*;
+
+use crate::leiden::{components_of, leiden, leiden_with, Graph, LeidenConfig, Partition, Scratch};
 use crate::Result;
 
 /// Hierarchical Leiden settings (HiRAG: max size 10, seed 0xDEADBEEF, largest component only).
@@ -76,27 +79,6 @@ fn components(g: &Graph) -> Vec<Vec<usize>> {
     out
 }
 
-/// The subgraph induced by `nodes` (sorted), with its edges' weights. `position` is scratch space of one
-/// entry per node of `g`, all `usize::MAX` on entry and on return.
-fn induced(g: &Graph, nodes: &[usize], position: &mut [usize]) -> Result<Graph> {
-    for (i, &v) in nodes.iter().enumerate() {
-        position[v] = i;
-    }
-    let mut edges = Vec::new();
-    for (i, &v) in nodes.iter().enumerate() {
-        for &(u, w) in g.neighbours(v) {
-            let j = position[u as usize];
-            if j != usize::MAX && j >= i {
-                edges.push((i, j, w));
-            }
-        }
-    }
-    for &v in nodes {
-        position[v] = usize::MAX;
-    }
-    Graph::from_edges(nodes.len(), &edges)
-}
-
 /// Runs hierarchical Leiden on `graph`.
 pub fn hierarchical_leiden(
     graph: &Graph,
@@ -123,9 +105,13 @@ pub fn hierarchical_leiden(
     if nodes.is_empty() {
         return Ok(out);
     }
-    let mut position = vec![usize::MAX; graph.node_count()];
-    let sub = induced(graph, &nodes, &mut position)?;
-    let top = leiden(&sub, &config.leiden)?;
+    // Every node of the graph (sorted and distinct, so `nodes` is 0..n): the induced graph is the graph.
+    let top = if nodes.len() == graph.node_count() {
+        leiden(graph, &config.leiden)?
+    } else {
+        let mut position = vec![usize::MAX; graph.node_count()];
+        leiden(&graph.induced(&nodes, &mut position), &config.leiden)?
+    };
     // Current clusters: (id, members as input-graph nodes).
     let mut parts: Vec<Vec<usize>> = vec![Vec::new(); top.communities];
     for (i, &c) in top.membership.iter().enumerate() {
@@ -138,7 +124,8 @@ pub fn hierarchical_leiden(
     let mut clusters: Vec<(usize, Vec<usize>)> = parts.into_iter().enumerate().collect();
     let mut next_id = clusters.len();
     let mut level = 0;
-    let mut split = std::collections::HashSet::new();
+    // Per cluster id (ids are 0..next_id), whether it was split.
+    let mut split: Vec<bool> = Vec::new();
     let mut records: Vec<ClusterRecord> = Vec::new();
     for (id, members) in &clusters {
         for &v in members {
@@ -152,23 +139,37 @@ pub fn hierarchical_leiden(
         }
     }
     loop {
+        // The clusters of this level are split independently (each from its own seed), on rayon; the
+        // results are taken in cluster order, so the outcome does not depend on the thread count.
+        let runs: Vec<Option<Partition>> = clusters
+            .par_iter()
+            .map_init(
+                || (vec![usize::MAX; graph.node_count()], Scratch::default()),
+                |(position, scratch), (id, members)| {
+                    if members.len() < config.max_cluster_size.max(2) {
+                        return Ok(None);
+                    }
+                    let sub = graph.induced(members, position);
+                    let cfg = LeidenConfig {
+                        seed: config.leiden.seed ^ (*id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                        ..config.leiden
+                    };
+                    leiden_with(&sub, &cfg, scratch).map(Some)
+                },
+            )
+            .collect::<Result<_>>()?;
         // (parent, members) of every split at this level; numbered once the level is complete.
         let mut pieces: Vec<(usize, Vec<usize>)> = Vec::new();
-        for (id, members) in &clusters {
-            if members.len() < config.max_cluster_size.max(2) {
-                continue;
-            }
-            let sub = induced(graph, members, &mut position)?;
-            let cfg = LeidenConfig {
-                seed: config.leiden.seed ^ (*id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                ..config.leiden
-            };
-            let p = leiden(&sub, &cfg)?;
+        for ((id, members), run) in clusters.iter().zip(runs) {
+            let Some(p) = run else { continue };
             if p.communities <= 1 {
                 out.unsplittable.push(*id);
                 continue;
             }
-            split.insert(*id);
+            if split.len() <= *id {
+                split.resize(*id + 1, false);
+            }
+            split[*id] = true;
             let mut parts: Vec<Vec<usize>> = vec![Vec::new(); p.communities];
             for (i, &c) in p.membership.iter().enumerate() {
                 parts[c].push(members[i]);
@@ -203,9 +204,10 @@ pub fn hierarchical_leiden(
         clusters = children;
     }
     for r in &mut records {
-        r.is_final = !split.contains(&r.cluster);
+        r.is_final = !split.get(r.cluster).copied().unwrap_or(false);
     }
-    records.sort_by_key(|r| (r.level, r.node));
+    // A node has one record per level, so the keys are distinct.
+    records.sort_unstable_by_key(|r| (r.level, r.node));
     out.levels = level + 1;
     out.records = records;
     Ok(out)

@@ -107,11 +107,7 @@ impl Graph {
                     _ => targets.push((u, w)),
                 }
             }
-            let d: f64 = targets[start..]
-                .iter()
-                .map(|&(u, w)| if u as usize == v { 2.0 * w } else { w })
-                .sum();
-            degree.push(d);
+            degree.push(row_degree(v, &targets[start..]));
             offsets.push(targets.len());
         }
         let total: f64 = degree.iter().sum();
@@ -126,6 +122,38 @@ impl Graph {
             degree,
             total,
         })
+    }
+
+    /// The subgraph induced by `nodes` (sorted, distinct), numbered by position in `nodes`: each row keeps
+    /// the neighbours inside, in order, so the result is what [`Graph::from_edges`] builds from the inside
+    /// edges. `position` is scratch space of one entry per node, all `usize::MAX` on entry and on return.
+    pub(crate) fn induced(&self, nodes: &[usize], position: &mut [usize]) -> Graph {
+        for (i, &v) in nodes.iter().enumerate() {
+            position[v] = i;
+        }
+        let mut offsets = Vec::with_capacity(nodes.len() + 1);
+        offsets.push(0);
+        let mut targets = Vec::new();
+        let mut degree = Vec::with_capacity(nodes.len());
+        for (i, &v) in nodes.iter().enumerate() {
+            let start = targets.len();
+            targets.extend(self.neighbours(v).iter().filter_map(|&(u, w)| {
+                let j = position[u as usize];
+                (j != usize::MAX).then_some((j as u32, w))
+            }));
+            degree.push(row_degree(i, &targets[start..]));
+            offsets.push(targets.len());
+        }
+        for &v in nodes {
+            position[v] = usize::MAX;
+        }
+        let total = degree.iter().sum();
+        Graph {
+            offsets,
+            targets,
+            degree,
+            total,
+        }
     }
 
     /// Number of nodes.
@@ -184,6 +212,24 @@ impl Graph {
         }
     }
 
+    /// [`Graph::quality`] of the partition into singletons (the same sums in the same order: a node's
+    /// inside weight is twice its self-loop).
+    fn singleton_quality(&self, resolution: f64) -> f64 {
+        if self.total == 0.0 {
+            return 0.0;
+        }
+        let m2 = self.total;
+        (0..self.node_count())
+            .map(|v| {
+                let row = self.neighbours(v);
+                let inside = row
+                    .binary_search_by_key(&(v as u32), |e| e.0)
+                    .map_or(0.0, |at| 0.0 + 2.0 * row[at].1);
+                inside / m2 - resolution * (self.degree[v] / m2).powi(2)
+            })
+            .sum()
+    }
+
     /// Modularity of a membership known to cover every node.
     pub(crate) fn quality(&self, membership: &[usize], resolution: f64) -> f64 {
         if self.total == 0.0 {
@@ -207,6 +253,13 @@ impl Graph {
             .map(|c| inside[c] / m2 - resolution * (tot[c] / m2).powi(2))
             .sum()
     }
+}
+
+/// Weighted degree of node `v` from its row (a self-loop counts twice).
+fn row_degree(v: usize, row: &[(u32, f64)]) -> f64 {
+    row.iter()
+        .map(|&(u, w)| if u as usize == v { 2.0 * w } else { w })
+        .sum()
 }
 
 /// Leiden settings (graspologic's defaults).
@@ -280,6 +333,46 @@ pub struct Partition {
 
 /// Runs Leiden on `graph`.
 pub fn leiden(graph: &Graph, config: &LeidenConfig) -> Result<Partition> {
+    leiden_with(graph, config, &mut Scratch::default())
+}
+
+/// Buffers of Leiden runs: sized anew for each use, so one set serves every level of a run and, in the
+/// hierarchy, every run of one worker; memory is allocated only when a buffer grows.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    tot: Vec<f64>,
+    size: Vec<usize>,
+    empty: Vec<usize>,
+    queue: std::collections::VecDeque<usize>,
+    queued: Vec<bool>,
+    weight_to: Vec<f64>,
+    touched: Vec<usize>,
+    start: Vec<usize>,
+    fill: Vec<usize>,
+    members: Vec<usize>,
+    tot_c: Vec<f64>,
+    tot_r: Vec<f64>,
+    ext_r: Vec<f64>,
+    singleton: Vec<bool>,
+    candidates: Vec<(usize, f64)>,
+    weights: Vec<f64>,
+    order: Vec<usize>,
+    map: Vec<usize>,
+    edges: Vec<(usize, usize, f64)>,
+}
+
+/// Empties `v` and fills it with `n` copies of `value`.
+fn reset<T: Clone>(v: &mut Vec<T>, n: usize, value: T) {
+    v.clear();
+    v.resize(n, value);
+}
+
+/// [`leiden`] with the caller's buffers.
+pub(crate) fn leiden_with(
+    graph: &Graph,
+    config: &LeidenConfig,
+    scratch: &mut Scratch,
+) -> Result<Partition> {
     if !(config.resolution.is_finite() && config.resolution > 0.0) {
         return Err(CommunityError::Config(format!(
             "resolution {} must be a positive number",
@@ -295,11 +388,11 @@ pub fn leiden(graph: &Graph, config: &LeidenConfig) -> Result<Partition> {
     let n = graph.node_count();
     let mut rng = Rng::new(config.seed);
     let mut membership: Vec<usize> = (0..n).collect();
-    let mut quality = graph.quality(&membership, config.resolution);
+    let mut quality = graph.singleton_quality(config.resolution);
     let mut iterations = 0;
     for _ in 0..config.max_iterations.max(1) {
         iterations += 1;
-        let next = one_iteration(graph, &membership, config, &mut rng);
+        let next = one_iteration(graph, &membership, config, &mut rng, scratch);
         let next = components_of(graph, &next);
         let q = graph.quality(&next, config.resolution);
         let improved = q > quality + config.tolerance.max(0.0);
@@ -311,31 +404,30 @@ pub fn leiden(graph: &Graph, config: &LeidenConfig) -> Result<Partition> {
             break;
         }
     }
-    let membership = renumber(&membership);
+    // Already numbered in order of first appearance: the singletons are, and so is every result of
+    // `components_of` (pieces by smallest node); `quality` is therefore the returned membership's.
     let communities = membership.iter().copied().max().map_or(0, |m| m + 1);
     Ok(Partition {
-        quality: graph.quality(&membership, config.resolution),
+        quality,
         membership,
         communities,
         iterations,
     })
 }
 
-/// Renumbers communities 0.. in order of first appearance (ids are below the node count).
-fn renumber(membership: &[usize]) -> Vec<usize> {
+/// Renumbers communities 0.. in order of first appearance, in place (ids are below the node count;
+/// `map` is scratch space).
+fn renumber(membership: &mut [usize], map: &mut Vec<usize>) {
     let k = membership.iter().copied().max().map_or(0, |m| m + 1);
-    let mut map = vec![usize::MAX; k];
+    reset(map, k, usize::MAX);
     let mut next = 0;
-    membership
-        .iter()
-        .map(|&c| {
-            if map[c] == usize::MAX {
-                map[c] = next;
-                next += 1;
-            }
-            map[c]
-        })
-        .collect()
+    for c in membership {
+        if map[*c] == usize::MAX {
+            map[*c] = next;
+            next += 1;
+        }
+        *c = map[*c];
+    }
 }
 
 /// One Leiden iteration from `start` (a partition of `graph`'s nodes); returns the new membership.
@@ -344,26 +436,31 @@ fn one_iteration(
     start: &[usize],
     config: &LeidenConfig,
     rng: &mut Rng,
+    scratch: &mut Scratch,
 ) -> Vec<usize> {
     let gamma = config.resolution;
-    let mut level = graph.clone();
+    // The graph of the current level: `graph` itself, then the aggregates.
+    let mut aggregate: Option<Graph> = None;
     // Which level node each original node belongs to.
     let mut node_of: Vec<usize> = (0..graph.node_count()).collect();
-    let mut part = renumber(start);
+    let mut part = start.to_vec();
+    renumber(&mut part, &mut scratch.map);
     loop {
-        let changed = move_nodes_fast(&level, &mut part, gamma, rng);
+        let level = aggregate.as_ref().unwrap_or(graph);
+        let changed = move_nodes_fast(level, &mut part, gamma, rng, scratch);
         let communities = part.iter().copied().max().map_or(0, |m| m + 1);
         if !changed && communities == level.node_count() {
             break;
         }
-        let refined = refine(&level, &part, gamma, config.randomness, rng);
+        let refined = refine(level, &part, gamma, config.randomness, rng, scratch);
         let groups = refined.iter().copied().max().map_or(0, |m| m + 1);
         if groups == level.node_count() {
             // Refinement merged nothing: the aggregate would be the same graph.
             break;
         }
         // Aggregate on the refined partition; each aggregate node starts in its unrefined community.
-        let mut edges: Vec<(usize, usize, f64)> = Vec::new();
+        let edges = &mut scratch.edges;
+        edges.clear();
         for v in 0..level.node_count() {
             for &(u, w) in level.neighbours(v) {
                 let (a, b) = (refined[v], refined[u as usize]);
@@ -374,7 +471,7 @@ fn one_iteration(
                 }
             }
         }
-        let mut next = match Graph::from_edges(groups, &edges) {
+        let mut next = match Graph::from_edges(groups, edges) {
             Ok(g) => g,
             Err(_) => break,
         };
@@ -392,33 +489,55 @@ fn one_iteration(
         for x in &mut node_of {
             *x = refined[*x];
         }
-        level = next;
-        part = renumber(&next_part);
+        aggregate = Some(next);
+        part = next_part;
+        renumber(&mut part, &mut scratch.map);
     }
     node_of.iter().map(|&x| part[x]).collect()
 }
 
 /// Fast local moving; returns whether any node moved.
-fn move_nodes_fast(g: &Graph, part: &mut [usize], gamma: f64, rng: &mut Rng) -> bool {
+fn move_nodes_fast(
+    g: &Graph,
+    part: &mut [usize],
+    gamma: f64,
+    rng: &mut Rng,
+    scratch: &mut Scratch,
+) -> bool {
     let n = g.node_count();
     let m2 = g.total;
     if m2 == 0.0 {
         return false;
     }
     let k = part.iter().copied().max().map_or(0, |m| m + 1).max(n);
-    let mut tot = vec![0.0; k + 1];
-    let mut size = vec![0usize; k + 1];
+    let Scratch {
+        tot,
+        size,
+        empty,
+        queue,
+        queued,
+        weight_to,
+        touched,
+        order,
+        map,
+        ..
+    } = scratch;
+    reset(tot, k + 1, 0.0);
+    reset(size, k + 1, 0);
     for v in 0..n {
         tot[part[v]] += g.degree(v);
         size[part[v]] += 1;
     }
-    let mut empty: Vec<usize> = (0..k).filter(|&c| size[c] == 0).collect();
-    let mut order: Vec<usize> = (0..n).collect();
-    rng.shuffle(&mut order);
-    let mut queue: std::collections::VecDeque<usize> = order.into_iter().collect();
-    let mut queued = vec![true; n];
-    let mut weight_to = vec![0.0; k + 1];
-    let mut touched: Vec<usize> = Vec::new();
+    empty.clear();
+    empty.extend((0..k).filter(|&c| size[c] == 0));
+    order.clear();
+    order.extend(0..n);
+    rng.shuffle(order);
+    queue.clear();
+    queue.extend(order.iter().copied());
+    reset(queued, n, true);
+    reset(weight_to, k + 1, 0.0);
+    touched.clear();
     let mut moved = false;
     while let Some(v) = queue.pop_front() {
         queued[v] = false;
@@ -439,9 +558,9 @@ fn move_nodes_fast(g: &Graph, part: &mut [usize], gamma: f64, rng: &mut Rng) -> 
         tot[current] -= kv;
         let gain = |c: usize, wt: f64, tot: &[f64]| wt - gamma * kv * tot[c] / m2;
         let mut best = current;
-        let mut best_gain = gain(current, weight_to[current], &tot);
-        for &c in &touched {
-            let gc = gain(c, weight_to[c], &tot);
+        let mut best_gain = gain(current, weight_to[current], tot);
+        for &c in touched.iter() {
+            let gc = gain(c, weight_to[c], tot);
             if gc > best_gain {
                 best = c;
                 best_gain = gc;
@@ -451,10 +570,8 @@ fn move_nodes_fast(g: &Graph, part: &mut [usize], gamma: f64, rng: &mut Rng) -> 
         if best_gain < 0.0 && size[current] > 1 {
             if let Some(e) = empty.pop() {
                 best = e;
-                best_gain = 0.0;
             }
         }
-        let _ = best_gain;
         tot[best] += kv;
         if best != current {
             size[current] -= 1;
@@ -473,17 +590,23 @@ fn move_nodes_fast(g: &Graph, part: &mut [usize], gamma: f64, rng: &mut Rng) -> 
                 }
             }
         }
-        for &c in &touched {
+        for &c in touched.iter() {
             weight_to[c] = 0.0;
         }
     }
-    let renum = renumber(part);
-    part.copy_from_slice(&renum);
+    renumber(part, map);
     moved
 }
 
 /// Refinement of `part` (spec of the paper, Algorithm A.2 `RefinePartition` / `MergeNodesSubset`).
-fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> Vec<usize> {
+fn refine(
+    g: &Graph,
+    part: &[usize],
+    gamma: f64,
+    theta: f64,
+    rng: &mut Rng,
+    scratch: &mut Scratch,
+) -> Vec<usize> {
     let n = g.node_count();
     let m2 = g.total;
     let mut refined: Vec<usize> = (0..n).collect();
@@ -491,50 +614,64 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
         return refined;
     }
     let k = part.iter().copied().max().map_or(0, |m| m + 1);
+    let Scratch {
+        start,
+        fill,
+        members,
+        tot_c,
+        tot_r,
+        ext_r,
+        singleton,
+        weight_to,
+        touched,
+        candidates,
+        weights,
+        order,
+        map,
+        ..
+    } = scratch;
     // Members of each community in node order (a counting sort: no list per community).
-    let mut start = vec![0usize; k + 1];
+    reset(start, k + 1, 0);
     for &c in part {
         start[c + 1] += 1;
     }
     for c in 0..k {
         start[c + 1] += start[c];
     }
-    let mut fill = start.clone();
-    let mut by_community = vec![0usize; n];
+    fill.clear();
+    fill.extend_from_slice(start);
+    reset(members, n, 0);
     for v in 0..n {
-        by_community[fill[part[v]]] = v;
+        members[fill[part[v]]] = v;
         fill[part[v]] += 1;
     }
-    let mut tot_c = vec![0.0; k];
+    reset(tot_c, k, 0.0);
     for v in 0..n {
         tot_c[part[v]] += g.degree(v);
     }
     // Refined-cluster bookkeeping: degree sum, weight to the rest of its community, singleton flag.
-    let mut tot_r: Vec<f64> = (0..n).map(|v| g.degree(v)).collect();
-    let mut ext_r: Vec<f64> = (0..n)
-        .map(|v| {
-            g.neighbours(v)
-                .iter()
-                .filter(|&&(u, _)| u as usize != v && part[u as usize] == part[v])
-                .map(|&(_, w)| w)
-                .sum()
-        })
-        .collect();
-    let mut singleton = vec![true; n];
-    let mut weight_to = vec![0.0; n];
-    let mut touched: Vec<usize> = Vec::new();
-    let mut candidates: Vec<(usize, f64)> = Vec::new();
-    let mut weights: Vec<f64> = Vec::new();
-    let mut order: Vec<usize> = Vec::new();
+    tot_r.clear();
+    tot_r.extend((0..n).map(|v| g.degree(v)));
+    ext_r.clear();
+    ext_r.extend((0..n).map(|v| {
+        g.neighbours(v)
+            .iter()
+            .filter(|&&(u, _)| u as usize != v && part[u as usize] == part[v])
+            .map(|&(_, w)| w)
+            .sum::<f64>()
+    }));
+    reset(singleton, n, true);
+    reset(weight_to, n, 0.0);
+    touched.clear();
     for c in 0..k {
-        let nodes = &by_community[start[c]..start[c + 1]];
+        let nodes = &members[start[c]..start[c + 1]];
         if nodes.len() < 2 {
             continue;
         }
         order.clear();
         order.extend_from_slice(nodes);
-        rng.shuffle(&mut order);
-        for &v in &order {
+        rng.shuffle(order);
+        for &v in order.iter() {
             let kv = g.degree(v);
             // v must be well connected to its community and still alone.
             if !singleton[v] || ext_r[v] < gamma * kv * (tot_c[c] - kv) / m2 {
@@ -556,7 +693,7 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
             let own = refined[v];
             candidates.clear();
             candidates.push((own, 0.0));
-            for &t in &touched {
+            for &t in touched.iter() {
                 if t == own {
                     continue;
                 }
@@ -566,7 +703,7 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
                     candidates.push((t, gain));
                 }
             }
-            for &t in &touched {
+            for &t in touched.iter() {
                 weight_to[t] = 0.0;
             }
             let max = candidates
@@ -574,15 +711,19 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
                 .map(|c| c.1)
                 .fold(f64::NEG_INFINITY, f64::max);
             weights.clear();
-            weights.extend(
-                candidates
-                    .iter()
-                    .map(|&(_, gain)| ((gain - max) / theta).exp()),
-            );
+            weights.extend(candidates.iter().map(|&(_, gain)| {
+                // exp underflows to exactly 0 below ln(2^−1075) ≈ −745.13: skip the call.
+                let t = (gain - max) / theta;
+                if t < -746.0 {
+                    0.0
+                } else {
+                    t.exp()
+                }
+            }));
             let total: f64 = weights.iter().sum();
             let mut r = rng.next_f64() * total;
             let mut chosen = candidates[candidates.len() - 1].0;
-            for (&(t, _), &w) in candidates.iter().zip(&weights) {
+            for (&(t, _), &w) in candidates.iter().zip(weights.iter()) {
                 if r < w {
                     chosen = t;
                     break;
@@ -606,7 +747,8 @@ fn refine(g: &Graph, part: &[usize], gamma: f64, theta: f64, rng: &mut Rng) -> V
             singleton[chosen] = false;
         }
     }
-    renumber(&refined)
+    renumber(&mut refined, map);
+    refined
 }
 
 /// Splits every community of `membership` into its connected components (within the community);
