@@ -18,8 +18,12 @@
 //! wide inputs. This implementation is small, exposes what the BIC scan needs, and is deterministic: each
 //! restart draws from its own stream of a [`SplitMix64`](crate::rng) seeded by `(seed, k, restart)`, restarts
 //! run in parallel, and every sum runs over fixed blocks in a fixed order, so the thread count never changes
-//! a bit of the result. Random streams differ from numpy's, so fits match scikit-learn in quality, not
-//! digit for digit (the bench compares both on the same matrix).
+//! a bit of the result. The E-step computes its exponentials with a polynomial of its own (plain multiplies
+//! and adds within 2 ulp of libm's `exp`: the same bits on every CPU, with or without AVX2) and the
+//! log-likelihood with one logarithm per 16 points (of their product); in two dimensions it works on
+//! chunks of points so that both vectorise, and it is compiled for AVX2 as well, chosen at run time.
+//! Random streams differ from numpy's, so fits match scikit-learn in quality, not digit for digit (the
+//! bench compares both on the same matrix).
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -35,6 +39,111 @@ const LN_2PI: f64 = 1.837_877_066_409_345_5;
 const NEGLIGIBLE: f64 = -50.0;
 /// Points per block of the parallel E- and M-steps.
 const BLOCK: usize = 2048;
+
+/// `e^x` for `x ∈ [NEGLIGIBLE − 10, 0]` (accurate to ~1 ulp down to x ≈ −700; the E-step passes
+/// `[NEGLIGIBLE, 0]`): Cody–Waite reduction `x = k·ln 2 + r`, `|r| ≤ ln 2 / 2`, the degree-13 Taylor
+/// polynomial of `e^r` (truncation < 0.05 ulp), scaled by `2^k` through the exponent bits. Plain
+/// multiplies and adds, no branch and no call, so a loop of it vectorises, and every CPU computes the same
+/// bits (no FMA contraction: Rust does not contract).
+#[inline(always)]
+fn exp_neg(x: f64) -> f64 {
+    // 1.5 · 2^52: adding it rounds to an integer held in the low mantissa bits.
+    const SHIFT: f64 = 6_755_399_441_055_744.0;
+    const LOG2_E: f64 = std::f64::consts::LOG2_E;
+    // ln 2 split so that k · LN2_HI is exact for |k| < 2^11.
+    const LN2_HI: f64 = f64::from_bits(0x3FE6_2E42_FEE0_0000);
+    const LN2_LO: f64 = f64::from_bits(0x3DEA_39EF_3579_3C76);
+    const C: [f64; 14] = [
+        1.0,
+        1.0,
+        1.0 / 2.0,
+        1.0 / 6.0,
+        1.0 / 24.0,
+        1.0 / 120.0,
+        1.0 / 720.0,
+        1.0 / 5_040.0,
+        1.0 / 40_320.0,
+        1.0 / 362_880.0,
+        1.0 / 3_628_800.0,
+        1.0 / 39_916_800.0,
+        1.0 / 479_001_600.0,
+        1.0 / 6_227_020_800.0,
+    ];
+    let x = if x > NEGLIGIBLE - 10.0 {
+        x
+    } else {
+        NEGLIGIBLE - 10.0
+    };
+    let y = x * LOG2_E + SHIFT;
+    let k = y - SHIFT;
+    let r = (x - k * LN2_HI) - k * LN2_LO;
+    let mut p = C[13];
+    for &c in C[..13].iter().rev() {
+        p = p * r + c;
+    }
+    // k (as a two's-complement integer in y's low bits) + 1023 is the biased exponent of 2^k.
+    let scale = f64::from_bits(y.to_bits().wrapping_sub(SHIFT.to_bits()).wrapping_add(1023) << 52);
+    p * scale
+}
+
+/// Runs `f` compiled for AVX2 and FMA when the CPU has them (pulp's run-time dispatch; pass an
+/// `#[inline(always)]` closure so that its body is compiled inside), else as it is. The arithmetic is the
+/// same either way (no contraction into FMA), only wider.
+#[inline(always)]
+fn with_simd<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(simd) = pulp::x86::V3::try_new() {
+        return simd.vectorize(f);
+    }
+    f()
+}
+
+/// A term of the log-sum-exp: `e^t`, or 0 when `t` is below [`NEGLIGIBLE`] (no branch: both are
+/// computed and one is kept, so that loops of it vectorise).
+#[inline(always)]
+fn negligible_or_exp(t: f64) -> f64 {
+    let e = exp_neg(t);
+    if t >= NEGLIGIBLE {
+        e
+    } else {
+        0.0
+    }
+}
+
+/// Sums `ln` of many values ≥ 1 with one `ln` per group: the logarithm of the group's product (the
+/// product's relative rounding, a few ulp per group, is far below any tolerance of the fit).
+#[derive(Debug, Clone, Copy)]
+struct LogSum {
+    sum: f64,
+    product: f64,
+    count: u32,
+}
+
+impl LogSum {
+    fn new() -> Self {
+        Self {
+            sum: 0.0,
+            product: 1.0,
+            count: 0,
+        }
+    }
+
+    /// Adds `ln v` for `v ≥ 1`.
+    #[inline(always)]
+    fn add(&mut self, v: f64) {
+        self.product *= v;
+        self.count += 1;
+        if self.count == 16 || self.product > 1e250 {
+            self.sum += self.product.ln();
+            self.product = 1.0;
+            self.count = 0;
+        }
+    }
+
+    fn total(self) -> f64 {
+        self.sum + self.product.ln()
+    }
+}
 
 /// Settings of one Gaussian-mixture fit (spec hirag §2 defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -177,81 +286,148 @@ impl Gmm {
         diff: &mut [f64],
         out: &mut [f64],
     ) -> f64 {
-        let mut max = f64::NEG_INFINITY;
         for (c, o) in out.iter_mut().enumerate() {
             *o = log_w[c] + self.log_gauss(c, x, diff);
-            max = max.max(*o);
         }
-        max
+        max_of(out)
     }
 
-    /// E-step over `count` points from `start`; writes posteriors into `out` when given.
+    /// E-step over `count` points from `start`; writes posteriors into `out` when given, and adds each
+    /// point with its posteriors to `moments` when given (the M-step's first pass, in the same order).
+    /// Compiled for AVX2 as well, chosen at run time (the same arithmetic, so the same bits).
     fn e_block(
         &self,
         log_w: &[f64],
         points: &Points,
         start: usize,
         count: usize,
-        mut out: Option<&mut [f64]>,
+        out: Option<&mut [f64]>,
+        moments: Option<&mut Moments>,
     ) -> f64 {
+        with_simd(
+            #[inline(always)]
+            || self.e_block_impl(log_w, points, start, count, out, moments),
+        )
+    }
+
+    #[inline(always)]
+    fn e_block_impl(
+        &self,
+        log_w: &[f64],
+        points: &Points,
+        start: usize,
+        count: usize,
+        mut out: Option<&mut [f64]>,
+        mut moments: Option<&mut Moments>,
+    ) -> f64 {
+        if self.d == 2 {
+            return self.e_block_planar(log_w, points, start, count, out, moments);
+        }
         let k = self.k;
         let mut diff = vec![0.0; self.d];
         let mut scratch = vec![0.0; k];
         let mut sum = 0.0;
-        // Two dimensions (the default PCA-2) get a flat per-component table: the inner loop is a few
-        // multiply-adds per component with no indexing arithmetic.
-        let planar: Vec<[f64; 6]> = if self.d == 2 {
-            (0..k)
-                .map(|c| {
-                    let l = &self.inv_chol[c * 4..c * 4 + 4];
-                    [
-                        self.means[2 * c],
-                        self.means[2 * c + 1],
-                        l[0],
-                        l[2],
-                        l[3],
-                        log_w[c] + self.log_det[c] - LN_2PI,
-                    ]
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let mut logs = LogSum::new();
         for r in 0..count {
             let x = points.row(start + r);
-            let max = if planar.is_empty() {
-                self.weighted_log_probs(log_w, x, &mut diff, &mut scratch)
-            } else {
-                let (x0, x1) = (x[0], x[1]);
-                let mut max = f64::NEG_INFINITY;
-                for (o, p) in scratch.iter_mut().zip(&planar) {
-                    let (dx, dy) = (x0 - p[0], x1 - p[1]);
-                    let y0 = p[2] * dx;
-                    let y1 = p[3] * dx + p[4] * dy;
-                    *o = p[5] - 0.5 * (y0 * y0 + y1 * y1);
-                    max = max.max(*o);
-                }
-                max
-            };
+            let max = self.weighted_log_probs(log_w, x, &mut diff, &mut scratch);
+            sum += max;
             if !max.is_finite() {
-                sum += max;
                 continue;
             }
             // One exp per component: the terms of the log-sum-exp are also the unnormalised posteriors.
-            let mut total = 0.0;
             for v in scratch.iter_mut() {
-                let t = *v - max;
-                *v = if t >= NEGLIGIBLE { t.exp() } else { 0.0 };
-                total += *v;
+                *v = negligible_or_exp(*v - max);
             }
-            sum += max + total.ln();
+            // The largest term is e^0 = 1, so the total is at least 1.
+            let total: f64 = scratch.iter().sum();
+            logs.add(total);
             if let Some(out) = out.as_deref_mut() {
-                for (o, e) in out[r * k..(r + 1) * k].iter_mut().zip(&scratch) {
+                let row = &mut out[r * k..(r + 1) * k];
+                for (o, e) in row.iter_mut().zip(&scratch) {
                     *o = e / total;
+                }
+                if let Some(m) = moments.as_deref_mut() {
+                    m.add(x, row);
                 }
             }
         }
-        sum
+        sum + logs.total()
+    }
+
+    /// [`Gmm::e_block`] in two dimensions (the default PCA-2): chunks of points, each component's terms
+    /// for a whole chunk in one contiguous run, so that the log-densities and the exps vectorise over
+    /// points whatever k is. Per point, every sum runs over the components in order, as in the general
+    /// path.
+    #[inline(always)]
+    fn e_block_planar(
+        &self,
+        log_w: &[f64],
+        points: &Points,
+        start: usize,
+        count: usize,
+        mut out: Option<&mut [f64]>,
+        mut moments: Option<&mut Moments>,
+    ) -> f64 {
+        const CHUNK: usize = 64;
+        let k = self.k;
+        let p = Planar::new(self, log_w);
+        // Component-major: terms[c · CHUNK + j] for point j of the chunk.
+        let mut terms = vec![0.0; k * CHUNK];
+        let (mut xs, mut ys) = ([0.0; CHUNK], [0.0; CHUNK]);
+        let (mut max, mut total) = ([0.0; CHUNK], [0.0; CHUNK]);
+        let mut sum = 0.0;
+        let mut logs = LogSum::new();
+        let mut first = 0;
+        while first < count {
+            let m = CHUNK.min(count - first);
+            for j in 0..m {
+                let x = points.row(start + first + j);
+                (xs[j], ys[j]) = (x[0], x[1]);
+            }
+            let (xs, ys) = (&xs[..m], &ys[..m]);
+            let (max, total) = (&mut max[..m], &mut total[..m]);
+            max.fill(f64::NEG_INFINITY);
+            for (c, run) in terms.chunks_exact_mut(CHUNK).enumerate() {
+                let (mx, my, l0, l2, l3, constant) =
+                    (p.mx[c], p.my[c], p.l0[c], p.l2[c], p.l3[c], p.constant[c]);
+                for (((v, mj), &x0), &x1) in run[..m].iter_mut().zip(max.iter_mut()).zip(xs).zip(ys)
+                {
+                    let (dx, dy) = (x0 - mx, x1 - my);
+                    let y0 = l0 * dx;
+                    let y1 = l2 * dx + l3 * dy;
+                    *v = constant - 0.5 * (y0 * y0 + y1 * y1);
+                    // `f64::max` without its NaN bookkeeping (a NaN never wins either way).
+                    *mj = if *v > *mj { *v } else { *mj };
+                }
+            }
+            total.fill(0.0);
+            for run in terms.chunks_exact_mut(CHUNK) {
+                for ((v, &mj), t) in run[..m].iter_mut().zip(max.iter()).zip(total.iter_mut()) {
+                    *v = negligible_or_exp(*v - mj);
+                    *t += *v;
+                }
+            }
+            for j in 0..m {
+                sum += max[j];
+                if !max[j].is_finite() {
+                    continue;
+                }
+                logs.add(total[j]);
+                if let Some(out) = out.as_deref_mut() {
+                    let r = first + j;
+                    let row = &mut out[r * k..(r + 1) * k];
+                    for (c, o) in row.iter_mut().enumerate() {
+                        *o = terms[c * CHUNK + j] / total[j];
+                    }
+                    if let Some(m) = moments.as_deref_mut() {
+                        m.add(&[xs[j], ys[j]], row);
+                    }
+                }
+            }
+            first += m;
+        }
+        sum + logs.total()
     }
 
     /// E-step over all points: fills `resp` (row-major `n × k`) with posteriors when given, returns the mean
@@ -265,18 +441,39 @@ impl Gmm {
                 .enumerate()
                 .map(|(b, out)| {
                     let count = out.len() / k;
-                    self.e_block(&log_w, points, b * BLOCK, count, Some(out))
+                    self.e_block(&log_w, points, b * BLOCK, count, Some(out), None)
                 })
                 .collect(),
             None => (0..n.div_ceil(BLOCK))
                 .into_par_iter()
                 .map(|b| {
                     let start = b * BLOCK;
-                    self.e_block(&log_w, points, start, BLOCK.min(n - start), None)
+                    self.e_block(&log_w, points, start, BLOCK.min(n - start), None, None)
                 })
                 .collect(),
         };
         sums.iter().sum::<f64>() / n.max(1) as f64
+    }
+
+    /// [`Gmm::e_step`] into `resp` that also returns each block's [`Moments`], in block order.
+    fn e_step_moments(&self, points: &Points, resp: &mut [f64]) -> (f64, Vec<Moments>) {
+        let (n, k, d) = (points.len(), self.k, self.d);
+        let log_w: Vec<f64> = self.weights.iter().map(|w| w.ln()).collect();
+        let blocks: Vec<(f64, Moments)> = resp
+            .par_chunks_mut(BLOCK * k)
+            .enumerate()
+            .map(|(b, out)| {
+                let count = out.len() / k;
+                let mut m = Moments::new(k, d);
+                let s = self.e_block(&log_w, points, b * BLOCK, count, Some(out), Some(&mut m));
+                (s, m)
+            })
+            .collect();
+        let sum: f64 = blocks.iter().map(|b| b.0).sum();
+        (
+            sum / n.max(1) as f64,
+            blocks.into_iter().map(|b| b.1).collect(),
+        )
     }
 
     /// Mean log-likelihood of `points` under the mixture (scikit-learn's `score`).
@@ -353,7 +550,9 @@ fn kmeans_plus_plus(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usiz
             let cand = cumsum.partition_point(|&c| c < r).min(n - 1);
             let mut cand_pot = 0.0;
             for (i, (o, c)) in candidate_dist.iter_mut().zip(&closest).enumerate() {
-                *o = c.min(sq(points.row(i), points.row(cand)));
+                let s = sq(points.row(i), points.row(cand));
+                // `c.min(s)` for finite values, without the NaN bookkeeping.
+                *o = if s < *c { s } else { *c };
                 cand_pot += *o;
             }
             if best.is_none_or(|(p, _)| cand_pot < p) {
@@ -404,40 +603,117 @@ fn invert_lower(l: &[f64], d: usize) -> Vec<f64> {
     inv
 }
 
+/// Per-block sums of the M-step's first pass: component masses and posterior-weighted point sums.
+struct Moments {
+    nk: Vec<f64>,
+    sx: Vec<f64>,
+}
+
+impl Moments {
+    fn new(k: usize, d: usize) -> Self {
+        Self {
+            nk: vec![0.0; k],
+            sx: vec![0.0; k * d],
+        }
+    }
+
+    /// Adds point `x` with its posteriors `row`. In two dimensions every component is added (a posterior
+    /// of 0 adds ±0, which leaves a sum as it is, since a sum of finite terms from +0 is never −0: no
+    /// branch to mispredict); above, components of posterior 0 are skipped.
+    #[inline(always)]
+    fn add(&mut self, x: &[f64], row: &[f64]) {
+        let d = x.len();
+        if d == 2 {
+            let (x0, x1) = (x[0], x[1]);
+            let k = row.len();
+            let (nk, sx) = (&mut self.nk[..k], &mut self.sx[..2 * k]);
+            for (c, &r) in row.iter().enumerate() {
+                nk[c] += r;
+                sx[2 * c] += r * x0;
+                sx[2 * c + 1] += r * x1;
+            }
+            return;
+        }
+        for (c, &r) in row.iter().enumerate() {
+            if r == 0.0 {
+                continue;
+            }
+            self.nk[c] += r;
+            for (s, v) in self.sx[c * d..(c + 1) * d].iter_mut().zip(x) {
+                *s += r * v;
+            }
+        }
+    }
+}
+
+/// The largest of `values` (NaNs ignored, `−∞` for none): a compare-and-select, as `f64::max` without its
+/// NaN bookkeeping on the dependency chain.
+#[inline(always)]
+fn max_of(values: &[f64]) -> f64 {
+    values
+        .iter()
+        .fold(f64::NEG_INFINITY, |m, &v| if v > m { v } else { m })
+}
+
+/// The two-dimensional components as columns: mean, the three entries of `L⁻¹` and the constant
+/// `ln w + ½ ln det Σ⁻¹ − ln 2π`.
+struct Planar {
+    mx: Vec<f64>,
+    my: Vec<f64>,
+    l0: Vec<f64>,
+    l2: Vec<f64>,
+    l3: Vec<f64>,
+    constant: Vec<f64>,
+}
+
+impl Planar {
+    fn new(g: &Gmm, log_w: &[f64]) -> Self {
+        let k = g.k;
+        let col = |f: &dyn Fn(usize) -> f64| (0..k).map(f).collect::<Vec<f64>>();
+        Self {
+            mx: col(&|c| g.means[2 * c]),
+            my: col(&|c| g.means[2 * c + 1]),
+            l0: col(&|c| g.inv_chol[c * 4]),
+            l2: col(&|c| g.inv_chol[c * 4 + 2]),
+            l3: col(&|c| g.inv_chol[c * 4 + 3]),
+            constant: col(&|c| log_w[c] + g.log_det[c] - LN_2PI),
+        }
+    }
+}
+
 /// M-step: parameters from responsibilities (`resp` row-major `n × k`). Weights are left unnormalised
-/// (masses / n) as scikit-learn's initialisation does; callers normalise after EM steps.
-fn m_step(points: &Points, resp: &[f64], k: usize, reg: f64) -> Result<Gmm> {
+/// (masses / n) as scikit-learn's initialisation does; callers normalise after EM steps. `moments` are
+/// the first pass's per-block sums when the E-step already made them.
+fn m_step(
+    points: &Points,
+    resp: &[f64],
+    k: usize,
+    reg: f64,
+    moments: Option<Vec<Moments>>,
+) -> Result<Gmm> {
     let (n, d) = (points.len(), points.dim());
     let blocks = n.div_ceil(BLOCK);
     // Pass 1: masses and weighted sums, per block, added in block order.
-    let partial: Vec<(Vec<f64>, Vec<f64>)> = (0..blocks)
-        .into_par_iter()
-        .map(|b| {
-            let mut nk = vec![0.0; k];
-            let mut sx = vec![0.0; k * d];
-            for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
-                let x = points.row(i);
-                for c in 0..k {
-                    let r = resp[i * k + c];
-                    if r == 0.0 {
-                        continue;
-                    }
-                    nk[c] += r;
-                    for (s, v) in sx[c * d..(c + 1) * d].iter_mut().zip(x) {
-                        *s += r * v;
-                    }
+    let partial: Vec<Moments> = match moments {
+        Some(m) => m,
+        None => (0..blocks)
+            .into_par_iter()
+            .map(|b| {
+                let mut m = Moments::new(k, d);
+                for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
+                    m.add(points.row(i), &resp[i * k..(i + 1) * k]);
                 }
-            }
-            (nk, sx)
-        })
-        .collect();
+                m
+            })
+            .collect(),
+    };
     let mut nk = vec![10.0 * f64::EPSILON; k];
     let mut means = vec![0.0; k * d];
-    for (pn, ps) in &partial {
-        for (a, b) in nk.iter_mut().zip(pn) {
+    for p in &partial {
+        for (a, b) in nk.iter_mut().zip(&p.nk) {
             *a += b;
         }
-        for (a, b) in means.iter_mut().zip(ps) {
+        for (a, b) in means.iter_mut().zip(&p.sx) {
             *a += b;
         }
     }
@@ -447,29 +723,49 @@ fn m_step(points: &Points, resp: &[f64], k: usize, reg: f64) -> Result<Gmm> {
         }
     }
     // Pass 2: covariances around the new means.
+    let (mx, my): (Vec<f64>, Vec<f64>) = if d == 2 {
+        means.chunks_exact(2).map(|m| (m[0], m[1])).unzip()
+    } else {
+        (Vec::new(), Vec::new())
+    };
     let partial: Vec<Vec<f64>> = (0..blocks)
         .into_par_iter()
         .map(|b| {
             let mut cov = vec![0.0; k * d * d];
             let mut diff = vec![0.0; d];
+            if d == 2 {
+                // The default PCA-2 case: three accumulations per component in columns, no branch. A
+                // component of posterior 0 adds ±0 to its sums, which leaves them as they are (a sum of
+                // finite terms starting at +0 is never −0), so the result is that of skipping it.
+                let (mut sxx, mut sxy, mut syy) = (vec![0.0; k], vec![0.0; k], vec![0.0; k]);
+                with_simd(
+                    #[inline(always)]
+                    || {
+                        let (mx, my) = (&mx[..k], &my[..k]);
+                        let (sxx, sxy, syy) = (&mut sxx[..k], &mut sxy[..k], &mut syy[..k]);
+                        for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
+                            let (x0, x1) = (points.row(i)[0], points.row(i)[1]);
+                            let row = &resp[i * k..(i + 1) * k];
+                            for c in 0..k {
+                                let (dx, dy) = (x0 - mx[c], x1 - my[c]);
+                                let (rx, ry) = (row[c] * dx, row[c] * dy);
+                                sxx[c] += rx * dx;
+                                sxy[c] += ry * dx;
+                                syy[c] += ry * dy;
+                            }
+                        }
+                    },
+                );
+                for c in 0..k {
+                    cov[c * 4] = sxx[c];
+                    cov[c * 4 + 2] = sxy[c];
+                    cov[c * 4 + 3] = syy[c];
+                }
+                return cov;
+            }
             for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
                 let x = points.row(i);
                 let row = &resp[i * k..(i + 1) * k];
-                if d == 2 {
-                    // The default PCA-2 case: three accumulations per component, no index arithmetic.
-                    for ((c, &r), m) in row.iter().enumerate().zip(means.chunks_exact(2)) {
-                        if r == 0.0 {
-                            continue;
-                        }
-                        let (dx, dy) = (x[0] - m[0], x[1] - m[1]);
-                        let (rx, ry) = (r * dx, r * dy);
-                        let block = &mut cov[c * 4..c * 4 + 4];
-                        block[0] += rx * dx;
-                        block[2] += ry * dx;
-                        block[3] += ry * dy;
-                    }
-                    continue;
-                }
                 for c in 0..k {
                     let r = row[c];
                     if r == 0.0 {
@@ -560,15 +856,16 @@ fn fit_once(points: &Points, k: usize, config: &GmmConfig, restart: usize) -> Re
     for (c, &i) in centres.iter().enumerate() {
         resp[i * k + c] = 1.0;
     }
-    let mut model = m_step(points, &resp, k, config.reg_covar)?;
+    let mut model = m_step(points, &resp, k, config.reg_covar, None)?;
     let mut lower_bound = f64::NEG_INFINITY;
     let mut converged = false;
     let mut n_iter = 0;
     for it in 1..=config.max_iter {
         n_iter = it;
         let previous = lower_bound;
-        lower_bound = model.e_step(points, Some(&mut resp));
-        model = m_step(points, &resp, k, config.reg_covar)?;
+        let (bound, moments) = model.e_step_moments(points, &mut resp);
+        lower_bound = bound;
+        model = m_step(points, &resp, k, config.reg_covar, Some(moments))?;
         let total: f64 = model.weights.iter().sum();
         for w in &mut model.weights {
             *w /= total;
@@ -670,6 +967,52 @@ mod tests {
             }
         }
         Points::new(centres.len() * per, 2, data).unwrap_or_default()
+    }
+
+    #[test]
+    fn exp_neg_is_within_two_ulp_of_exp_where_the_e_step_uses_it() {
+        assert_eq!(exp_neg(0.0), 1.0);
+        let mut worst = 0.0f64;
+        let mut rng = SplitMix64::new(5);
+        for i in 0..200_000 {
+            // The whole range, its ends and the points where the reduction changes k.
+            let x = match i % 4 {
+                0 => NEGLIGIBLE * rng.next_f64(),
+                1 => -(i as f64) * std::f64::consts::LN_2 / 2.0 / 1000.0,
+                2 => -1e-3 * rng.next_f64(),
+                _ => NEGLIGIBLE - 1e-9 * rng.next_f64(),
+            };
+            if x < NEGLIGIBLE - 1.0 {
+                continue;
+            }
+            let (ours, libm) = (exp_neg(x), x.exp());
+            worst = worst.max((ours - libm).abs() / libm);
+        }
+        assert!(worst <= 2.0 * f64::EPSILON, "relative error {worst:e}");
+        // Below the range the argument is clamped: a tiny positive number, never NaN or a negative one.
+        for x in [-100.0, -1e6, f64::NEG_INFINITY] {
+            let v = exp_neg(x);
+            assert!(v >= 0.0 && v <= (NEGLIGIBLE - 9.0).exp(), "{x}: {v}");
+        }
+        assert_eq!(negligible_or_exp(NEGLIGIBLE - 1.0), 0.0);
+    }
+
+    #[test]
+    fn grouped_logs_add_up_to_the_sum_of_logs() {
+        let mut rng = SplitMix64::new(8);
+        for scale in [1.0, 49.0, 1e6] {
+            let values: Vec<f64> = (0..1000).map(|_| 1.0 + scale * rng.next_f64()).collect();
+            let mut logs = LogSum::new();
+            for &v in &values {
+                logs.add(v);
+            }
+            let exact: f64 = values.iter().map(|v| v.ln()).sum();
+            assert!(
+                (logs.total() - exact).abs() <= 1e-12 * exact.abs(),
+                "{scale}"
+            );
+        }
+        assert_eq!(LogSum::new().total(), 0.0);
     }
 
     #[test]
