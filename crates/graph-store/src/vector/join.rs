@@ -4,10 +4,11 @@
 //! products it runs at the machine's sgemm rate. Here every value is coded on one scale `S` for the whole
 //! matrix (`S = max|x| / 63`): `c = round(x / S)` in −63..=63, error ≤ `S/2`. For a pair,
 //! `x_u·x_v ≤ S² (c_u·c_v + ‖c_u‖₁/2 + ‖c_v‖₁/2 + dim/4)`, so the pair can reach `min_score` only when the
-//! integer `2 c_u·c_v + ‖c_u‖₁ + ‖c_v‖₁` reaches a threshold computed once. The products run on AVX2's
-//! `vpmaddubsw` (32 byte products per instruction: one side offset to 0..=126, the offset taken out with
-//! a per-row sum), the screen is one vector compare per 4 × 2 tile, and every pair kept is scored again
-//! exactly by the caller, so the lists are those of the f32 scan.
+//! integer `2 c_u·c_v + ‖c_u‖₁ + ‖c_v‖₁` reaches a threshold computed once. The products run on
+//! AVX-512BW's `vpmaddubsw` (64 byte products per instruction) where the CPU has it, else on AVX2's (32;
+//! one side offset to 0..=126, the offset taken out with a per-row sum), both through pulp's run-time
+//! dispatch and tested equal to exact integer sums; the screen is one vector compare per 4 × 2 tile, and
+//! every pair kept is scored again exactly by the caller, so the lists are those of the f32 scan.
 //!
 //! One scale for all rows keeps the test separable (no per-pair multiplication); its looseness only adds
 //! candidates: on MuSiQue's phrases the bound is ≈ 0.1, so the screen keeps the ~3·10⁴ pairs above ~0.7
@@ -25,13 +26,16 @@ const MAX_DIM: usize = 4096;
 /// (≤ 2 · 126 · 63 each) add up below 2¹⁵ without saturating.
 const CODE: i32 = 63;
 
-/// Values per step of the kernel (two 32-byte loads per row).
+/// Values per step of the AVX2 kernel (two 32-byte loads per row).
 const STEP: usize = 64;
+
+/// Values per step of the AVX-512 kernel (two 64-byte loads per row), and the padding of every row.
+const STEP_512: usize = 128;
 
 /// The two 8-bit copies of a matrix and the per-row terms of the screen.
 pub(super) struct JoinCodes {
     n: usize,
-    /// The padded dimension (a multiple of [`STEP`], zeros after `dim`).
+    /// The padded dimension (a multiple of [`STEP_512`], zeros after `dim`).
     padded: usize,
     /// Row count rounded up to a multiple of 4; the rows past `n` are all zero.
     rows: usize,
@@ -57,7 +61,7 @@ impl JoinCodes {
         if !avx2() || dim == 0 || queries.len() != rows.len() || !rows.len().is_multiple_of(dim) {
             return None;
         }
-        let padded = dim.div_ceil(STEP) * STEP;
+        let padded = dim.div_ceil(STEP_512) * STEP_512;
         if padded > MAX_DIM || !queries.iter().chain(rows).all(|v| v.is_finite()) {
             return None;
         }
@@ -182,6 +186,19 @@ impl JoinCodes {
     /// Screens rows `i·BLOCK..` against rows `j·BLOCK..` (only `v ≥ u` when `i == j`).
     fn block_pair(&self, i: usize, j: usize, threshold: i32, out: &mut Vec<(u32, u32)>) {
         #[cfg(target_arch = "x86_64")]
+        if let Some(simd) = pulp::x86::V4::try_new() {
+            simd.vectorize(
+                #[inline(always)]
+                || {
+                    self.each_tile(i, j, out, |a, b| {
+                        let raw = self.tile_raw_avx512(simd, a, b);
+                        self.tile_mask(simd.avx, simd.avx2, raw, a, b, threshold)
+                    })
+                },
+            );
+            return;
+        }
+        #[cfg(target_arch = "x86_64")]
         if let Some(simd) = pulp::x86::V3::try_new() {
             simd.vectorize(
                 #[inline(always)]
@@ -235,7 +252,21 @@ impl JoinCodes {
     #[inline(always)]
     fn tile_mask_avx2(&self, simd: pulp::x86::V3, a: usize, b: usize, threshold: i32) -> u32 {
         let raw = self.tile_raw_avx2(simd, a, b);
-        let avx2 = simd.avx2;
+        self.tile_mask(simd.avx, simd.avx2, raw, a, b, threshold)
+    }
+
+    /// The mask of [`tile_mask_avx2`](Self::tile_mask_avx2) from a tile's raw products.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn tile_mask(
+        &self,
+        avx: pulp::core_arch::x86::Avx,
+        avx2: pulp::core_arch::x86::Avx2,
+        raw: std::arch::x86_64::__m256i,
+        a: usize,
+        b: usize,
+        threshold: i32,
+    ) -> u32 {
         let la = [
             self.l1[a],
             self.l1[a],
@@ -252,12 +283,77 @@ impl JoinCodes {
             avx2._mm256_add_epi32(raw, raw),
             avx2._mm256_add_epi32(pulp::cast(la), pulp::cast(lb)),
         );
-        let below = avx2._mm256_cmpgt_epi32(simd.avx._mm256_set1_epi32(threshold), value);
+        let below = avx2._mm256_cmpgt_epi32(avx._mm256_set1_epi32(threshold), value);
         // Lanes not below the threshold.
-        (!simd
-            .avx
-            ._mm256_movemask_ps(simd.avx._mm256_castsi256_ps(below))
-            & 0xff) as u32
+        (!avx._mm256_movemask_ps(avx._mm256_castsi256_ps(below)) & 0xff) as u32
+    }
+
+    /// The raw byte products of a tile in AVX-512 (BW): per 128 values, two 64-byte loads per row,
+    /// sixteen `vpmaddubsw` whose pairs are added in i16 (no saturation: see [`CODE`]) and widened by one
+    /// `vpmaddwd` into eight i32 accumulators; then each accumulator halved to 256 bits and reduced as in
+    /// AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[inline(always)]
+    fn tile_raw_avx512(
+        &self,
+        simd: pulp::x86::V4,
+        a: usize,
+        b: usize,
+    ) -> std::arch::x86_64::__m256i {
+        use std::arch::x86_64::{__m256i, __m512i};
+        let p = self.padded;
+        let urow = |u: usize| pulp::as_arrays::<STEP_512, u8>(&self.unsigned[u * p..(u + 1) * p]).0;
+        let srow = |v: usize| pulp::as_arrays::<STEP_512, i8>(&self.signed[v * p..(v + 1) * p]).0;
+        let halves_u = |x: &[u8; STEP_512]| -> (__m512i, __m512i) {
+            let (lo, hi) = pulp::as_arrays::<64, u8>(x).0.split_at(1);
+            (pulp::cast(lo[0]), pulp::cast(hi[0]))
+        };
+        let halves_s = |x: &[i8; STEP_512]| -> (__m512i, __m512i) {
+            let (lo, hi) = pulp::as_arrays::<64, i8>(x).0.split_at(1);
+            (pulp::cast(lo[0]), pulp::cast(hi[0]))
+        };
+        let (f, bw) = (simd.avx512f, simd.avx512bw);
+        let ones = f._mm512_set1_epi16(1);
+        let mut acc = [f._mm512_setzero_si512(); 8];
+        let (u0, u1, u2, u3) = (urow(a), urow(a + 1), urow(a + 2), urow(a + 3));
+        let (s0, s1) = (srow(b), srow(b + 1));
+        for ((((x0, x1), x2), x3), (y0, y1)) in
+            u0.iter().zip(u1).zip(u2).zip(u3).zip(s0.iter().zip(s1))
+        {
+            let (y0l, y0h) = halves_s(y0);
+            let (y1l, y1h) = halves_s(y1);
+            let mut one = |k: usize, x: &[u8; STEP_512]| {
+                let (xl, xh) = halves_u(x);
+                let p0 = bw._mm512_add_epi16(
+                    bw._mm512_maddubs_epi16(xl, y0l),
+                    bw._mm512_maddubs_epi16(xh, y0h),
+                );
+                let p1 = bw._mm512_add_epi16(
+                    bw._mm512_maddubs_epi16(xl, y1l),
+                    bw._mm512_maddubs_epi16(xh, y1h),
+                );
+                acc[2 * k] = f._mm512_add_epi32(acc[2 * k], bw._mm512_madd_epi16(p0, ones));
+                acc[2 * k + 1] = f._mm512_add_epi32(acc[2 * k + 1], bw._mm512_madd_epi16(p1, ones));
+            };
+            one(0, x0);
+            one(1, x1);
+            one(2, x2);
+            one(3, x3);
+        }
+        let avx2 = simd.avx2;
+        let half = |z: __m512i| -> __m256i {
+            avx2._mm256_add_epi32(
+                f._mm512_castsi512_si256(z),
+                f._mm512_extracti64x4_epi64::<1>(z),
+            )
+        };
+        let h = |p: __m256i, q: __m256i| avx2._mm256_hadd_epi32(p, q);
+        let s0 = h(h(half(acc[0]), half(acc[1])), h(half(acc[2]), half(acc[3])));
+        let s1 = h(h(half(acc[4]), half(acc[5])), h(half(acc[6]), half(acc[7])));
+        avx2._mm256_add_epi32(
+            avx2._mm256_permute2x128_si256::<0x20>(s0, s1),
+            avx2._mm256_permute2x128_si256::<0x31>(s0, s1),
+        )
     }
 
     /// The raw byte products of a tile in AVX2 (see [`tile_mask_avx2`](Self::tile_mask_avx2)).
@@ -352,7 +448,8 @@ mod tests {
     #[test]
     fn the_kernel_is_exact_at_the_code_range_limits() {
         // Rows at ±max (every code ±63, the unsigned side 0 or 126) and random rows, at dims that pad
-        // and the largest screened: the AVX2 products equal the portable ones, and these equal i64 sums.
+        // and the largest screened: the AVX2 and AVX-512 products (where the CPU has them) equal the
+        // portable ones, and these equal i64 sums.
         let mut seed = 5;
         for dim in [24, 64, 384, MAX_DIM] {
             for extreme in [false, true] {
@@ -372,6 +469,14 @@ mod tests {
                     for (a, b) in [(0, 0), (0, 6), (4, 2)] {
                         let got: [i32; 8] =
                             pulp::cast(simd.vectorize(|| codes.tile_raw_avx2(simd, a, b)));
+                        assert_eq!(got, codes.tile_raw(a, b), "dim {dim}, extreme {extreme}");
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                if let Some(simd) = pulp::x86::V4::try_new() {
+                    for (a, b) in [(0, 0), (0, 6), (4, 2)] {
+                        let got: [i32; 8] =
+                            pulp::cast(simd.vectorize(|| codes.tile_raw_avx512(simd, a, b)));
                         assert_eq!(got, codes.tile_raw(a, b), "dim {dim}, extreme {extreme}");
                     }
                 }
