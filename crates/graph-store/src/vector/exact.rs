@@ -6,7 +6,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::join::{push_both, upper_block_pairs, JoinCodes};
-use super::{check_rows, dot, normalise, Hit, Metric, TopK, VectorIndex};
+use super::{check_rows, dot, normalise_rows, Hit, Metric, TopK, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result};
 
@@ -105,7 +105,7 @@ impl ExactIndex {
         check_rows(queries, self.dim, "queries")?;
         let mut q = queries.to_vec();
         if self.metric == Metric::Cosine {
-            q.chunks_exact_mut(self.dim).for_each(normalise);
+            normalise_rows(&mut q, self.dim);
         }
         Ok(q)
     }
@@ -364,9 +364,7 @@ impl VectorIndex for ExactIndex {
         let start = self.data.len();
         self.data.extend_from_slice(vectors);
         if self.metric == Metric::Cosine {
-            self.data[start..]
-                .chunks_exact_mut(self.dim)
-                .for_each(normalise);
+            normalise_rows(&mut self.data[start..], self.dim);
         }
         Ok(first)
     }

@@ -62,14 +62,23 @@ impl JoinCodes {
             return None;
         }
         let padded = dim.div_ceil(STEP_512) * STEP_512;
-        if padded > MAX_DIM || !queries.iter().chain(rows).all(|v| v.is_finite()) {
+        if padded > MAX_DIM {
             return None;
         }
-        let max = queries
-            .iter()
-            .chain(rows)
-            .fold(0.0f32, |m, v| m.max(v.abs()));
-        if max == 0.0 {
+        // The largest magnitude, and whether every value is finite (one parallel pass per matrix).
+        let max_abs = |m: &[f32]| -> (f32, bool) {
+            m.par_chunks(1 << 16)
+                .map(|c| {
+                    c.iter().fold((0.0f32, true), |(m, finite), &v| {
+                        let a = v.abs();
+                        (if a > m { a } else { m }, finite && a <= f32::MAX)
+                    })
+                })
+                .reduce(|| (0.0, true), |a, b| (a.0.max(b.0), a.1 && b.1))
+        };
+        let ((mq, fq), (mr, fr)) = (max_abs(queries), max_abs(rows));
+        let max = mq.max(mr);
+        if !(fq && fr) || max == 0.0 {
             return None;
         }
         let scale = f64::from(max) / f64::from(CODE);

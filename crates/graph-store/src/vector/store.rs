@@ -148,7 +148,8 @@ impl EmbeddingStore {
         let mut order: Vec<usize> = (0..missing.len()).collect();
         order.sort_by_key(|&i| (missing[i].1.len(), i));
         let mut dim = self.dim();
-        let mut by_item: Vec<Vec<f32>> = vec![Vec::new(); missing.len()];
+        // The new rows in item order, written in place batch by batch (sized once the dimension is known).
+        let mut vectors: Vec<f32> = Vec::new();
         for part in order.chunks(batch.max(1)) {
             let texts: Vec<String> = part.iter().map(|&i| missing[i].1.to_owned()).collect();
             let e = embedder
@@ -176,12 +177,21 @@ impl EmbeddingStore {
                 }
                 _ => dim = Some(e.dim()),
             }
+            let d = e.dim();
+            if d == 0 {
+                return Err(invalid(format!(
+                    "the embedder returned 0-dimensional vectors for the {} store",
+                    self.name
+                )));
+            }
+            if vectors.is_empty() {
+                vectors = vec![0.0; missing.len() * d];
+            }
             for (&i, row) in part.iter().zip(e.rows()) {
-                by_item[i] = row.to_vec();
+                vectors[i * d..(i + 1) * d].copy_from_slice(row);
             }
             progress(part.len());
         }
-        let vectors: Vec<f32> = by_item.concat();
         if let Some(d) = dim {
             if !missing.is_empty() {
                 let index = match &mut self.index {
@@ -191,6 +201,9 @@ impl EmbeddingStore {
                 index.add(&vectors)?;
             }
         }
+        self.rows.reserve(missing.len());
+        self.keys.reserve(missing.len());
+        self.texts.reserve(missing.len());
         for (key, text) in missing {
             self.rows.insert(key.to_owned(), self.keys.len());
             self.keys.push(key.to_owned());

@@ -9,6 +9,7 @@ use kgrag_graph_store::hippo::{insert_chunks, phrase_key, HippoChunk};
 use kgrag_graph_store::synonymy::{add_synonymy_edges, SynonymyStats};
 use kgrag_graph_store::{EmbeddingStore, KnowledgeGraph, NodeIndex};
 use kgrag_types::{ChunkId, Embedder, Extraction, FactId, Triple};
+use rayon::prelude::*;
 
 use crate::{HippoConfig, HippoError, Result};
 
@@ -35,7 +36,8 @@ impl IndexProgress for NoProgress {
 /// What one [`HippoIndex::insert`] did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InsertStats {
-    /// Seconds per stage, in order: `embed_phrases`, `embed_facts`, `graph`, `synonymy`.
+    /// Seconds per stage, in order: `embed_phrases`, `embed_facts`, `graph`, `synonymy` (`graph` runs
+    /// beside the two embedding stages; its seconds are its own).
     pub stages: Vec<(String, f64)>,
     /// Passages added to the graph.
     pub new_passages: usize,
@@ -399,7 +401,9 @@ impl HippoIndex {
     /// Inserts `chunks` (spec §4.1 steps 3–6 and §4.6): chunks already in the graph are skipped; passages,
     /// phrases and facts not yet in their stores are embedded with `embedder` (the embedder of the passage
     /// store); then passage, phrase, fact and context edges are added and the new phrases scanned for
-    /// synonyms. Retrievers built before an insert keep their snapshot: build new ones afterwards.
+    /// synonyms. The edges are added on a thread of their own while the phrases and facts are embedded
+    /// (they need only the chunks). Retrievers built before an insert keep their snapshot: build new ones
+    /// afterwards.
     ///
     /// The insert is all or nothing: it works on copies of the stores and the graph and commits them only
     /// when every step succeeded, so a failed embedding call (or any other error) leaves the index as it
@@ -442,18 +446,34 @@ impl HippoIndex {
                 .insert(&passage_items, embedder, batch, |n| progress.advance(n))
                 .await?;
             passages = Some(store);
-            finish(progress, &mut stats, "embed_passages", t);
+            finish(progress, &mut stats, "embed_passages", t.elapsed());
         }
 
-        // Phrases, sorted like the reference's np.unique, embedded if new.
-        let phrase_set: BTreeSet<&str> = fresh
+        // Graph: phrase nodes, passage nodes, fact and context edges. It needs only the chunks, so it is
+        // built on a thread of its own while the phrases and facts are embedded.
+        let fresh = Arc::new(fresh);
+        let builder = {
+            let mut graph = self.graph.clone();
+            let fresh = Arc::clone(&fresh);
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                insert_chunks(&mut graph, &fresh).map(|ins| (graph, ins, t.elapsed()))
+            })
+        };
+
+        // Phrases, sorted like the reference's np.unique, embedded if new (their md5 keys in parallel).
+        let mut phrase_list: Vec<&str> = fresh
             .iter()
             .flat_map(|c| c.triples.iter())
             .flat_map(|t| [t.subject.as_str(), t.object.as_str()])
             .collect();
-        let items: Vec<(String, String)> = phrase_set
-            .iter()
+        phrase_list.sort_unstable();
+        phrase_list.dedup();
+        let items: Vec<(String, String)> = phrase_list
+            .par_iter()
             .map(|p| (phrase_key(p), (*p).to_owned()))
+            .collect::<Vec<_>>()
+            .into_iter()
             .filter(|(k, _)| self.phrases.row(k).is_none())
             .collect();
         stats.new_phrases = items.len();
@@ -463,16 +483,23 @@ impl HippoIndex {
         phrases
             .insert(&items, embedder, batch, |n| progress.advance(n))
             .await?;
-        finish(progress, &mut stats, "embed_phrases", t);
+        finish(progress, &mut stats, "embed_phrases", t.elapsed());
 
-        // Facts in corpus order of first occurrence.
+        // Facts in corpus order of first occurrence (each triple rendered and hashed once, in parallel).
+        let triples: Vec<&Triple> = fresh.iter().flat_map(|c| c.triples.iter()).collect();
+        let rendered: Vec<(String, String)> = triples
+            .par_iter()
+            .map(|t| {
+                let text = t.render();
+                (FactId::from_content(&text).as_str().to_owned(), text)
+            })
+            .collect();
         let mut fact_items: Vec<(String, String)> = Vec::new();
         let mut fact_new: Vec<Triple> = Vec::new();
         let mut pending = HashSet::new();
-        for t in fresh.iter().flat_map(|c| c.triples.iter()) {
-            let key = FactId::from_triple(t).as_str().to_owned();
+        for (t, (key, text)) in triples.into_iter().zip(rendered) {
             if self.facts.row(&key).is_none() && pending.insert(key.clone()) {
-                fact_items.push((key, t.render()));
+                fact_items.push((key, text));
                 fact_new.push(t.clone());
             }
         }
@@ -483,13 +510,14 @@ impl HippoIndex {
         facts
             .insert(&fact_items, embedder, batch, |n| progress.advance(n))
             .await?;
-        finish(progress, &mut stats, "embed_facts", t);
+        finish(progress, &mut stats, "embed_facts", t.elapsed());
 
-        // Graph: phrase nodes, passage nodes, fact and context edges.
-        let t = Instant::now();
+        // The graph's stage counts its builder's time (beside the embedding) and the look-ups below.
         progress.start("graph", fresh.len());
-        let mut graph = self.graph.clone();
-        let ins = insert_chunks(&mut graph, &fresh)?;
+        let (mut graph, ins, built) = builder.join().map_err(|_| {
+            HippoError::Invalid("the graph builder thread stopped without a result".into())
+        })??;
+        let t = Instant::now();
         progress.advance(fresh.len());
         stats.new_passages = ins.new_passages.len();
         stats.fact_occurrences = ins.fact_occurrences;
@@ -507,7 +535,7 @@ impl HippoIndex {
             })?;
             phrase_nodes.push(node);
         }
-        finish(progress, &mut stats, "graph", t);
+        finish(progress, &mut stats, "graph", built + t.elapsed());
 
         // Synonymy edges for the new phrases.
         let t = Instant::now();
@@ -524,7 +552,7 @@ impl HippoIndex {
             )?;
         }
         progress.advance(new_rows.len());
-        finish(progress, &mut stats, "synonymy", t);
+        finish(progress, &mut stats, "synonymy", t.elapsed());
 
         // Commit.
         if let Some(store) = passages {
@@ -533,7 +561,7 @@ impl HippoIndex {
         self.phrases = phrases;
         self.facts = facts;
         self.fact_triples.extend(fact_new);
-        for c in &fresh {
+        for c in fresh.iter() {
             self.chunk_triples
                 .insert(c.chunk.clone(), c.triples.clone());
         }
@@ -547,9 +575,9 @@ fn finish(
     progress: &mut (dyn IndexProgress + Send),
     stats: &mut InsertStats,
     stage: &str,
-    t: Instant,
+    elapsed: std::time::Duration,
 ) {
-    let secs = t.elapsed().as_secs_f64();
+    let secs = elapsed.as_secs_f64();
     progress.finish(stage, secs);
     stats.stages.push((stage.to_owned(), secs));
 }

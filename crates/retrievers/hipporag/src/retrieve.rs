@@ -129,9 +129,18 @@ impl HippoRetriever {
             ));
         }
         let graph = index.graph();
-        let csr = graph.csr(config.graph_weights.weighting())?;
-        // Solver settings are checked once here rather than failing every query.
-        let solver = PprSolver::new(&csr, ppr_config(&config))?;
+        // The fact screen (an int8 copy of the fact vectors) is built beside the graph's snapshot and
+        // solver.
+        let (snapshot, fact_screen) = rayon::join(
+            || -> Result<_> {
+                let csr = graph.csr(config.graph_weights.weighting())?;
+                // Solver settings are checked once here rather than failing every query.
+                let solver = PprSolver::new(&csr, ppr_config(&config))?;
+                Ok((csr, solver))
+            },
+            || index.facts().index().map(ScreenedIndex::new),
+        );
+        let (csr, solver) = snapshot?;
         let phrase_vertex = (0..index.phrases().len())
             .map(|row| index.phrase_node(row).and_then(|n| csr.dense_id(n)))
             .collect();
@@ -141,7 +150,6 @@ impl HippoRetriever {
             .iter()
             .map(|k| graph.find(k).and_then(|n| csr.dense_id(n)))
             .collect();
-        let fact_screen = index.facts().index().map(ScreenedIndex::new);
         let reader_tokens = ReaderTokens::new(index.passages().len());
         Ok(Self {
             index,
