@@ -197,9 +197,8 @@ impl Layout {
             sources: sources.to_vec(),
             prob,
             reset_scale: root,
-            dangling: (0..n as u32)
-                .filter(|&j| csr.out_strength()[j as usize] <= 0.0)
-                .collect(),
+            // The dangling restart only rescales the solution here (see the module docs).
+            dangling: Vec::new(),
             reduction: Reduction::default(),
         }
     }
@@ -733,16 +732,14 @@ impl PprSolver {
         let root = &l.reset_scale;
         let d = self.config.damping;
         let threshold = self.config.tolerance * d;
-        let b = &self.reset;
-        let v = &self.eigen;
-        let eigen = |j: usize| v[j];
+        let (b, v) = (&self.reset, &self.eigen);
         // The exact solution's component along v is v·b / (1 − d) (A is symmetric, A·v = (1 − d)·v):
         // move z there, and its residual with it.
         let (mut vb, mut vz, mut vv) = (0.0, 0.0, 0.0);
-        for (j, (&bj, &zj)) in b.iter().zip(&self.x).enumerate() {
-            vb += eigen(j) * bj;
-            vz += eigen(j) * zj;
-            vv += eigen(j) * eigen(j);
+        for ((&bj, &zj), &vj) in b.iter().zip(&self.x).zip(v) {
+            vb += vj * bj;
+            vz += vj * zj;
+            vv += vj * vj;
         }
         let c = if vv > 0.0 {
             (vb / (1.0 - d) - vz) / vv
@@ -752,7 +749,7 @@ impl PprSolver {
         let mut sums = CgSums::default();
         for (j, (z, res)) in self.x.iter_mut().zip(self.residual.iter_mut()).enumerate() {
             // The step of `CgSums` with α = 1 along `c·v` and `(1 − d)·c·v`.
-            sums.step(z, res, 1.0, c * eigen(j), (1.0 - d) * c * eigen(j), root[j]);
+            sums.step(z, res, 1.0, c * v[j], (1.0 - d) * c * v[j], root[j]);
         }
         // The deflation alone solves it when b lies along v (a one-node graph, say).
         stats.residual = sums.change(d);
