@@ -433,46 +433,40 @@ impl Gmm {
     /// E-step over all points: fills `resp` (row-major `n × k`) with posteriors when given, returns the mean
     /// log-likelihood. Blocks run in parallel; their sums are added in block order.
     fn e_step(&self, points: &Points, resp: Option<&mut [f64]>) -> f64 {
-        let (n, k) = (points.len(), self.k);
+        if let Some(resp) = resp {
+            return self.e_step_into(points, resp, false).0;
+        }
+        let n = points.len();
         let log_w: Vec<f64> = self.weights.iter().map(|w| w.ln()).collect();
-        let sums: Vec<f64> = match resp {
-            Some(resp) => resp
-                .par_chunks_mut(BLOCK * k)
-                .enumerate()
-                .map(|(b, out)| {
-                    let count = out.len() / k;
-                    self.e_block(&log_w, points, b * BLOCK, count, Some(out), None)
-                })
-                .collect(),
-            None => (0..n.div_ceil(BLOCK))
-                .into_par_iter()
-                .map(|b| {
-                    let start = b * BLOCK;
-                    self.e_block(&log_w, points, start, BLOCK.min(n - start), None, None)
-                })
-                .collect(),
-        };
+        let sums: Vec<f64> = (0..n.div_ceil(BLOCK))
+            .into_par_iter()
+            .map(|b| {
+                let start = b * BLOCK;
+                self.e_block(&log_w, points, start, BLOCK.min(n - start), None, None)
+            })
+            .collect();
         sums.iter().sum::<f64>() / n.max(1) as f64
     }
 
-    /// [`Gmm::e_step`] into `resp` that also returns each block's [`Moments`], in block order.
-    fn e_step_moments(&self, points: &Points, resp: &mut [f64]) -> (f64, Vec<Moments>) {
+    /// [`Gmm::e_step`] into `resp`; with `moments`, also each block's [`Moments`], in block order (else
+    /// none).
+    fn e_step_into(&self, points: &Points, resp: &mut [f64], moments: bool) -> (f64, Vec<Moments>) {
         let (n, k, d) = (points.len(), self.k, self.d);
         let log_w: Vec<f64> = self.weights.iter().map(|w| w.ln()).collect();
-        let blocks: Vec<(f64, Moments)> = resp
+        let blocks: Vec<(f64, Option<Moments>)> = resp
             .par_chunks_mut(BLOCK * k)
             .enumerate()
             .map(|(b, out)| {
                 let count = out.len() / k;
-                let mut m = Moments::new(k, d);
-                let s = self.e_block(&log_w, points, b * BLOCK, count, Some(out), Some(&mut m));
+                let mut m = moments.then(|| Moments::new(k, d));
+                let s = self.e_block(&log_w, points, b * BLOCK, count, Some(out), m.as_mut());
                 (s, m)
             })
             .collect();
         let sum: f64 = blocks.iter().map(|b| b.0).sum();
         (
             sum / n.max(1) as f64,
-            blocks.into_iter().map(|b| b.1).collect(),
+            blocks.into_iter().filter_map(|b| b.1).collect(),
         )
     }
 
@@ -863,7 +857,7 @@ fn fit_once(points: &Points, k: usize, config: &GmmConfig, restart: usize) -> Re
     for it in 1..=config.max_iter {
         n_iter = it;
         let previous = lower_bound;
-        let (bound, moments) = model.e_step_moments(points, &mut resp);
+        let (bound, moments) = model.e_step_into(points, &mut resp, true);
         lower_bound = bound;
         model = m_step(points, &resp, k, config.reg_covar, Some(moments))?;
         let total: f64 = model.weights.iter().sum();

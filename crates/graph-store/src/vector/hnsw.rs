@@ -197,9 +197,7 @@ impl HnswIndex {
         match self.metric {
             Metric::Cosine => {
                 if normalise_rows {
-                    self.rows[start..]
-                        .chunks_exact_mut(self.dim)
-                        .for_each(normalise);
+                    super::normalise_rows(&mut self.rows[start..], self.dim);
                 }
                 self.insert_range(first);
             }

@@ -356,12 +356,19 @@ impl JoinCodes {
                 f._mm512_extracti64x4_epi64::<1>(z),
             )
         };
-        let h = |p: __m256i, q: __m256i| avx2._mm256_hadd_epi32(p, q);
-        let s0 = h(h(half(acc[0]), half(acc[1])), h(half(acc[2]), half(acc[3])));
-        let s1 = h(h(half(acc[4]), half(acc[5])), h(half(acc[6]), half(acc[7])));
-        avx2._mm256_add_epi32(
-            avx2._mm256_permute2x128_si256::<0x20>(s0, s1),
-            avx2._mm256_permute2x128_si256::<0x31>(s0, s1),
+        // An explicit array, not `acc.map(half)`: `map` may stay a call compiled without AVX-512.
+        reduce_tile(
+            avx2,
+            [
+                half(acc[0]),
+                half(acc[1]),
+                half(acc[2]),
+                half(acc[3]),
+                half(acc[4]),
+                half(acc[5]),
+                half(acc[6]),
+                half(acc[7]),
+            ],
         )
     }
 
@@ -410,15 +417,25 @@ impl JoinCodes {
             one(2, x2);
             one(3, x3);
         }
-        // [s0_lo.., s3_lo.., s0_hi.., s3_hi..] for accumulators 0–3 and 4–7, then low + high halves.
-        let h = |p: __m256i, q: __m256i| avx2._mm256_hadd_epi32(p, q);
-        let s0 = h(h(acc[0], acc[1]), h(acc[2], acc[3]));
-        let s1 = h(h(acc[4], acc[5]), h(acc[6], acc[7]));
-        avx2._mm256_add_epi32(
-            avx2._mm256_permute2x128_si256::<0x20>(s0, s1),
-            avx2._mm256_permute2x128_si256::<0x31>(s0, s1),
-        )
+        reduce_tile(avx2, acc)
     }
+}
+
+/// The eight i32 sums of a tile's accumulators (one per pair, lanes in the tile's order): horizontal
+/// adds give `[s0_lo.., s3_lo.., s0_hi.., s3_hi..]` for accumulators 0–3 and 4–7, then low + high halves.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn reduce_tile(
+    avx2: pulp::core_arch::x86::Avx2,
+    acc: [std::arch::x86_64::__m256i; 8],
+) -> std::arch::x86_64::__m256i {
+    let h = |p, q| avx2._mm256_hadd_epi32(p, q);
+    let s0 = h(h(acc[0], acc[1]), h(acc[2], acc[3]));
+    let s1 = h(h(acc[4], acc[5]), h(acc[6], acc[7]));
+    avx2._mm256_add_epi32(
+        avx2._mm256_permute2x128_si256::<0x20>(s0, s1),
+        avx2._mm256_permute2x128_si256::<0x31>(s0, s1),
+    )
 }
 
 /// The block pairs `(i, j)`, `i ≤ j < blocks`, of a self-join.

@@ -472,8 +472,6 @@ impl HippoIndex {
         let items: Vec<(String, String)> = phrase_list
             .par_iter()
             .map(|p| (phrase_key(p), (*p).to_owned()))
-            .collect::<Vec<_>>()
-            .into_iter()
             .filter(|(k, _)| self.phrases.row(k).is_none())
             .collect();
         stats.new_phrases = items.len();
