@@ -4,11 +4,19 @@
 //! products it runs at the machine's sgemm rate. Here every value is coded on one scale `S` for the whole
 //! matrix (`S = max|x| / 63`): `c = round(x / S)` in −63..=63, error ≤ `S/2`. For a pair,
 //! `x_u·x_v ≤ S² (c_u·c_v + ‖c_u‖₁/2 + ‖c_v‖₁/2 + dim/4)`, so the pair can reach `min_score` only when the
-//! integer `2 c_u·c_v + ‖c_u‖₁ + ‖c_v‖₁` reaches a threshold computed once. The products run on
-//! AVX-512BW's `vpmaddubsw` (64 byte products per instruction) where the CPU has it, else on AVX2's (32;
-//! one side offset to 0..=126, the offset taken out with a per-row sum), both through pulp's run-time
-//! dispatch and tested equal to exact integer sums; the screen is one vector compare per 4 × 2 tile, and
-//! every pair kept is scored again exactly by the caller, so the lists are those of the f32 scan.
+//! integer `2 c_u·c_v + ‖c_u‖₁ + ‖c_v‖₁` reaches a threshold computed once. The products run on the
+//! best kernel the CPU has, chosen at run time: AVX512-VNNI's `vpdpbusd` as a tiled integer matrix
+//! product (8 rows by 32, each row's four bytes broadcast against two 16-row panels packed by group of
+//! four values; 64 byte products per instruction, no horizontal sums); else AVX-512BW's `vpmaddubsw`
+//! (64 per instruction) or AVX2's (32; one side offset to 0..=126, the offset taken out with a per-row
+//! sum), both on 4 × 2 tiles through pulp's safe run-time dispatch. All are tested equal to exact
+//! integer sums and to each other's candidate lists; the screen is one vector compare per tile row (VNNI)
+//! or per tile, and every pair kept is scored again exactly by the caller, so the lists are those of the
+//! f32 scan.
+//!
+//! The VNNI kernel is the workspace's one `unsafe` call: pulp has no safe `vpdpbusd`, so the kernel is a
+//! `#[target_feature]` function (whose intrinsics are safe inside it) entered once per block pair after
+//! the CPU was found to have every feature it is compiled for ([`Kernel::available`]).
 //!
 //! One scale for all rows keeps the test separable (no per-pair multiplication); its looseness only adds
 //! candidates: on MuSiQue's phrases the bound is ≈ 0.1, so the screen keeps the ~3·10⁴ pairs above ~0.7
@@ -32,17 +40,31 @@ const STEP: usize = 64;
 /// Values per step of the AVX-512 kernel (two 64-byte loads per row), and the padding of every row.
 const STEP_512: usize = 128;
 
+/// Unsigned rows per tile of the AVX512-VNNI kernel.
+const TILE_ROWS: usize = 8;
+
+/// Signed rows per panel of the AVX512-VNNI kernel (one 512-bit accumulator of i32 sums); a tile has two.
+const PANEL: usize = 16;
+
+/// Rows are padded with zero rows to a multiple of this (whole VNNI tiles and panels).
+const ROW_ALIGN: usize = 2 * PANEL;
+
 /// The two 8-bit copies of a matrix and the per-row terms of the screen.
 pub(super) struct JoinCodes {
     n: usize,
     /// The padded dimension (a multiple of [`STEP_512`], zeros after `dim`).
     padded: usize,
-    /// Row count rounded up to a multiple of 4; the rows past `n` are all zero.
+    /// Row count rounded up to a multiple of [`ROW_ALIGN`]; the rows past `n` are all zero.
     rows: usize,
     /// Per row, `c + CODE` as bytes (0 in the padding): the unsigned operand.
     unsigned: Vec<u8>,
     /// Per row, `c` as signed bytes (0 in the padding).
     signed: Vec<i8>,
+    /// Where the CPU has AVX512-VNNI (else empty): the signed rows in panels of [`PANEL`] rows, per
+    /// group of four values 64 bytes (the group's four bytes of each row in turn), panel by panel.
+    panels: Vec<[i8; 64]>,
+    /// The kernel [`block_pair`](Self::block_pair) runs: the best this CPU has.
+    kernel: Kernel,
     /// Per row `u`: `‖c_u‖₁`.
     l1: Vec<i32>,
     /// Per row `v`: `‖c_v‖₁ − 2·CODE·Σ c_v` (the offset correction of the unsigned side's products).
@@ -56,9 +78,11 @@ pub(super) struct JoinCodes {
 impl JoinCodes {
     /// The codes of `queries` (the unsigned side) and `rows` (the signed side), both `n × dim` row-major
     /// and meant to be (nearly) the same matrix, or `None` when the integer screen cannot serve: no AVX2
-    /// on this CPU, a dimension above 4096, a non-finite value, or an all-zero matrix.
+    /// on this CPU, a dimension above 4096, a non-finite value, or an all-zero matrix. Kernel: the best
+    /// this CPU has ([`Kernel::best`]).
     pub(super) fn new(queries: &[f32], rows: &[f32], dim: usize) -> Option<Self> {
-        if !avx2() || dim == 0 || queries.len() != rows.len() || !rows.len().is_multiple_of(dim) {
+        let kernel = Kernel::best()?;
+        if dim == 0 || queries.len() != rows.len() || !rows.len().is_multiple_of(dim) {
             return None;
         }
         let padded = dim.div_ceil(STEP_512) * STEP_512;
@@ -83,7 +107,7 @@ impl JoinCodes {
         }
         let scale = f64::from(max) / f64::from(CODE);
         let n = rows.len() / dim;
-        let rows_padded = n.div_ceil(4) * 4;
+        let rows_padded = n.div_ceil(ROW_ALIGN) * ROW_ALIGN;
         let mut unsigned = vec![0u8; rows_padded * padded];
         let mut signed = vec![0i8; rows_padded * padded];
         let mut l1 = vec![0i32; rows_padded];
@@ -115,6 +139,11 @@ impl JoinCodes {
                 }
                 *l1o = sum_abs - 2 * CODE * sum;
             });
+        let panels = if kernel == Kernel::Vnni {
+            panels_of(&signed, padded)
+        } else {
+            Vec::new()
+        };
         let norm = |m: &[f32]| {
             m.par_chunks(dim)
                 .map(|r| r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>())
@@ -128,6 +157,8 @@ impl JoinCodes {
             rows: rows_padded,
             unsigned,
             signed,
+            panels,
+            kernel,
             l1,
             l1_less_offset,
             scale,
@@ -177,6 +208,38 @@ impl JoinCodes {
         out
     }
 
+    /// These codes screened by `kernel` instead of the best one, where this CPU has it.
+    #[cfg(test)]
+    fn with_kernel(mut self, kernel: Kernel) -> Option<Self> {
+        if !kernel.available() {
+            return None;
+        }
+        self.panels = if kernel == Kernel::Vnni {
+            panels_of(&self.signed, self.padded)
+        } else {
+            Vec::new()
+        };
+        self.kernel = kernel;
+        Some(self)
+    }
+
+    /// The VNNI kernel's tile at `(a, b)` as `[row][panel · 16 + lane]` sums, where this CPU has it.
+    #[cfg(all(test, target_arch = "x86_64"))]
+    fn tile_vnni_sums(&self, a: usize, b: usize) -> Option<[[i32; 2 * PANEL]; TILE_ROWS]> {
+        if self.kernel != Kernel::Vnni {
+            return None;
+        }
+        // SAFETY: as in `block_pair`: the kernel is `Vnni` only where the CPU has its features.
+        #[allow(unsafe_code)]
+        let acc = unsafe { self.tile_vnni(a, b) };
+        let mut out = [[0i32; 2 * PANEL]; TILE_ROWS];
+        for (k, z) in acc.iter().enumerate() {
+            let lanes: [i32; PANEL] = pulp::cast(*z);
+            out[k / 2][(k % 2) * PANEL..(k % 2 + 1) * PANEL].copy_from_slice(&lanes);
+        }
+        Some(out)
+    }
+
     /// The raw byte products of a tile, portably (the tests' reference for the kernel).
     fn tile_raw(&self, a: usize, b: usize) -> [i32; 8] {
         let p = self.padded;
@@ -194,28 +257,48 @@ impl JoinCodes {
 
     /// Screens rows `i·BLOCK..` against rows `j·BLOCK..` (only `v ≥ u` when `i == j`).
     fn block_pair(&self, i: usize, j: usize, threshold: i32, out: &mut Vec<(u32, u32)>) {
-        #[cfg(target_arch = "x86_64")]
-        if let Some(simd) = pulp::x86::V4::try_new() {
-            simd.vectorize(
-                #[inline(always)]
-                || {
-                    self.each_tile(i, j, out, |a, b| {
-                        let raw = self.tile_raw_avx512(simd, a, b);
-                        self.tile_mask(simd.avx, simd.avx2, raw, a, b, threshold)
-                    })
-                },
-            );
-            return;
+        match self.kernel {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Vnni => {
+                // SAFETY: `kernel` is `Vnni` only where `Kernel::available` found AVX/AVX2/AVX-512F/
+                // BW/VL and AVX512-VNNI on this CPU: every feature `block_pair_vnni` is compiled for.
+                #[allow(unsafe_code)]
+                unsafe {
+                    self.block_pair_vnni(i, j, threshold, out)
+                };
+                return;
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 => {
+                if let Some(simd) = pulp::x86::V4::try_new() {
+                    simd.vectorize(
+                        #[inline(always)]
+                        || {
+                            self.each_tile(i, j, out, |a, b| {
+                                let raw = self.tile_raw_avx512(simd, a, b);
+                                self.tile_mask(simd.avx, simd.avx2, raw, a, b, threshold)
+                            })
+                        },
+                    );
+                    return;
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => {
+                if let Some(simd) = pulp::x86::V3::try_new() {
+                    simd.vectorize(
+                        #[inline(always)]
+                        || {
+                            self.each_tile(i, j, out, |a, b| {
+                                self.tile_mask_avx2(simd, a, b, threshold)
+                            })
+                        },
+                    );
+                    return;
+                }
+            }
+            Kernel::Portable => {}
         }
-        #[cfg(target_arch = "x86_64")]
-        if let Some(simd) = pulp::x86::V3::try_new() {
-            simd.vectorize(
-                #[inline(always)]
-                || self.each_tile(i, j, out, |a, b| self.tile_mask_avx2(simd, a, b, threshold)),
-            );
-            return;
-        }
-        // `new` refuses CPUs without AVX2; this serves only if that ever changes.
         self.each_tile(i, j, out, |a, b| {
             self.tile_values(a, b)
                 .iter()
@@ -372,6 +455,103 @@ impl JoinCodes {
         )
     }
 
+    /// [`block_pair`](Self::block_pair) on AVX512-VNNI, as an integer matrix product: tiles of
+    /// [`TILE_ROWS`] unsigned rows by two [`PANEL`]s of signed rows, one accumulator per row and panel
+    /// holding 16 pairs, so a tile's 256 sums need no horizontal reduction; the screen is one masked
+    /// compare per accumulator.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx,avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+    fn block_pair_vnni(&self, i: usize, j: usize, threshold: i32, out: &mut Vec<(u32, u32)>) {
+        use std::arch::x86_64::{
+            __m512i, _mm512_add_epi32, _mm512_cmpge_epi32_mask, _mm512_set1_epi32,
+        };
+        let (a0, a1) = (i * BLOCK, ((i + 1) * BLOCK).min(self.rows));
+        let (b0, b1) = (j * BLOCK, ((j + 1) * BLOCK).min(self.rows));
+        let limit = _mm512_set1_epi32(threshold);
+        for a in (a0..a1).step_by(TILE_ROWS) {
+            // On the diagonal block, the tiles wholly below the diagonal are skipped.
+            let start = if i == j {
+                a / (2 * PANEL) * (2 * PANEL)
+            } else {
+                b0
+            };
+            for b in (start..b1).step_by(2 * PANEL) {
+                let acc = self.tile_vnni(a, b);
+                for (r, pair) in acc.chunks_exact(2).enumerate() {
+                    let u = a + r;
+                    let row = _mm512_set1_epi32(self.l1[u]);
+                    for (h, &sum) in pair.iter().enumerate() {
+                        let v0 = b + h * PANEL;
+                        let Some(cols) = self
+                            .l1_less_offset
+                            .get(v0..v0 + PANEL)
+                            .and_then(|c| <[i32; PANEL]>::try_from(c).ok())
+                        else {
+                            continue;
+                        };
+                        let cols: __m512i = pulp::cast(cols);
+                        let value = _mm512_add_epi32(
+                            _mm512_add_epi32(sum, sum),
+                            _mm512_add_epi32(row, cols),
+                        );
+                        let mut m = u32::from(_mm512_cmpge_epi32_mask(value, limit));
+                        while m != 0 {
+                            let k = m.trailing_zeros() as usize;
+                            m &= m - 1;
+                            let v = v0 + k;
+                            if u <= v && v < self.n {
+                                push_both(out, u, v);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The raw byte products of rows `a..a+TILE_ROWS` (unsigned) by `b..b+2·PANEL` (signed):
+    /// accumulator `2r + h` holds the pairs `(a+r, b+h·PANEL+l)` in lane `l`. Per four values: the two
+    /// panels' 64 bytes loaded once, each row's four bytes broadcast, sixteen `vpdpbusd` (64 byte
+    /// products each, added four at a time into i32 lanes: no intermediate sums to saturate).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx,avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
+    #[inline]
+    fn tile_vnni(&self, a: usize, b: usize) -> [std::arch::x86_64::__m512i; 2 * TILE_ROWS] {
+        use std::arch::x86_64::{
+            __m512i, _mm512_dpbusd_epi32, _mm512_set1_epi32, _mm512_setzero_si512,
+        };
+        let groups = self.padded / 4;
+        let panel = |q: usize| &self.panels[q * groups..(q + 1) * groups];
+        let (p0, p1) = (panel(b / PANEL), panel(b / PANEL + 1));
+        let row = |u: usize| {
+            pulp::as_arrays::<4, u8>(&self.unsigned[u * self.padded..(u + 1) * self.padded]).0
+        };
+        let (r0, r1, r2, r3) = (row(a), row(a + 1), row(a + 2), row(a + 3));
+        let (r4, r5, r6, r7) = (row(a + 4), row(a + 5), row(a + 6), row(a + 7));
+        let mut acc = [_mm512_setzero_si512(); 2 * TILE_ROWS];
+        // One zipped pass (a single length check) over both panels and the eight rows.
+        for (((((((((y0, y1), x0), x1), x2), x3), x4), x5), x6), x7) in p0
+            .iter()
+            .zip(p1)
+            .zip(r0)
+            .zip(r1)
+            .zip(r2)
+            .zip(r3)
+            .zip(r4)
+            .zip(r5)
+            .zip(r6)
+            .zip(r7)
+        {
+            let (y0, y1): (__m512i, __m512i) = (pulp::cast(*y0), pulp::cast(*y1));
+            for (r, &four) in [x0, x1, x2, x3, x4, x5, x6, x7].into_iter().enumerate() {
+                let x = _mm512_set1_epi32(i32::from_le_bytes(four));
+                acc[2 * r] = _mm512_dpbusd_epi32(acc[2 * r], x, y0);
+                acc[2 * r + 1] = _mm512_dpbusd_epi32(acc[2 * r + 1], x, y1);
+            }
+        }
+        acc
+    }
+
     /// The raw byte products of a tile in AVX2 (see [`tile_mask_avx2`](Self::tile_mask_avx2)).
     #[cfg(target_arch = "x86_64")]
     #[inline(always)]
@@ -438,6 +618,24 @@ fn reduce_tile(
     )
 }
 
+/// The signed rows (`padded` bytes each, a whole number of [`PANEL`]s) in the VNNI kernel's panels:
+/// per panel of 16 rows and group of four values, 64 bytes (the group's four bytes of each row in turn).
+fn panels_of(signed: &[i8], padded: usize) -> Vec<[i8; 64]> {
+    let groups = padded / 4;
+    let mut panels = vec![[0i8; 64]; signed.len() / padded / PANEL * groups];
+    panels
+        .par_chunks_mut(groups)
+        .zip(signed.par_chunks(PANEL * padded))
+        .for_each(|(panel, rows)| {
+            for (l, row) in rows.chunks_exact(padded).enumerate() {
+                for (group, four) in panel.iter_mut().zip(row.chunks_exact(4)) {
+                    group[4 * l..4 * l + 4].copy_from_slice(four);
+                }
+            }
+        });
+    panels
+}
+
 /// The block pairs `(i, j)`, `i ≤ j < blocks`, of a self-join.
 pub(super) fn upper_block_pairs(blocks: usize) -> Vec<(usize, usize)> {
     (0..blocks)
@@ -454,15 +652,47 @@ pub(super) fn push_both(out: &mut Vec<(u32, u32)>, u: usize, v: usize) {
     }
 }
 
-/// Whether this CPU has AVX2 (the integer kernel's instruction set).
-fn avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        pulp::x86::V3::try_new().is_some()
+/// The integer kernels of the screen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    /// AVX512-VNNI `vpdpbusd`, as a tiled matrix product ([`JoinCodes::block_pair_vnni`]).
+    Vnni,
+    /// AVX-512BW `vpmaddubsw` ([`JoinCodes::tile_raw_avx512`]).
+    Avx512,
+    /// AVX2 `vpmaddubsw` ([`JoinCodes::tile_raw_avx2`]).
+    Avx2,
+    /// Scalar sums: the tests' reference only (the screen declines CPUs without AVX2, whose f32 scan is
+    /// faster than this).
+    #[cfg_attr(not(test), allow(dead_code))]
+    Portable,
+}
+
+impl Kernel {
+    /// The fastest kernel this CPU runs, or `None` without AVX2.
+    fn best() -> Option<Self> {
+        [Self::Vnni, Self::Avx512, Self::Avx2]
+            .into_iter()
+            .find(|k| k.available())
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
+
+    /// Whether this CPU has every feature the kernel is compiled for.
+    fn available(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            match self {
+                Self::Vnni => {
+                    pulp::x86::V4::try_new().is_some()
+                        && std::arch::is_x86_feature_detected!("avx512vnni")
+                }
+                Self::Avx512 => pulp::x86::V4::try_new().is_some(),
+                Self::Avx2 => pulp::x86::V3::try_new().is_some(),
+                Self::Portable => true,
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == Self::Portable
+        }
     }
 }
 
@@ -479,7 +709,7 @@ mod tests {
         let mut seed = 5;
         for dim in [24, 64, 384, MAX_DIM] {
             for extreme in [false, true] {
-                let n = 8;
+                let n = 40;
                 let data: Vec<f32> = (0..n * dim)
                     .map(|i| match (extreme, (i / 3 + i / dim) % 2) {
                         (true, 0) => 1.0,
@@ -504,6 +734,19 @@ mod tests {
                         let got: [i32; 8] =
                             pulp::cast(simd.vectorize(|| codes.tile_raw_avx512(simd, a, b)));
                         assert_eq!(got, codes.tile_raw(a, b), "dim {dim}, extreme {extreme}");
+                    }
+                }
+                #[cfg(target_arch = "x86_64")]
+                for (a, b) in [(0, 0), (8, 0), (32, 32), (0, 32)] {
+                    let Some(sums) = codes.tile_vnni_sums(a, b) else {
+                        break;
+                    };
+                    for (r, row) in sums.iter().enumerate() {
+                        for (v, &got) in row.iter().enumerate() {
+                            let (u, v) = (a + r, b + v);
+                            let want = codes.tile_raw(u / 4 * 4, v / 2 * 2)[(u % 4) * 2 + v % 2];
+                            assert_eq!(got, want, "dim {dim}, extreme {extreme}, {u} {v}");
+                        }
                     }
                 }
                 let p = codes.padded;
@@ -551,6 +794,24 @@ mod tests {
         };
         for min in [0.5f32, 0.8, 0.9] {
             let cands = codes.candidates(min);
+            // Every kernel this CPU has keeps the same pairs as the best one.
+            let mut best = cands.clone();
+            best.sort_unstable();
+            for kernel in [Kernel::Vnni, Kernel::Avx512, Kernel::Avx2, Kernel::Portable] {
+                let Some(other) =
+                    JoinCodes::new(&rows, &rows, dim).and_then(|c| c.with_kernel(kernel))
+                else {
+                    continue;
+                };
+                let mut got = other.candidates(min);
+                got.sort_unstable();
+                assert!(
+                    got == best,
+                    "{kernel:?} at {min}: {} vs {} pairs",
+                    got.len(),
+                    best.len()
+                );
+            }
             let mut sorted = cands.clone();
             sorted.sort_unstable();
             sorted.dedup();
