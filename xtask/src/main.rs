@@ -17,6 +17,9 @@
 //!   tables). See `kgrag bench --help`.
 //! * `cargo xtask perf [--cases a,b] [--rounds N] [--passes N]` — our non-LLM stages against the native
 //!   references on the same inputs in one run; `target/perf/report.json` (see `perf`).
+//! * `cargo xtask fuzz [--cases N] [--big-mb M]` — the parser fuzzing of `kgrag-fuzz` at full size: every
+//!   property with N cases (default 100,000) and the hostile inputs at M MB (default 10), on a release
+//!   build; the test suite runs the same tests with 512 cases and 1 MB.
 //! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
 //!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
 //!   `fetch`).
@@ -74,6 +77,10 @@ commands:
                    under target/perf/venv; needs musique-100 under KGRAG_DATA_DIR); prints the
                    table and writes target/perf/report.json. The case index_musique_full (the
                    whole offline bench index from cold embeddings) runs only when named
+  fuzz [--cases N] [--big-mb M]
+                   fuzz every parser of model output and user files (kgrag-fuzz, release
+                   build): N cases per property (default 100000), hostile inputs of M MB
+                   (default 10); no panic, no stack overflow, bounded time
   help             this text
 
 environment:
@@ -92,6 +99,7 @@ fn main() -> ExitCode {
         "perf" => fetch_assets()
             .and_then(|a| Ok((a, data_dir()?)))
             .and_then(|(a, d)| perf::run(&args[1..], &workspace_root(), &a, &d)),
+        "fuzz" => fuzz(&args[1..]),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -280,6 +288,40 @@ fn run_step(name: &str, command: &mut Command) -> TaskResult {
     } else {
         Err(fail(format!("{name} failed ({status})")))
     }
+}
+
+/// `cargo xtask fuzz`: the tests of `kgrag-fuzz`, release, with `--cases` (100,000) cases per property and
+/// hostile inputs of `--big-mb` (10) MB.
+fn fuzz(args: &[OsString]) -> TaskResult {
+    let (mut cases, mut big) = (100_000u64, 10u64);
+    let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(arg) = it.next() {
+        let mut number = |name: &str| -> TaskResult<u64> {
+            it.next()
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| fail(format!("{name} needs a whole number")))
+        };
+        match arg.as_str() {
+            "--cases" => cases = number("--cases")?,
+            "--big-mb" => big = number("--big-mb")?,
+            other => return Err(fail(format!("fuzz: unknown argument {other:?}\n\n{USAGE}"))),
+        }
+    }
+    run_step(
+        &format!("fuzz: {cases} cases per property, hostile inputs of {big} MB"),
+        cargo_command()
+            .args([
+                "test",
+                "--release",
+                "-p",
+                "kgrag-fuzz",
+                "--",
+                "--test-threads",
+                "2",
+            ])
+            .env("KGRAG_FUZZ_CASES", cases.to_string())
+            .env("KGRAG_FUZZ_BIG_MB", big.to_string()),
+    )
 }
 
 /// The time a cold CI run (clean clone, two cores) should stay under; CI does not land a run past 30 minutes.

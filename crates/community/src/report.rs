@@ -297,7 +297,10 @@ structure and the main relations\", \"rating\": a number from 0 to 10 for the co
     vec![Message::system(system), Message::user(user)]
 }
 
-fn parse_report(reply: &str) -> std::result::Result<Report, String> {
+/// A community report from a model's reply (one JSON object with `title`, `summary`, `rating`,
+/// `rating_explanation` and `findings`, fenced, surrounded by prose or written as a Python literal), or
+/// why it is unusable. The rating is clamped to 0–10 (0 when missing or not a finite number).
+pub fn parse_report(reply: &str) -> std::result::Result<Report, String> {
     let unfenced = strip_fences(reply);
     let object = find_object_with_key(&unfenced, "title")
         .ok_or("it holds no JSON object with a \"title\" key")?;

@@ -155,6 +155,14 @@ pub struct LlmReport {
     pub completion_tokens: u64,
     /// Calls answered from the cache.
     pub cache_hits: u64,
+    /// Attempts retried after a retryable failure (rate limits, server errors, timeouts, dropped
+    /// connections); 0 where not counted.
+    #[serde(default)]
+    pub retries: u64,
+    /// Requests that failed for good (every attempt failed, or a failure not worth retrying); 0 where not
+    /// counted.
+    #[serde(default)]
+    pub failures: u64,
 }
 
 impl LlmReport {
@@ -167,6 +175,8 @@ impl LlmReport {
                 .completion_tokens
                 .saturating_sub(before.completion_tokens),
             cache_hits: self.cache_hits.saturating_sub(before.cache_hits),
+            retries: self.retries.saturating_sub(before.retries),
+            failures: self.failures.saturating_sub(before.failures),
         }
     }
 
@@ -176,6 +186,8 @@ impl LlmReport {
         self.prompt_tokens += other.prompt_tokens;
         self.completion_tokens += other.completion_tokens;
         self.cache_hits += other.cache_hits;
+        self.retries += other.retries;
+        self.failures += other.failures;
     }
 }
 
@@ -791,6 +803,7 @@ mod tests {
                     prompt_tokens: 1000,
                     completion_tokens: 200,
                     cache_hits: 3,
+                    ..LlmReport::default()
                 },
                 entities: 16235,
                 relations: 17036,

@@ -168,7 +168,16 @@ pub fn cluster_points(
     let proba = model.predict_proba(points);
     let mut labels = Vec::with_capacity(n);
     let mut rescued = 0;
-    for row in proba.chunks(k) {
+    for (i, row) in proba.chunks(k).enumerate() {
+        // A posterior row sums to 1; the E-step leaves a row at zero when the point's log-likelihood is
+        // not finite under any component (a degenerate fit): an error, not a point put in cluster 0.
+        let total: f64 = row.iter().sum();
+        if !(total > 0.5 && total.is_finite()) {
+            return Err(HierarchyError::Numerical(format!(
+                "point {i} has no finite posterior under the fitted {k}-component mixture (its \
+                 log-likelihood is not finite under any component)"
+            )));
+        }
         let mut arg = 0;
         for (c, p) in row.iter().enumerate() {
             if *p > row[arg] {

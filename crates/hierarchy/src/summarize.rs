@@ -536,17 +536,24 @@ Output:\n",
     )
 }
 
-fn parse_attributes(
+/// HiRAG: the attribute entities and relations of a cluster from a summariser's delimiter-record reply
+/// (entities de-duplicated by name, relations by unordered pair, self-relations dropped), or why the reply
+/// is unusable: no entity record for the `members` summarised.
+pub fn parse_attribute_reply(
     reply: &str,
     members: &[Member],
 ) -> std::result::Result<AttributeSummary, String> {
     let mut issues = Vec::new();
     let records = parse_records(reply, "cluster summary", &mut issues);
     let mut out = AttributeSummary {
-        skipped_records: issues.len(),
+        skipped_records: issues
+            .iter()
+            .filter(|i| i.severity == kgrag_types::IssueSeverity::Skipped)
+            .count(),
         ..AttributeSummary::default()
     };
     let mut pairs = std::collections::HashSet::new();
+    let mut names = std::collections::HashSet::new();
     for rec in records {
         match rec {
             Record::Entity {
@@ -554,7 +561,7 @@ fn parse_attributes(
                 entity_type,
                 description,
             } => {
-                if !out.entities.iter().any(|e| e.name == name) {
+                if names.insert(name.clone()) {
                     out.entities.push(SummaryEntity {
                         name,
                         entity_type,
@@ -682,7 +689,10 @@ fn json_str(v: &serde_json::Value, key: &str) -> String {
         .unwrap_or_default()
 }
 
-fn parse_aggregate(
+/// LeanRAG: the aggregate entity of a cluster from a summariser's JSON reply (`entity_name`,
+/// `entity_description`), or why the reply is unusable (no such object, an empty name, a name that repeats
+/// one of the `members`', …).
+pub fn parse_aggregate_reply(
     reply: &str,
     members: &[Member],
 ) -> std::result::Result<AggregateSummary, String> {
@@ -758,7 +768,8 @@ relation lines. Reply with the sentence only.",
     vec![Message::system(system), Message::user(user)]
 }
 
-fn parse_relate(reply: &str) -> std::result::Result<String, String> {
+/// LeanRAG: the one-sentence relation description of a summariser's reply, or why it is unusable.
+pub fn parse_relation_reply(reply: &str) -> std::result::Result<String, String> {
     let line = reply
         .lines()
         .map(str::trim)
@@ -784,7 +795,7 @@ impl ClusterSummarizer for LlmClusterSummarizer {
         let messages = vec![Message::user(attribute_prompt(request))];
         match self
             .run(messages, ResponseFormat::Text, |reply| {
-                parse_attributes(reply, &request.members)
+                parse_attribute_reply(reply, &request.members)
             })
             .await
         {
@@ -808,7 +819,7 @@ impl ClusterSummarizer for LlmClusterSummarizer {
             .run(
                 aggregate_messages(request),
                 ResponseFormat::JsonObject,
-                |reply| parse_aggregate(reply, &request.members),
+                |reply| parse_aggregate_reply(reply, &request.members),
             )
             .await
         {
@@ -826,7 +837,11 @@ impl ClusterSummarizer for LlmClusterSummarizer {
 
     async fn relate(&self, request: &RelateRequest) -> Result<RelateSummary> {
         match self
-            .run(relate_messages(request), ResponseFormat::Text, parse_relate)
+            .run(
+                relate_messages(request),
+                ResponseFormat::Text,
+                parse_relation_reply,
+            )
             .await
         {
             Some((text, outcome)) => Ok(RelateSummary { text, outcome }),

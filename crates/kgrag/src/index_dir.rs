@@ -136,6 +136,25 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
             path.display()
         ))
     })?;
+    // Every file must lie inside the index folder: a hand-edited or hostile manifest cannot make kgrag
+    // read (or check) files elsewhere.
+    let all = manifest
+        .files
+        .iter()
+        .chain(manifest.methods.values().flat_map(|m| m.files.iter()));
+    for f in all {
+        let inside = !f.path.is_empty()
+            && Path::new(&f.path)
+                .components()
+                .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !inside {
+            return Err(KgragError::Index(format!(
+                "{} names the file {:?}, outside the index folder; rebuild it with `kgrag index --force`",
+                path.display(),
+                f.path
+            )));
+        }
+    }
     if manifest.format != FORMAT {
         return Err(KgragError::Index(format!(
             "{} has format {}, this kgrag reads format {FORMAT}; rebuild it with `kgrag index --force`",
@@ -266,58 +285,69 @@ pub fn fresh_generation(root: &Path, generation: u64) -> Result<PathBuf> {
 /// The lock file of a writer.
 pub const LOCK: &str = "write.lock";
 
-/// One writer per index directory: `write.lock` holds the writer's process id while it changes the index.
-/// A second writer fails at once with a message naming the holder; a lock left by a process that is gone
-/// (killed) is taken over. Readers never take it. Removed when dropped.
+/// One writer per index directory: an advisory lock (`flock`) on `write.lock`, which holds the writer's
+/// process id while it changes the index. A second writer — another process, or another handle in the same
+/// one — fails at once with a message naming the holder. The operating system releases the lock when its
+/// holder exits, however it ends, so a lock left by a killed process is simply taken over (a file whose
+/// pid is gone or reused means nothing). Readers never take it. The file is removed when the lock is
+/// dropped, while it is still held; a writer that opened the file just before that finds, once it holds
+/// the lock, that the path no longer names its file and tries again.
 #[derive(Debug)]
 pub struct WriteLock {
     path: PathBuf,
+    file: std::fs::File,
 }
 
 impl WriteLock {
     /// Takes the lock of `root` (created if missing).
     pub fn acquire(root: &Path) -> Result<Self> {
+        use std::io::{Read, Seek, Write};
         std::fs::create_dir_all(root).map_err(|source| KgragError::Io {
             path: root.to_path_buf(),
             source,
         })?;
         let path = root.join(LOCK);
-        for _ in 0..3 {
-            match std::fs::OpenOptions::new()
+        let io = |source| KgragError::Io {
+            path: path.clone(),
+            source,
+        };
+        for _ in 0..8 {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
                 .write(true)
-                .create_new(true)
+                .create(true)
+                .truncate(false)
                 .open(&path)
-            {
-                Ok(mut f) => {
-                    use std::io::Write;
-                    let _ = writeln!(f, "{}", std::process::id());
-                    let _ = f.sync_all();
-                    return Ok(Self { path });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                .map_err(io)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let mut holder = String::new();
+                    let _ = file.read_to_string(&mut holder);
                     let pid = holder.trim().parse::<u32>().ok();
-                    match pid.map(process_alive) {
-                        Some(Some(false)) => {
-                            // Left by a process that is gone: take it over.
-                            let _ = std::fs::remove_file(&path);
-                        }
-                        Some(Some(true)) | Some(None) | None => {
-                            return Err(KgragError::Index(format!(
-                                "{} is being changed by another kgrag process ({}); wait for it to finish \
-                                 (or remove {} if that process is gone)",
-                                root.display(),
-                                pid.map_or_else(|| "unknown process".to_owned(), |p| format!("pid {p}")),
-                                path.display()
-                            )));
-                        }
-                    }
+                    return Err(KgragError::Index(format!(
+                        "{} is being changed by another kgrag process ({}); wait for it to finish",
+                        root.display(),
+                        pid.map_or_else(
+                            || "pid not yet written".to_owned(),
+                            |p| format!("pid {p}")
+                        ),
+                    )));
                 }
-                Err(source) => return Err(KgragError::Io { path, source }),
+                Err(std::fs::TryLockError::Error(source)) => return Err(io(source)),
             }
+            if !same_file(&file, &path) {
+                // Removed (and perhaps re-created) by the previous holder after this handle opened it.
+                continue;
+            }
+            file.set_len(0).map_err(io)?;
+            file.rewind().map_err(io)?;
+            writeln!(file, "{}", std::process::id()).map_err(io)?;
+            file.sync_all().map_err(io)?;
+            return Ok(Self { path, file });
         }
         Err(KgragError::Index(format!(
-            "could not take {}: another writer keeps taking it",
+            "could not take {}: other writers keep taking it",
             path.display()
         )))
     }
@@ -325,20 +355,27 @@ impl WriteLock {
 
 impl Drop for WriteLock {
     fn drop(&mut self) {
+        // Removed while still held (the lock goes with the handle, after this).
         let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
     }
 }
 
-/// Whether process `pid` runs (`None` where this cannot be told: no `/proc`).
-fn process_alive(pid: u32) -> Option<bool> {
-    let proc_dir = Path::new("/proc");
-    if !proc_dir.is_dir() {
-        return None;
+/// Whether `path` still names the open `file` (the same inode on Unix; assumed elsewhere).
+fn same_file(file: &std::fs::File, path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (file.metadata(), std::fs::metadata(path)) {
+            (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+            _ => false,
+        }
     }
-    if pid == std::process::id() {
-        return Some(true);
+    #[cfg(not(unix))]
+    {
+        let _ = (file, path);
+        true
     }
-    Some(proc_dir.join(pid.to_string()).exists())
 }
 
 /// The differences between the settings an index was built with and the current ones, as
@@ -408,10 +445,35 @@ mod tests {
         );
         drop(lock);
         assert!(!root.join(LOCK).exists());
-        // A lock left by a process that is gone.
-        std::fs::write(root.join(LOCK), "4194303\n").unwrap();
-        let lock = WriteLock::acquire(&root).unwrap();
-        drop(lock);
+        // A file left by a process that is gone (its lock went with it), or whose pid was reused: taken.
+        for pid in ["4194303", &std::process::id().to_string(), "", "garbage"] {
+            std::fs::write(root.join(LOCK), format!("{pid}\n")).unwrap();
+            let lock = WriteLock::acquire(&root).unwrap();
+            assert_eq!(
+                std::fs::read_to_string(root.join(LOCK)).unwrap().trim(),
+                std::process::id().to_string()
+            );
+            drop(lock);
+        }
+        // Many threads racing for it: exactly one holds it at any time.
+        let holders = std::sync::atomic::AtomicUsize::new(0);
+        let most = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        if let Ok(lock) = WriteLock::acquire(&root) {
+                            let now = holders.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                            most.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+                            std::thread::yield_now();
+                            holders.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                            drop(lock);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(most.into_inner(), 1);
         let _ = std::fs::remove_dir_all(&root);
     }
 

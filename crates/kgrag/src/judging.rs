@@ -51,6 +51,7 @@ impl CountingChat {
             prompt_tokens: self.prompt_tokens.load(Ordering::Relaxed),
             completion_tokens: self.completion_tokens.load(Ordering::Relaxed),
             cache_hits: self.cache_hits.load(Ordering::Relaxed),
+            ..LlmReport::default()
         }
     }
 }

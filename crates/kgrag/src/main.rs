@@ -247,7 +247,17 @@ async fn run_index(
                     .all(|(a, b)| a.id == b.id && a.doc_id == b.document.id);
             let same_methods = methods_now.len() == manifest.methods.len()
                 && methods_now.iter().all(|m| manifest.methods.contains_key(m));
-            if same_docs && same_methods {
+            // Chunks whose extraction failed in the last build (model errors, unusable replies) are
+            // retried by a rerun: not up to date while there are any.
+            let failed = manifest.extraction.get("failed").copied().unwrap_or(0);
+            if failed > 0 && same_docs && same_methods {
+                kgrag::progress::say(&format!(
+                    "the last build of {} left {failed} chunks unextracted: building again, retrying them \
+                     (finished extractions and model replies come from the cache)",
+                    index.display()
+                ));
+            }
+            if same_docs && same_methods && failed == 0 {
                 kgrag::progress::say(&format!(
                     "the index in {} is up to date (generation {}, {} documents)",
                     index.display(),

@@ -440,6 +440,8 @@ impl Pipeline {
                     prompt_tokens: u.prompt_tokens,
                     completion_tokens: u.completion_tokens,
                     cache_hits: u.cache_hits,
+                    retries: u.retries,
+                    failures: u.failures,
                 }
             })
             .unwrap_or_default()

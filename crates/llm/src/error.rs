@@ -49,6 +49,16 @@ pub enum LlmError {
         /// What is wrong with it.
         message: String,
     },
+    /// An embedding holds NaN or an infinity (a broken model or a value out of f32's range).
+    #[error("{provider} returned a non-finite value (NaN or infinity) at dimension {dimension} of the embedding of \"{text}\"")]
+    NonFinite {
+        /// Provider and model.
+        provider: String,
+        /// The text embedded (its first 80 characters).
+        text: String,
+        /// The first non-finite dimension.
+        dimension: usize,
+    },
     /// The server refused the request without an HTTP status we can read (Ollama's client reports only text).
     #[error("{provider} refused the request: {message}")]
     Rejected {

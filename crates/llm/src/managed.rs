@@ -334,7 +334,11 @@ impl<B: EmbedBackend> Managed<B> {
         };
         if let Some(cache) = &self.cache {
             for (row, key) in rows.iter_mut().zip(&keys) {
-                if let Some(v) = cache.get_embedding(key)? {
+                // A non-finite vector cached by an older version is embedded again.
+                if let Some(v) = cache
+                    .get_embedding(key)?
+                    .filter(|v| v.iter().all(|x| x.is_finite()))
+                {
                     *row = Some(v);
                     Counters::add(&self.counters.cache_hits, 1);
                 }
@@ -364,6 +368,16 @@ impl<B: EmbedBackend> Managed<B> {
                     .map(|t| Encoding::O200kBase.count(t).unwrap_or(0))
                     .sum();
                 Counters::add(&self.counters.prompt_tokens, prompt_tokens as u64);
+            }
+            // NaN or ∞ is an error naming the text, before anything is cached or scored with it.
+            for (text, v) in batch_texts.iter().zip(&vectors) {
+                if let Some(dimension) = v.iter().position(|x| !x.is_finite()) {
+                    return Err(LlmError::NonFinite {
+                        provider: label(provider, model),
+                        text: text.chars().take(80).collect(),
+                        dimension,
+                    });
+                }
             }
             if let Some(cache) = &self.cache {
                 cache.put_embeddings(
@@ -557,6 +571,80 @@ mod tests {
         );
         assert_eq!(rerun.backend().calls.load(Ordering::Relaxed), 0);
         assert_eq!(rerun.usage().cache_hits, 1);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An embedding backend whose vector for a text containing "bad" holds `poison` at dimension 2.
+    struct Poisoned {
+        poison: f32,
+        calls: AtomicU64,
+    }
+
+    #[async_trait]
+    impl EmbedBackend for Poisoned {
+        fn provider(&self) -> &str {
+            "test"
+        }
+        fn model(&self) -> &str {
+            "poisoned"
+        }
+        fn dimension(&self) -> Option<usize> {
+            Some(4)
+        }
+        fn max_batch(&self) -> usize {
+            8
+        }
+        async fn embed_batch(&self, texts: &[String], _kind: &EmbedKind) -> Result<Vec<Vec<f32>>> {
+            self.calls.fetch_add(1, Ordering::Relaxed);
+            Ok(texts
+                .iter()
+                .map(|t| {
+                    let mut v = vec![0.5f32; 4];
+                    if t.contains("bad") {
+                        v[2] = self.poison;
+                    }
+                    v
+                })
+                .collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn non_finite_embeddings_are_errors_naming_the_text_and_never_cached() {
+        let dir = std::env::temp_dir().join(format!("kgrag-managed-nan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for (i, poison) in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY]
+            .into_iter()
+            .enumerate()
+        {
+            let cache = ResponseCache::open(dir.join(format!("c{i}.redb"))).unwrap();
+            let m = Managed::new(
+                Poisoned {
+                    poison,
+                    calls: AtomicU64::new(0),
+                },
+                fast_limits(),
+                Some(cache),
+            );
+            let texts = vec!["fine".to_owned(), "a bad passage".to_owned()];
+            let err = m
+                .embed_checked(&texts, &EmbedKind::Document)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, LlmError::NonFinite { text, dimension: 2, .. } if text == "a bad passage"),
+                "{err}"
+            );
+            assert!(err.to_string().contains("a bad passage"), "{err}");
+            // Not retried (a model that returns NaN returns it again), and nothing of the batch cached.
+            assert_eq!(m.backend().calls.load(Ordering::Relaxed), 1);
+            let ok = m
+                .embed_checked(&texts[..1], &EmbedKind::Document)
+                .await
+                .unwrap();
+            assert_eq!(ok.len(), 1);
+            assert_eq!(m.usage().cache_hits, 0);
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -266,15 +266,26 @@ pub fn parse_records(output: &str, stage: &str, issues: &mut Vec<ParseIssue>) ->
                 continue;
             }
             let last = clean(fields[fields.len() - 1]);
+            // A number too large for f64 (`1e400`, 400 digits) parses to infinity: the default instead.
+            let parsed = is_number(&last).then(|| last.parse::<f64>().ok()).flatten();
+            let weight = match parsed {
+                Some(w) if w.is_finite() => w,
+                Some(_) => {
+                    issues.push(ParseIssue {
+                        stage: stage.into(),
+                        severity: IssueSeverity::Repaired,
+                        message: "relation weight out of range; 1.0 used".into(),
+                        excerpt: raw.chars().take(200).collect(),
+                    });
+                    1.0
+                }
+                None => 1.0,
+            };
             records.push(Record::Relation {
                 source,
                 target,
                 description: clean(fields[3]),
-                weight: if is_number(&last) {
-                    last.parse().unwrap_or(1.0)
-                } else {
-                    1.0
-                },
+                weight,
             });
         } else {
             issues.push(ParseIssue {

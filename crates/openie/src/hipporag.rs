@@ -168,9 +168,10 @@ fn list_for_key(
 /// Entities from a NER reply: strings, de-duplicated in order. Problems go to `issues`.
 pub fn parse_ner(reply: &str, issues: &mut Vec<ParseIssue>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for item in list_for_key(reply, "named_entities", "ner", issues).unwrap_or_default() {
         let name = py_str(&item);
-        if !out.contains(&name) {
+        if seen.insert(name.clone()) {
             out.push(name);
         }
     }
@@ -181,11 +182,12 @@ pub fn parse_ner(reply: &str, issues: &mut Vec<ParseIssue>) -> Vec<String> {
 /// removed in order (the reference's validity filter). Problems go to `issues`.
 pub fn parse_triples(reply: &str, issues: &mut Vec<ParseIssue>) -> Vec<Triple> {
     let mut out: Vec<Triple> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for item in list_for_key(reply, "triples", "triples", issues).unwrap_or_default() {
         match &item {
             Value::Array(parts) if parts.len() == 3 => {
                 let t = Triple::new(py_str(&parts[0]), py_str(&parts[1]), py_str(&parts[2]));
-                if !out.contains(&t) {
+                if seen.insert(t.clone()) {
                     out.push(t);
                 }
             }

@@ -87,16 +87,40 @@ pub fn close_truncated(text: &str) -> String {
 }
 
 /// The first balanced `{…}` in `text` whose text contains `"key"` or `'key'`, ignoring braces inside strings.
+///
+/// Candidates are tried by start position, each scanned with its own string state from its `{`. A scan
+/// settles every `{` it meets outside strings as well (a scan from there would see the same characters in
+/// the same state), and whether a span holds the key is a binary search over the key's positions, so the
+/// work stays linear in practice; a budget of scanned characters (32 per byte of `text`) bounds it
+/// whatever the input, past which the reply counts as holding no such object.
 pub fn find_object_with_key<'a>(text: &'a str, key: &str) -> Option<&'a str> {
-    let double = format!("\"{key}\"");
-    let single = format!("'{key}'");
+    let quoted = key.len() + 2;
+    // Start of every (possibly overlapping) `"key"` or `'key'`, ascending.
+    let mut keys = Vec::new();
+    for pattern in [format!("\"{key}\""), format!("'{key}'")] {
+        let mut from = 0;
+        while let Some(i) = text.get(from..).and_then(|t| t.find(&pattern)) {
+            keys.push(from + i);
+            from += i + 1;
+        }
+    }
+    keys.sort_unstable();
+    let holds_key = |start: usize, end: usize| {
+        let first = keys.partition_point(|&k| k < start);
+        keys.get(first).is_some_and(|&k| k + quoted <= end)
+    };
+    let mut settled: std::collections::HashMap<usize, Option<usize>> = Default::default();
+    let mut budget = text.len().saturating_mul(32).saturating_add(4096);
     let mut search_from = 0;
-    while let Some(offset) = text[search_from..].find('{') {
+    while let Some(offset) = text.get(search_from..).and_then(|t| t.find('{')) {
         let start = search_from + offset;
-        if let Some(end) = balanced_end(&text[start..]) {
-            let candidate = &text[start..start + end];
-            if candidate.contains(&double) || candidate.contains(&single) {
-                return Some(candidate);
+        let end = match settled.get(&start) {
+            Some(&end) => end,
+            None => scan_object(text, start, &mut settled, &mut budget)?,
+        };
+        if let Some(end) = end {
+            if holds_key(start, end) {
+                return text.get(start..end);
             }
         }
         search_from = start + 1;
@@ -104,23 +128,41 @@ pub fn find_object_with_key<'a>(text: &'a str, key: &str) -> Option<&'a str> {
     None
 }
 
-/// Byte length of the balanced object starting at `text[0] == '{'`, if it closes.
-fn balanced_end(text: &str) -> Option<usize> {
-    let mut depth = 0usize;
+/// Scans the object opening at `text[start] == '{'`: its end (exclusive) if it closes, `None` if not,
+/// recording the same for every `{` met outside strings on the way in `settled`. `None` from the outer
+/// `Option`: the budget of scanned characters ran out.
+fn scan_object(
+    text: &str,
+    start: usize,
+    settled: &mut std::collections::HashMap<usize, Option<usize>>,
+    budget: &mut usize,
+) -> Option<Option<usize>> {
+    // Open brackets outside strings: position and whether it is a `{`.
+    let mut open: Vec<(usize, bool)> = Vec::new();
     let mut scanner = Scanner::default();
-    for (i, c) in text.char_indices() {
+    for (i, c) in text.get(start..)?.char_indices() {
+        *budget = budget.checked_sub(1)?;
         match scanner.structural(c) {
-            Some('{' | '[') => depth += 1,
+            Some(b @ ('{' | '[')) => open.push((start + i, b == '{')),
             Some('}' | ']') => {
-                depth = depth.checked_sub(1)?;
-                if depth == 0 {
-                    return Some(i + c.len_utf8());
+                let (at, brace) = open.pop()?;
+                let end = start + i + c.len_utf8();
+                if brace {
+                    settled.insert(at, Some(end));
+                }
+                if open.is_empty() {
+                    return Some(Some(end));
                 }
             }
             _ => {}
         }
     }
-    None
+    for (at, brace) in open {
+        if brace {
+            settled.insert(at, None);
+        }
+    }
+    Some(None)
 }
 
 /// Parses strict JSON, else the Python literal subset.

@@ -81,6 +81,8 @@ pub fn distinct_sentences<S: AsRef<str>>(texts: &[S]) -> Vec<String> {
     out
 }
 
+/// The cosine of `a` and `b`; 0 when either is zero, −∞ when it is not a finite number (a vector with NaN
+/// or ∞ ranks after every other sentence instead of before them).
 fn cosine(a: &[f32], b: &[f32]) -> f64 {
     let (mut dot, mut na, mut nb) = (0.0f64, 0.0f64, 0.0f64);
     for (x, y) in a.iter().zip(b) {
@@ -88,10 +90,15 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
         na += f64::from(*x) * f64::from(*x);
         nb += f64::from(*y) * f64::from(*y);
     }
-    if na == 0.0 || nb == 0.0 {
+    let c = if na == 0.0 || nb == 0.0 {
         0.0
     } else {
         dot / (na.sqrt() * nb.sqrt())
+    };
+    if c.is_finite() {
+        c
+    } else {
+        f64::NEG_INFINITY
     }
 }
 
@@ -112,14 +119,23 @@ pub fn select<S: AsRef<str>, V: AsRef<[f32]>>(
     let target = match target {
         Some(t) => t,
         None => {
+            // Over the finite vectors only (one NaN would make every cosine NaN).
             let dim = vectors[0].as_ref().len();
             let mut sum = vec![0.0f64; dim];
-            for v in &vectors[..n] {
+            let mut count = 0usize;
+            for v in vectors[..n]
+                .iter()
+                .filter(|v| v.as_ref().iter().all(|x| x.is_finite()))
+            {
+                count += 1;
                 for (s, x) in sum.iter_mut().zip(v.as_ref()) {
                     *s += f64::from(*x);
                 }
             }
-            centroid = sum.iter().map(|s| (*s / n as f64) as f32).collect();
+            centroid = sum
+                .iter()
+                .map(|s| (*s / count.max(1) as f64) as f32)
+                .collect();
             &centroid
         }
     };
@@ -351,6 +367,33 @@ mod tests {
         let none: [&str; 0] = [];
         let nv: [Vec<f32>; 0] = [];
         assert_eq!(select(&none, &nv, None, Budget::Words(10)), "");
+    }
+
+    #[test]
+    fn non_finite_vectors_rank_last_and_do_not_spoil_the_centroid() {
+        // Sentence 1's vector holds NaN (or ∞): it is chosen only when nothing else fits, and the
+        // centroid of the others still ranks them (0 and 3 on the x axis before the outlier 2).
+        let sents = ["alpha one.", "poison two.", "outlier three.", "gamma four."];
+        for bad in [f32::NAN, -f32::NAN, f32::INFINITY] {
+            let vecs = [
+                vec![1.0f32, 0.0],
+                vec![bad, 1.0],
+                vec![0.2, 1.0],
+                vec![1.0, 0.05],
+            ];
+            assert_eq!(
+                select(&sents, &vecs, None, Budget::Words(4)),
+                "alpha one. gamma four."
+            );
+            assert_eq!(
+                select(&sents, &vecs, Some(&[0.0, 1.0]), Budget::Words(2)),
+                "outlier three."
+            );
+            assert_eq!(
+                select(&sents[1..2], &vecs[1..2], None, Budget::Words(2)),
+                "poison two."
+            );
+        }
     }
 
     #[tokio::test]

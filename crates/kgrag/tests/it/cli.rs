@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn tmp(name: &str) -> PathBuf {
+pub(crate) fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("kgrag-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
@@ -19,7 +19,7 @@ fn assets() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.assets"))
 }
 
-fn kgrag(cwd: &Path) -> Command {
+pub(crate) fn kgrag(cwd: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kgrag"));
     c.current_dir(cwd)
         .env("KGRAG_ASSETS", assets())
@@ -44,7 +44,7 @@ fn ok(cwd: &Path, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
-fn json(cwd: &Path, args: &[&str]) -> serde_json::Value {
+pub(crate) fn json(cwd: &Path, args: &[&str]) -> serde_json::Value {
     serde_json::from_str(&ok(cwd, args)).unwrap()
 }
 

@@ -4,6 +4,7 @@
 mod bench;
 mod cli;
 mod config_file;
+mod faults;
 mod fixture_methods;
 mod pipeline;
 mod real_server;

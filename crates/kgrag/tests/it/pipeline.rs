@@ -290,8 +290,19 @@ async fn index_directory_survives_damage_and_refuses_other_settings() {
     let mut p = Pipeline::open_with_models(&root, config(&cache), embedder(64), None).unwrap();
     let err = p.retriever("hipporag2").err().unwrap().to_string();
     assert!(err.contains("graph.kg"), "{err}");
-    // A truncated manifest.
+    // A manifest that names a file outside the index folder (hand-edited or hostile).
     let text = std::fs::read(root.join("manifest.json")).unwrap();
+    for outside in ["../../etc/passwd", "/etc/passwd", ""] {
+        let mut m: serde_json::Value = serde_json::from_slice(&text).unwrap();
+        m["files"][0]["path"] = serde_json::json!(outside);
+        std::fs::write(root.join("manifest.json"), serde_json::to_vec(&m).unwrap()).unwrap();
+        let err = Pipeline::open_with_models(&root, config(&cache), embedder(64), None)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("outside the index folder"), "{err}");
+    }
+    // A truncated manifest.
     std::fs::write(root.join("manifest.json"), &text[..text.len() / 2]).unwrap();
     let err = Pipeline::open_with_models(&root, config(&cache), embedder(64), None)
         .err()
