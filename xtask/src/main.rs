@@ -20,6 +20,7 @@
 //! * `cargo xtask fuzz [--cases N] [--big-mb M]` — the parser fuzzing of `kgrag-fuzz` at full size: every
 //!   property with N cases (default 100,000) and the hostile inputs at M MB (default 10), on a release
 //!   build; the test suite runs the same tests with 512 cases and 1 MB.
+//! * `cargo xtask scale [--passages N] …` — the synthetic scale run (see `scale`).
 //! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
 //!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
 //!   `fetch`).
@@ -27,6 +28,7 @@
 mod assets;
 mod fetch;
 mod perf;
+mod scale;
 mod server;
 
 use std::ffi::OsString;
@@ -81,6 +83,12 @@ commands:
                    fuzz every parser of model output and user files (kgrag-fuzz, release
                    build): N cases per property (default 100000), hostile inputs of M MB
                    (default 10); no panic, no stack overflow, bounded time
+  scale [--passages N] [--questions Q] [--methods a,b] [--seed S]
+                   a synthetic corpus of N passages (default 100000) indexed and queried by
+                   every method with no LLM and no model (rules, extractive summaries, the
+                   hashing embedder) through `kgrag bench` (release) under /usr/bin/time -v:
+                   stage times, peak memory, cache size, latency p50/p95 and recall per
+                   method in target/scale/N/scale.json
   help             this text
 
 environment:
@@ -100,6 +108,7 @@ fn main() -> ExitCode {
             .and_then(|a| Ok((a, data_dir()?)))
             .and_then(|(a, d)| perf::run(&args[1..], &workspace_root(), &a, &d)),
         "fuzz" => fuzz(&args[1..]),
+        "scale" => scale::run(&args[1..]),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())

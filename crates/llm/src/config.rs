@@ -129,6 +129,9 @@ pub enum EmbedderConfig {
     Ollama(OllamaConfig),
     /// The in-process BERT sentence embedder.
     Local(LocalEmbedderConfig),
+    /// Feature-hashed word and trigram vectors: no model, no network (scale tests, machines without the
+    /// model files); lexical, far weaker than a sentence embedder.
+    Hashing(crate::hashing::HashingEmbedderConfig),
 }
 
 /// A chat model built from config, with its accounting.
@@ -214,6 +217,12 @@ pub fn build_embedder(
         )),
         #[cfg(not(feature = "local"))]
         EmbedderConfig::Local(_) => return Err(local_disabled()),
+        EmbedderConfig::Hashing(c) => Arc::new(Managed::new(
+            crate::hashing::HashingEmbedder::new(c.clone()),
+            c.limits.clone(),
+            // Computing a vector is cheaper than looking it up.
+            None,
+        )),
     })
 }
 
@@ -248,6 +257,35 @@ mod tests {
         let local: ChatConfig =
             serde_json::from_value(serde_json::json!({"provider": "local"})).unwrap();
         assert_eq!(local, ChatConfig::Local(LocalChatConfig::default()));
+    }
+
+    #[tokio::test]
+    async fn the_hashing_embedder_needs_no_model() {
+        let config: EmbedderConfig = serde_json::from_value(
+            serde_json::json!({"provider": "hashing", "dim": 64, "seed": 3}),
+        )
+        .unwrap();
+        let e = build_embedder(&config, None).unwrap();
+        assert_eq!(e.dimension(), 64);
+        assert_eq!(e.model_name(), "hashing-64-seed3");
+        let texts = vec![
+            "Radio City".to_owned(),
+            "radio city!".to_owned(),
+            String::new(),
+        ];
+        let v = e
+            .embed(&texts, &kgrag_types::EmbedKind::Document)
+            .await
+            .unwrap();
+        assert_eq!((v.len(), v.dim()), (3, 64));
+        let row = |i| v.row(i).unwrap().to_vec();
+        let norm: f32 = row(0).iter().map(|x| x * x).sum();
+        assert!((norm - 1.0).abs() < 1e-5);
+        assert_eq!(row(0), row(1));
+        assert!(row(2).iter().all(|x| *x == 0.0));
+        assert_eq!(e.usage().requests, 3);
+        let typo = serde_json::json!({"provider": "hashing", "dims": 64});
+        assert!(serde_json::from_value::<EmbedderConfig>(typo).is_err());
     }
 
     #[test]

@@ -32,6 +32,7 @@
 pub mod cache;
 pub mod config;
 mod error;
+pub mod hashing;
 #[cfg(feature = "local")]
 pub mod local;
 pub mod managed;
@@ -46,6 +47,7 @@ pub use config::{
     ManagedChatModel, ManagedEmbedder,
 };
 pub use error::{LlmError, Result};
+pub use hashing::{HashingEmbedder, HashingEmbedderConfig};
 pub use managed::{Limits, Managed, UsageReport};
 pub use ollama::OllamaConfig;
 pub use openai::OpenAiConfig;

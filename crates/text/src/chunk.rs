@@ -193,9 +193,9 @@ fn window_chunks(
     let tokens = encoding.encode_named(stripped, &format!("document {}", doc.id))?;
     let mut offsets = Vec::with_capacity(tokens.len() + 1);
     offsets.push(0usize);
-    for bytes in encoding.token_bytes(&tokens)? {
+    for len in encoding.token_lengths(&tokens)? {
         let last = offsets.last().copied().unwrap_or(0);
-        offsets.push(last + bytes.len());
+        offsets.push(last + len);
     }
     let raw = stripped.as_bytes();
     let n = tokens.len();

@@ -6,6 +6,7 @@
 //!   for LeanRAG), vocabularies bundled in the binary: no download at run time.
 //! * [`sentences`] and [`ExtractiveSummarizer`] — the offline kit's sentence splitter and extractive summary
 //!   (a [`Summarizer`](kgrag_types::Summarizer) for runs without an LLM).
+//! * [`hashed_vector`] — feature-hashed text vectors: the model-free embedding of scale tests.
 //! * [`table`] — prompt tables in the CSV form of HiRAG and LeanRAG.
 //! * [`Chunker`] — HiRAG/LeanRAG token windows with overlap, or HippoRAG's one chunk per passage, keeping each
 //!   chunk's byte, character and token offsets in its document.
@@ -25,12 +26,14 @@
 mod chunk;
 mod encoding;
 pub mod extractive;
+mod hashed;
 mod sentence;
 pub mod table;
 
 pub use chunk::{Chunker, ChunkerConfig};
 pub use encoding::Encoding;
 pub use extractive::{Budget, ExtractiveSummarizer};
+pub use hashed::hashed_vector;
 pub use sentence::sentences;
 
 /// The passage block of a reader prompt in HippoRAG's QA format: each passage (already `title\ntext`) as

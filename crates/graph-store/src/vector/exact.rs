@@ -77,6 +77,20 @@ mod f32_bytes {
 }
 
 impl ExactIndex {
+    /// [`VectorIndex::add`] of rows given by value: an empty index takes the buffer instead of copying
+    /// it (a large first batch is then held once, not twice). Returns the first new row's index.
+    pub fn add_owned(&mut self, vectors: Vec<f32>) -> Result<usize> {
+        if !self.data.is_empty() {
+            return self.add(&vectors);
+        }
+        check_rows(&vectors, self.dim, "vectors")?;
+        self.data = vectors;
+        if self.metric == Metric::Cosine {
+            normalise_rows(&mut self.data, self.dim);
+        }
+        Ok(0)
+    }
+
     /// An empty index.
     pub fn new(dim: usize, metric: Metric) -> Result<Self> {
         if dim == 0 {

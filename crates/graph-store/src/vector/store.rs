@@ -198,7 +198,7 @@ impl EmbeddingStore {
                     Some(index) => index,
                     slot => slot.insert(ExactIndex::new(d, Metric::Cosine)?),
                 };
-                index.add(&vectors)?;
+                index.add_owned(vectors)?;
             }
         }
         self.rows.reserve(missing.len());

@@ -1,0 +1,261 @@
+//! `cargo xtask scale`: a synthetic corpus of N passages (deterministic from a seed), indexed and queried by
+//! every method without an LLM or a model — rule extraction, extractive summaries, the hashing embedder —
+//! through `kgrag bench` on a release build under `/usr/bin/time -v`. Prints and writes
+//! `target/scale/N/scale.json`: per-stage index time, peak memory, index size, and per-method query latency
+//! p50/p95 and recall.
+//!
+//! The corpus: an invented world of people, places, organisations and works (names from syllables),
+//! each passage titled by one of them and holding three to six fact sentences about it and others drawn
+//! with a skew, so that entities recur across passages as in an encyclopaedia. Each question asks for one
+//! fact of one passage, which is its gold passage.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::{cargo_command, fail, run_step, workspace_root, TaskResult};
+
+/// Options of `cargo xtask scale`.
+struct Options {
+    passages: usize,
+    questions: usize,
+    methods: String,
+    seed: u64,
+}
+
+fn options(args: &[OsString]) -> TaskResult<Options> {
+    let mut o = Options {
+        passages: 100_000,
+        questions: 200,
+        methods: "dense,hipporag2,hirag,leanrag".into(),
+        seed: 1,
+    };
+    let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(arg) = it.next() {
+        let mut value = || {
+            it.next()
+                .ok_or_else(|| fail(format!("scale: {arg} needs a value")))
+        };
+        match arg.as_str() {
+            "--passages" => o.passages = number(&value()?)?,
+            "--questions" => o.questions = number(&value()?)?,
+            "--methods" => o.methods = value()?,
+            "--seed" => o.seed = number(&value()?)? as u64,
+            other => return Err(fail(format!("scale: unknown argument {other:?}"))),
+        }
+    }
+    Ok(o)
+}
+
+fn number(s: &str) -> TaskResult<usize> {
+    s.replace('_', "")
+        .parse()
+        .map_err(|_| fail(format!("scale: {s:?} is not a whole number")))
+}
+
+/// A small deterministic generator (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+
+    /// Skewed towards small indices (the square of a uniform draw): a few entities recur often.
+    fn skewed(&mut self, n: usize) -> usize {
+        let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
+        ((u * u) * n as f64) as usize % n.max(1)
+    }
+}
+
+const SYLLABLES: [&str; 24] = [
+    "ar", "bel", "cor", "dun", "el", "fen", "gar", "hol", "in", "jor", "kel", "lor", "mar", "nor",
+    "or", "pel", "quin", "ros", "sel", "tor", "ul", "var", "wen", "zan",
+];
+
+fn name(rng: &mut Rng, parts: usize) -> String {
+    let mut s = String::new();
+    for _ in 0..parts {
+        s.push_str(SYLLABLES[rng.below(SYLLABLES.len())]);
+    }
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().collect::<String>() + c.as_str())
+        .unwrap_or_default()
+}
+
+/// A fact template: sentence, question, and which slot answers it.
+const FACTS: [(&str, &str); 6] = [
+    ("{a} founded {b} in {y}.", "Who founded {b}?"),
+    ("{a} was born in {b} in {y}.", "Where was {a} born?"),
+    ("{a} wrote {b}, published in {y}.", "Who wrote {b}?"),
+    ("{a} is located in {b}.", "Where is {a} located?"),
+    ("{a} married {b} in {y}.", "Whom did {a} marry?"),
+    ("{a} led {b} from {y}.", "Who led {b}?"),
+];
+
+/// Writes the corpus (`synthetic_corpus.json`) and questions (`synthetic.json`) in HippoRAG's format.
+fn generate(dir: &Path, o: &Options) -> TaskResult {
+    let mut rng = Rng(o.seed);
+    let entities: Vec<String> = (0..(o.passages / 2).max(8))
+        .map(|i| {
+            let first = name(&mut rng, 2);
+            let last = name(&mut rng, 2 + i % 2);
+            format!("{first} {last}")
+        })
+        .collect();
+    let mut corpus = Vec::with_capacity(o.passages);
+    let mut facts = Vec::new();
+    for p in 0..o.passages {
+        let subject = &entities[p % entities.len()];
+        let mut text = String::new();
+        for s in 0..3 + rng.below(4) {
+            let (sentence, question) = FACTS[rng.below(FACTS.len())];
+            let other = &entities[rng.skewed(entities.len())];
+            let year = (1500 + rng.below(520)).to_string();
+            let (a, b) = if s % 2 == 0 {
+                (subject.as_str(), other.as_str())
+            } else {
+                (other.as_str(), subject.as_str())
+            };
+            let fill = |t: &str| t.replace("{a}", a).replace("{b}", b).replace("{y}", &year);
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(&fill(sentence));
+            let answer = if question.contains("{a}") { b } else { a };
+            facts.push((p, fill(question), answer.to_owned()));
+        }
+        corpus.push(serde_json::json!({ "title": format!("{subject} ({p})"), "text": text }));
+    }
+    let mut questions = Vec::with_capacity(o.questions);
+    for q in 0..o.questions.min(facts.len()) {
+        let (p, question, answer) = &facts[rng.below(facts.len())];
+        let passage = &corpus[*p];
+        questions.push(serde_json::json!({
+            "id": format!("s{q}"),
+            "question": question,
+            "answer": answer,
+            "paragraphs": [{
+                "title": passage["title"],
+                "paragraph_text": passage["text"],
+                "is_supporting": true,
+            }],
+        }));
+    }
+    let write = |name: &str, value: &serde_json::Value| -> TaskResult {
+        let path = dir.join(name);
+        std::fs::write(&path, value.to_string())
+            .map_err(|e| fail(format!("{}: {e}", path.display())))
+    };
+    write("synthetic_corpus.json", &serde_json::Value::Array(corpus))?;
+    write("synthetic.json", &serde_json::Value::Array(questions))
+}
+
+/// Bytes under `path`.
+fn size(path: &Path) -> u64 {
+    std::fs::read_dir(path)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        size(&p)
+                    } else {
+                        e.metadata().map(|m| m.len()).unwrap_or(0)
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// `cargo xtask scale [--passages N] [--questions Q] [--methods a,b] [--seed S]`.
+pub fn run(args: &[OsString]) -> TaskResult {
+    let o = options(args)?;
+    let dir: PathBuf = workspace_root()
+        .join("target")
+        .join("scale")
+        .join(o.passages.to_string());
+    let data = dir.join("synthetic");
+    std::fs::create_dir_all(&data).map_err(|e| fail(format!("{}: {e}", data.display())))?;
+    let t = Instant::now();
+    generate(&data, &o)?;
+    println!(
+        "xtask scale: {} passages, {} questions generated in {:.1}s",
+        o.passages,
+        o.questions,
+        t.elapsed().as_secs_f64()
+    );
+    let config = dir.join("scale.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "cache_dir = {:?}\nopenie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 256\n",
+            dir.join("cache").display().to_string()
+        ),
+    )
+    .map_err(|e| fail(format!("{}: {e}", config.display())))?;
+    run_step(
+        "cargo build --release -p kgrag",
+        cargo_command().args(["build", "--release", "-p", "kgrag"]),
+    )?;
+    let binary = workspace_root().join("target/release/kgrag");
+    let out = dir.join("out");
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(dir.join("cache"));
+    let t = Instant::now();
+    let result = Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(&binary)
+        .args(["bench", "--dataset"])
+        .arg(&data)
+        .args(["--methods", &o.methods, "--config"])
+        .arg(&config)
+        .arg("--out")
+        .arg(&out)
+        .arg("--no-progress")
+        .output()
+        .map_err(|e| fail(format!("could not run /usr/bin/time -v kgrag: {e}")))?;
+    let wall = t.elapsed().as_secs_f64();
+    let stderr = String::from_utf8_lossy(&result.stderr);
+    if !result.status.success() {
+        return Err(fail(format!("kgrag bench failed:\n{stderr}")));
+    }
+    let peak_kb: u64 = stderr
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Maximum resident set size (kbytes):"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    let report: serde_json::Value = std::fs::read(out.join("report.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| fail(format!("no report in {}", out.display())))?;
+    let summary = serde_json::json!({
+        "passages": o.passages,
+        "questions": o.questions,
+        "wall_s": wall,
+        "peak_rss_mb": peak_kb as f64 / 1024.0,
+        "cache_mb": size(&dir.join("cache")) as f64 / 1048576.0,
+        "index_stages_s": report["index"]["stages"],
+        "methods": report["methods"].as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), serde_json::json!({
+            "latency_ms": v["latency_ms"],
+            "recall": v["recall"],
+        }))).collect::<serde_json::Map<_, _>>()),
+    });
+    let text = serde_json::to_string_pretty(&summary).unwrap_or_default();
+    println!("{text}");
+    std::fs::write(dir.join("scale.json"), &text)
+        .map_err(|e| fail(format!("{}: {e}", dir.display())))?;
+    Ok(())
+}
