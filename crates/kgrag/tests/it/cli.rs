@@ -19,6 +19,21 @@ fn assets() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.assets"))
 }
 
+/// Writes the fixture's passages as `corpus.jsonl` in `work` (ids `p00`, `p01`, …); returns the dataset.
+pub(crate) fn fixture_corpus(work: &Path) -> kgrag::eval::Dataset {
+    let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
+    let mut lines = String::new();
+    for (i, p) in ds.passages.iter().enumerate() {
+        lines.push_str(
+            &serde_json::json!({"id": format!("p{i:02}"), "title": p.title, "text": p.text})
+                .to_string(),
+        );
+        lines.push('\n');
+    }
+    std::fs::write(work.join("corpus.jsonl"), lines).unwrap();
+    ds
+}
+
 pub(crate) fn kgrag(cwd: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kgrag"));
     c.current_dir(cwd)
@@ -294,16 +309,7 @@ fn stored_extractions(cache: &Path) -> usize {
 #[test]
 fn killed_builds_resume_without_repeating_finished_extractions() {
     let work = tmp("kill");
-    let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
-    let mut lines = String::new();
-    for (i, p) in ds.passages.iter().enumerate() {
-        lines.push_str(
-            &serde_json::json!({"id": format!("p{i:02}"), "title": p.title, "text": p.text})
-                .to_string(),
-        );
-        lines.push('\n');
-    }
-    std::fs::write(work.join("corpus.jsonl"), lines).unwrap();
+    let ds = fixture_corpus(&work);
     let chunks = ds.passages.len();
     let args = |idx: &str| -> Vec<String> {
         [
@@ -501,16 +507,7 @@ fn killed_builds_resume_without_repeating_finished_extractions() {
 #[test]
 fn a_second_writer_fails_at_once_naming_the_first() {
     let work = tmp("lock");
-    let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
-    let mut lines = String::new();
-    for (i, p) in ds.passages.iter().enumerate() {
-        lines.push_str(
-            &serde_json::json!({"id": format!("p{i:02}"), "title": p.title, "text": p.text})
-                .to_string(),
-        );
-        lines.push('\n');
-    }
-    std::fs::write(work.join("corpus.jsonl"), lines).unwrap();
+    fixture_corpus(&work);
     std::fs::write(
         work.join("more.txt"),
         "Zorbel Quint founded the Harrowgate Mill in 1702.",

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::cli::{json, kgrag, tmp};
+use super::cli::{fixture_corpus, json, kgrag, tmp};
 
 /// What the server did, by kind, and the bodies it answered usefully.
 #[derive(Default)]
@@ -205,16 +205,7 @@ fn reply_for(body: &str) -> String {
 fn llm_faults_during_indexing_are_counted_and_a_rerun_repeats_nothing_finished() {
     let server = FaultServer::start();
     let work = tmp("faults");
-    let ds = kgrag::eval::load("kgrag-fixture", std::path::Path::new("/nonexistent")).unwrap();
-    let mut lines = String::new();
-    for (i, p) in ds.passages.iter().enumerate() {
-        lines.push_str(
-            &serde_json::json!({"id": format!("p{i:02}"), "title": p.title, "text": p.text})
-                .to_string(),
-        );
-        lines.push('\n');
-    }
-    std::fs::write(work.join("corpus.jsonl"), lines).unwrap();
+    fixture_corpus(&work);
     std::fs::write(
         work.join("kgrag.toml"),
         format!(
