@@ -383,11 +383,24 @@ fn regressions() {
     }));
     assert_eq!(issues.len(), 1, "{issues:?}");
     // Megabytes of `{` made the object search quadratic (every start rescanned to the end).
-    let braces = "{".repeat(2 << 20);
+    let braces = "{".repeat(2 << 20) + "{\"named_entities\": [\"x\"]}";
     within(
         "find_object_with_key on braces",
         Duration::from_secs(10),
-        || assert!(lenient::find_object_with_key(&braces, "named_entities").is_none()),
+        || {
+            assert_eq!(
+                lenient::find_object_with_key(&braces, "named_entities"),
+                Some("{\"named_entities\": [\"x\"]}")
+            )
+        },
+    );
+    // Escaped JSON of an earlier, cut-off attempt before the real object (each escaped `{` a candidate
+    // whose scan runs to the end): found as the exhaustive search finds it.
+    let escaped =
+        "{\"raw\": \"".to_owned() + &"{\\\"a\\\": ".repeat(100) + "\n{\"named_entities\": [\"x\"]}";
+    assert_eq!(
+        lenient::find_object_with_key(&escaped, "named_entities"),
+        Some("{\"named_entities\": [\"x\"]}")
     );
     // A million distinct entities made de-duplication quadratic.
     let mut many = String::from("{\"named_entities\": [");

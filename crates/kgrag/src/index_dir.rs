@@ -111,6 +111,13 @@ pub struct Manifest {
 }
 
 impl Manifest {
+    /// Every file the manifest names: the shared ones, then each method's.
+    pub fn all_files(&self) -> impl Iterator<Item = &FileEntry> {
+        self.files
+            .iter()
+            .chain(self.methods.values().flat_map(|m| m.files.iter()))
+    }
+
     /// The folder of this generation.
     pub fn generation_dir(&self) -> String {
         generation_dir(self.generation)
@@ -138,11 +145,7 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
     })?;
     // Every file must lie inside the index folder: a hand-edited or hostile manifest cannot make kgrag
     // read (or check) files elsewhere.
-    let all = manifest
-        .files
-        .iter()
-        .chain(manifest.methods.values().flat_map(|m| m.files.iter()));
-    for f in all {
+    for f in manifest.all_files() {
         let inside = !f.path.is_empty()
             && Path::new(&f.path)
                 .components()
@@ -182,11 +185,7 @@ pub fn file_entry(root: &Path, rel: &str) -> Result<FileEntry> {
 /// Checks that every file of the manifest exists with its recorded size (the files' own frames verify
 /// their checksums when they are read).
 pub fn check_files(root: &Path, manifest: &Manifest) -> Result<()> {
-    let all = manifest
-        .files
-        .iter()
-        .chain(manifest.methods.values().flat_map(|m| m.files.iter()));
-    for f in all {
+    for f in manifest.all_files() {
         let path = root.join(&f.path);
         let len = std::fs::metadata(&path).map(|m| m.len()).map_err(|e| {
             KgragError::Index(format!(

@@ -247,8 +247,9 @@ async fn run_index(
                     .all(|(a, b)| a.id == b.id && a.doc_id == b.document.id);
             let same_methods = methods_now.len() == manifest.methods.len()
                 && methods_now.iter().all(|m| manifest.methods.contains_key(m));
-            // Chunks whose extraction failed in the last build (model errors, unusable replies) are
-            // retried by a rerun: not up to date while there are any.
+            // Chunks whose extraction failed in the last build (every attempt at a model call failed) are
+            // retried by a rerun: not up to date while there are any. (A reply that holds no usable JSON
+            // is not a failure: the chunk is stored with what could be read, and its issues counted.)
             let failed = manifest.extraction.get("failed").copied().unwrap_or(0);
             if failed > 0 && same_docs && same_methods {
                 kgrag::progress::say(&format!(
