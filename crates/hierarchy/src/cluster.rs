@@ -11,7 +11,8 @@ use crate::{HierarchyError, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "mode")]
 pub enum Assignment {
-    /// HiRAG: every component whose posterior exceeds `threshold` (0.1); a point with none gets its argmax
+    /// HiRAG: every component whose posterior exceeds `threshold` (0.1; a zero posterior never counts, even
+    /// under a negative threshold); a point with none gets its argmax
     /// (the reference drops it — ours keeps every entity).
     Soft {
         /// Posterior threshold.
@@ -165,35 +166,40 @@ pub fn cluster_points(
         Some(m) if m.k() == k => m,
         _ => Gmm::fit(points, k, &config.gmm)?,
     };
-    let proba = model.predict_proba(points);
+    // Sparse posteriors: LeanRAG's k = N / 20 would make a dense n × k matrix quadratic in memory.
+    let posteriors = model.posteriors(points);
     let mut labels = Vec::with_capacity(n);
     let mut rescued = 0;
-    for (i, row) in proba.chunks(k).enumerate() {
-        // A posterior row sums to 1; the E-step leaves a row at zero when the point's log-likelihood is
+    for (i, (comps, values)) in posteriors.rows().enumerate() {
+        // A posterior row sums to 1; the E-step leaves a row empty when the point's log-likelihood is
         // not finite under any component (a degenerate fit): an error, not a point put in cluster 0.
-        let total: f64 = row.iter().sum();
+        let total: f64 = values.iter().sum();
         if !(total > 0.5 && total.is_finite()) {
             return Err(HierarchyError::Numerical(format!(
                 "point {i} has no finite posterior under the fitted {k}-component mixture (its \
                  log-likelihood is not finite under any component)"
             )));
         }
+        // The first largest posterior (ties: the lower component; the components are ascending).
         let mut arg = 0;
-        for (c, p) in row.iter().enumerate() {
-            if *p > row[arg] {
-                arg = c;
+        for (j, p) in values.iter().enumerate() {
+            if *p > values[arg] {
+                arg = j;
             }
         }
+        let arg = comps[arg];
         let l: Vec<u32> = match assignment {
-            Assignment::Hard => vec![arg as u32],
+            Assignment::Hard => vec![arg],
             Assignment::Soft { threshold } => {
-                let l: Vec<u32> = (0..k)
-                    .filter(|&c| row[c] > threshold)
-                    .map(|c| c as u32)
+                let l: Vec<u32> = comps
+                    .iter()
+                    .zip(values)
+                    .filter(|(_, &p)| p > threshold)
+                    .map(|(&c, _)| c)
                     .collect();
                 if l.is_empty() {
                     rescued += 1;
-                    vec![arg as u32]
+                    vec![arg]
                 } else {
                     l
                 }

@@ -488,9 +488,152 @@ impl Gmm {
         resp
     }
 
+    /// Posterior probabilities, sparse (memory proportional to the non-zero posteriors, not to `n × k`).
+    /// The same values as [`Gmm::predict_proba`].
+    pub fn posteriors(&self, points: &Points) -> Posteriors {
+        let n = points.len();
+        let blocks = if self.k >= SPARSE_MIN_K {
+            self.e_step_sparse(points, false).1
+        } else {
+            let log_w: Vec<f64> = self.weights.iter().map(|w| w.ln()).collect();
+            (0..n.div_ceil(BLOCK))
+                .into_par_iter()
+                .map(|b| {
+                    let count = BLOCK.min(n - b * BLOCK);
+                    let mut dense = vec![0.0; count * self.k];
+                    self.e_block(&log_w, points, b * BLOCK, count, Some(&mut dense), None);
+                    let mut rows = SparseRows::default();
+                    for row in dense.chunks(self.k) {
+                        rows.push_dense_row(row);
+                    }
+                    rows
+                })
+                .collect()
+        };
+        Posteriors { blocks, n }
+    }
+
+    /// The sparse E-step over `count` points from `start` into `out` (see [`SPARSE_MIN_K`]); adds each
+    /// point with its posteriors to `moments` when given. Per point, the same arithmetic as
+    /// [`Gmm::e_block`] on the components that can have a non-zero posterior.
+    #[allow(clippy::too_many_arguments)]
+    fn e_block_sparse(
+        &self,
+        log_w: &[f64],
+        lookup: Option<(&Planar, &ComponentTree)>,
+        points: &Points,
+        start: usize,
+        count: usize,
+        out: &mut SparseRows,
+        mut moments: Option<&mut Moments>,
+    ) -> f64 {
+        let k = self.k;
+        let mut comps: Vec<u32> = Vec::new();
+        let mut terms: Vec<f64> = Vec::new();
+        let mut stack = Vec::new();
+        let mut diff = vec![0.0; self.d];
+        let mut sum = 0.0;
+        let mut logs = LogSum::new();
+        for r in 0..count {
+            let x = points.row(start + r);
+            match lookup {
+                Some((p, tree)) => {
+                    tree.candidates(p, x[0], x[1], &mut comps, &mut stack);
+                    terms.clear();
+                    terms.extend(comps.iter().map(|&c| p.term(c as usize, x[0], x[1])));
+                }
+                None => {
+                    if comps.len() != k {
+                        comps.clear();
+                        comps.extend(0..k as u32);
+                        terms.resize(k, 0.0);
+                    }
+                    self.weighted_log_probs(log_w, x, &mut diff, &mut terms);
+                }
+            }
+            let max = max_of(&terms);
+            sum += max;
+            if !max.is_finite() {
+                out.end_row();
+                continue;
+            }
+            for v in terms.iter_mut() {
+                *v = negligible_or_exp(*v - max);
+            }
+            let total: f64 = terms.iter().sum();
+            logs.add(total);
+            for (&c, &e) in comps.iter().zip(&terms) {
+                if e != 0.0 {
+                    let v = e / total;
+                    out.push(c, v);
+                    if let Some(m) = moments.as_deref_mut() {
+                        m.add_one(c as usize, x, v);
+                    }
+                }
+            }
+            out.end_row();
+        }
+        sum + logs.total()
+    }
+
+    /// The sparse E-step over all points: the mean log-likelihood, each block's posteriors and, with
+    /// `moments`, each block's [`Moments`] (else none), in block order.
+    fn e_step_sparse(
+        &self,
+        points: &Points,
+        moments: bool,
+    ) -> (f64, Vec<SparseRows>, Vec<Moments>) {
+        let (n, k, d) = (points.len(), self.k, self.d);
+        let log_w: Vec<f64> = self.weights.iter().map(|w| w.ln()).collect();
+        let planar = (d == 2).then(|| Planar::new(self, &log_w));
+        let tree = planar.as_ref().map(|p| ComponentTree::new(self, p));
+        let lookup = planar.as_ref().zip(tree.as_ref());
+        let blocks: Vec<(f64, SparseRows, Option<Moments>)> = (0..n.div_ceil(BLOCK))
+            .into_par_iter()
+            .map(|b| {
+                let count = BLOCK.min(n - b * BLOCK);
+                let mut rows = SparseRows::default();
+                let mut m = moments.then(|| Moments::new(k, d));
+                let s = with_simd(
+                    #[inline(always)]
+                    || {
+                        self.e_block_sparse(
+                            &log_w,
+                            lookup,
+                            points,
+                            b * BLOCK,
+                            count,
+                            &mut rows,
+                            m.as_mut(),
+                        )
+                    },
+                );
+                (s, rows, m)
+            })
+            .collect();
+        let sum: f64 = blocks.iter().map(|b| b.0).sum();
+        let mut all_rows = Vec::with_capacity(blocks.len());
+        let mut all_moments = Vec::new();
+        for (_, rows, m) in blocks {
+            all_rows.push(rows);
+            all_moments.extend(m);
+        }
+        (sum / n.max(1) as f64, all_rows, all_moments)
+    }
+
     /// Fits a `k`-component mixture to `points` (needs `1 ≤ k ≤ n` and `d ≥ 1`).
     pub fn fit(points: &Points, k: usize, config: &GmmConfig) -> Result<Gmm> {
+        Self::fit_with(points, k, config, k >= SPARSE_MIN_K)
+    }
+
+    /// [`Gmm::fit`] with the posteriors' storage chosen (dense `n × k` or sparse).
+    fn fit_with(points: &Points, k: usize, config: &GmmConfig, sparse: bool) -> Result<Gmm> {
         config.validate()?;
+        if u32::try_from(k).is_err() {
+            return Err(HierarchyError::Input(format!(
+                "a mixture of {k} components is beyond this implementation's 2^32"
+            )));
+        }
         let n = points.len();
         if k == 0 || k > n {
             return Err(HierarchyError::Input(format!(
@@ -504,7 +647,7 @@ impl Gmm {
         }
         let fits: Vec<Result<Gmm>> = (0..config.n_init)
             .into_par_iter()
-            .map(|restart| fit_once(points, k, config, restart))
+            .map(|restart| fit_once(points, k, config, restart, sparse))
             .collect();
         let mut best: Option<Gmm> = None;
         for f in fits {
@@ -520,9 +663,12 @@ impl Gmm {
 /// k-means++ seeding (scikit-learn's variant with `2 + ⌊ln k⌋` local trials); returns the centre indices.
 fn kmeans_plus_plus(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usize> {
     let n = points.len();
+    let trials = 2 + (k as f64).ln() as usize;
+    if n.saturating_mul(k).saturating_mul(trials) > SEEDING_SCAN_LIMIT {
+        return kmeans_plus_plus_tree(points, k, rng);
+    }
     let sq =
         |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum() };
-    let trials = 2 + (k as f64).ln() as usize;
     let first = rng.below(n);
     let mut indices = vec![first];
     let mut closest: Vec<f64> = (0..n)
@@ -560,6 +706,253 @@ fn kmeans_plus_plus(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usiz
         indices.push(cand);
     }
     indices
+}
+
+/// Above this many distance evaluations (`n · k · trials`), k-means++ seeding runs on a k-d tree
+/// ([`kmeans_plus_plus_tree`]) instead of rescanning every point per candidate, which is quadratic when k
+/// grows with n (LeanRAG: k = N / 20).
+const SEEDING_SCAN_LIMIT: usize = 1 << 27;
+
+/// k-means++ seeding as [`kmeans_plus_plus`] describes it, in time about `n · trials · log n` instead of
+/// `n · k · trials`: the points sit in a k-d tree whose nodes know the largest squared distance to the
+/// nearest centre below them, so a candidate visits only the points it brings closer; the draws by squared
+/// distance descend a sum tree. The same distribution and the same random stream; the potentials are
+/// maintained (`pot − decrease`) rather than re-added from scratch, so a near-tie between trials can go the
+/// other way than in the full scan.
+fn kmeans_plus_plus_tree(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usize> {
+    let (n, d) = (points.len(), points.dim());
+    let sq =
+        |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum() };
+    let trials = 2 + (k as f64).ln() as usize;
+    let first = rng.below(n);
+    let mut indices = vec![first];
+    let mut tree = PointTree::new(points);
+    let mut closest: Vec<f64> = (0..n)
+        .map(|i| sq(points.row(i), points.row(first)))
+        .collect();
+    tree.refresh(&closest);
+    let mut sums = SumTree::new(&closest);
+    let mut centre = vec![0.0; d];
+    while indices.len() < k {
+        let pot = sums.total();
+        let mut best: Option<(f64, usize)> = None;
+        for _ in 0..trials {
+            let r = rng.next_f64() * pot;
+            let cand = sums.find(r).min(n - 1);
+            centre.copy_from_slice(points.row(cand));
+            let decrease = tree.decrease(points, &centre, &closest, None);
+            let cand_pot = pot - decrease;
+            if best.is_none_or(|(p, _)| cand_pot < p) {
+                best = Some((cand_pot, cand));
+            }
+        }
+        let Some((_, cand)) = best else { break };
+        centre.copy_from_slice(points.row(cand));
+        let mut changed = Vec::new();
+        tree.decrease(points, &centre, &closest, Some(&mut changed));
+        for (i, v) in changed {
+            closest[i] = v;
+            sums.set(i, v);
+        }
+        tree.refresh_after(&closest);
+        indices.push(cand);
+    }
+    indices
+}
+
+/// A k-d tree over points (leaves of up to 16), each node with its bounding box and the largest
+/// `closest` value among its points.
+struct PointTree {
+    d: usize,
+    /// Point indices; each node is a range of them.
+    order: Vec<usize>,
+    /// Per node: start, end, children (0 for a leaf: the root is never a child).
+    ranges: Vec<(usize, usize, usize, usize)>,
+    /// Per node, `lo` then `hi` (2·d values).
+    boxes: Vec<f64>,
+    /// Per node, the largest `closest` below it.
+    max: Vec<f64>,
+    /// Nodes whose `max` may have dropped since the last refresh.
+    dirty: Vec<usize>,
+}
+
+impl PointTree {
+    const LEAF: usize = 16;
+
+    fn new(points: &Points) -> Self {
+        let mut t = Self {
+            d: points.dim(),
+            order: (0..points.len()).collect(),
+            ranges: Vec::new(),
+            boxes: Vec::new(),
+            max: Vec::new(),
+            dirty: Vec::new(),
+        };
+        t.build(points, 0, points.len());
+        t.max = vec![0.0; t.ranges.len()];
+        t
+    }
+
+    fn build(&mut self, points: &Points, start: usize, end: usize) -> usize {
+        let d = self.d;
+        let index = self.ranges.len();
+        let (mut lo, mut hi) = (vec![f64::INFINITY; d], vec![f64::NEG_INFINITY; d]);
+        for &i in &self.order[start..end] {
+            for (a, &v) in points.row(i).iter().enumerate() {
+                lo[a] = lo[a].min(v);
+                hi[a] = hi[a].max(v);
+            }
+        }
+        self.ranges.push((start, end, 0, 0));
+        self.boxes.extend(&lo);
+        self.boxes.extend(&hi);
+        if end - start > Self::LEAF {
+            let axis = (0..d)
+                .max_by(|&a, &b| (hi[a] - lo[a]).total_cmp(&(hi[b] - lo[b])))
+                .unwrap_or(0);
+            let mid = start + (end - start) / 2;
+            self.order[start..end].select_nth_unstable_by(mid - start, |&a, &b| {
+                points.row(a)[axis].total_cmp(&points.row(b)[axis])
+            });
+            let left = self.build(points, start, mid);
+            let right = self.build(points, mid, end);
+            self.ranges[index].2 = left;
+            self.ranges[index].3 = right;
+        }
+        index
+    }
+
+    fn dist2(&self, node: usize, x: &[f64]) -> f64 {
+        let d = self.d;
+        let (lo, hi) = (
+            &self.boxes[2 * d * node..2 * d * node + d],
+            &self.boxes[2 * d * node + d..2 * d * (node + 1)],
+        );
+        x.iter()
+            .zip(lo.iter().zip(hi))
+            .map(|(&v, (&l, &h))| {
+                let e = (l - v).max(v - h).max(0.0);
+                e * e
+            })
+            .sum()
+    }
+
+    /// Recomputes every node's `max`.
+    fn refresh(&mut self, closest: &[f64]) {
+        self.dirty = (0..self.ranges.len()).collect();
+        self.refresh_after(closest);
+    }
+
+    /// Recomputes the `max` of the nodes marked dirty, deepest first (children are numbered after their
+    /// parents).
+    fn refresh_after(&mut self, closest: &[f64]) {
+        let mut dirty = std::mem::take(&mut self.dirty);
+        dirty.sort_unstable_by(|a, b| b.cmp(a));
+        dirty.dedup();
+        for &node in &dirty {
+            let (start, end, l, r) = self.ranges[node];
+            self.max[node] = if l == 0 {
+                self.order[start..end]
+                    .iter()
+                    .map(|&i| closest[i])
+                    .fold(0.0, f64::max)
+            } else {
+                self.max[l].max(self.max[r])
+            };
+        }
+        dirty.clear();
+        self.dirty = dirty;
+    }
+
+    /// The potential's decrease if `centre` were added: `Σ max(0, closest − ‖x − centre‖²)`; with `changed`,
+    /// also the new values of the points it brings closer (their nodes marked for a refresh).
+    fn decrease(
+        &mut self,
+        points: &Points,
+        centre: &[f64],
+        closest: &[f64],
+        mut changed: Option<&mut Vec<(usize, f64)>>,
+    ) -> f64 {
+        let mut total = 0.0;
+        let mut stack = vec![0usize];
+        while let Some(node) = stack.pop() {
+            if self.dist2(node, centre) >= self.max[node] {
+                continue;
+            }
+            if changed.is_some() {
+                self.dirty.push(node);
+            }
+            let (start, end, l, r) = self.ranges[node];
+            if l != 0 {
+                stack.push(r);
+                stack.push(l);
+                continue;
+            }
+            for &i in &self.order[start..end] {
+                let s: f64 = points
+                    .row(i)
+                    .iter()
+                    .zip(centre)
+                    .map(|(x, y)| (x - y) * (x - y))
+                    .sum();
+                if s < closest[i] {
+                    total += closest[i] - s;
+                    if let Some(c) = changed.as_deref_mut() {
+                        c.push((i, s));
+                    }
+                }
+            }
+        }
+        total
+    }
+}
+
+/// Sums of non-negative weights in a complete binary tree: the total, a weight's update and the draw of
+/// the first index whose prefix sum reaches `r`, each in `log n`. Parents are recomputed from their
+/// children, so sums never drift.
+struct SumTree {
+    size: usize,
+    sums: Vec<f64>,
+}
+
+impl SumTree {
+    fn new(weights: &[f64]) -> Self {
+        let size = weights.len().next_power_of_two().max(1);
+        let mut sums = vec![0.0; 2 * size];
+        sums[size..size + weights.len()].copy_from_slice(weights);
+        for i in (1..size).rev() {
+            sums[i] = sums[2 * i] + sums[2 * i + 1];
+        }
+        Self { size, sums }
+    }
+
+    fn total(&self) -> f64 {
+        self.sums[1]
+    }
+
+    fn set(&mut self, i: usize, v: f64) {
+        let mut at = self.size + i;
+        self.sums[at] = v;
+        while at > 1 {
+            at /= 2;
+            self.sums[at] = self.sums[2 * at] + self.sums[2 * at + 1];
+        }
+    }
+
+    /// The first index whose prefix sum reaches `r` (the last index when none does).
+    fn find(&self, mut r: f64) -> usize {
+        let mut at = 1;
+        while at < self.size {
+            let left = self.sums[2 * at];
+            if r <= left && left > 0.0 {
+                at *= 2;
+            } else {
+                r -= left;
+                at = 2 * at + 1;
+            }
+        }
+        at - self.size
+    }
 }
 
 /// Lower Cholesky factor of a symmetric `d × d` matrix, or `None` if it is not positive definite.
@@ -632,10 +1025,17 @@ impl Moments {
             if r == 0.0 {
                 continue;
             }
-            self.nk[c] += r;
-            for (s, v) in self.sx[c * d..(c + 1) * d].iter_mut().zip(x) {
-                *s += r * v;
-            }
+            self.add_one(c, x, r);
+        }
+    }
+
+    /// Adds point `x` with posterior `r` of component `c` (what [`Moments::add`] does per component).
+    #[inline(always)]
+    fn add_one(&mut self, c: usize, x: &[f64], r: f64) {
+        let d = x.len();
+        self.nk[c] += r;
+        for (s, v) in self.sx[c * d..(c + 1) * d].iter_mut().zip(x) {
+            *s += r * v;
         }
     }
 }
@@ -673,14 +1073,278 @@ impl Planar {
             constant: col(&|c| log_w[c] + g.log_det[c] - LN_2PI),
         }
     }
+
+    /// Component `c`'s term at `(x0, x1)`, with the E-step's arithmetic.
+    #[inline(always)]
+    fn term(&self, c: usize, x0: f64, x1: f64) -> f64 {
+        let (dx, dy) = (x0 - self.mx[c], x1 - self.my[c]);
+        let y0 = self.l0[c] * dx;
+        let y1 = self.l2[c] * dx + self.l3[c] * dy;
+        self.constant[c] - 0.5 * (y0 * y0 + y1 * y1)
+    }
 }
 
-/// M-step: parameters from responsibilities (`resp` row-major `n × k`). Weights are left unnormalised
+/// From this many components on, fits and predictions keep posteriors sparse (only the non-zero ones; a
+/// posterior is exactly zero when its log-ratio to the point's best component is below [`NEGLIGIBLE`]),
+/// and in two dimensions look each point's components up in a [`ComponentTree`] instead of scanning all
+/// k: LeanRAG's first layer has k = N / 20, where a dense `n × k` matrix is quadratic in memory (a
+/// 150,000-entity layer would need 9 GB per restart) and a full scan quadratic in time. Below it the dense
+/// path is faster. Both give the same bits: a zero posterior adds ±0 to every sum, which leaves it as it is.
+const SPARSE_MIN_K: usize = 64;
+
+/// Components per leaf of a [`ComponentTree`].
+const TREE_LEAF: usize = 8;
+
+/// One block's posteriors, sparse: per point in order, its components of non-zero posterior in ascending
+/// order with their posteriors.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct SparseRows {
+    /// End of each point's entries in `comps` / `values`.
+    ends: Vec<usize>,
+    comps: Vec<u32>,
+    values: Vec<f64>,
+}
+
+impl SparseRows {
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn row(&self, r: usize) -> (&[u32], &[f64]) {
+        let start = if r == 0 { 0 } else { self.ends[r - 1] };
+        let end = self.ends[r];
+        (&self.comps[start..end], &self.values[start..end])
+    }
+
+    fn push(&mut self, c: u32, v: f64) {
+        self.comps.push(c);
+        self.values.push(v);
+    }
+
+    fn end_row(&mut self) {
+        self.ends.push(self.comps.len());
+    }
+
+    /// The non-zero entries of a dense posterior row.
+    fn push_dense_row(&mut self, row: &[f64]) {
+        for (c, &v) in row.iter().enumerate() {
+            if v != 0.0 {
+                self.push(c as u32, v);
+            }
+        }
+        self.end_row();
+    }
+}
+
+/// Posterior probabilities of every point, sparse: for each point, the components whose posterior is not
+/// zero, in ascending order (a row sums to 1; it is empty only when the point's likelihood is not finite
+/// under any component).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Posteriors {
+    /// Blocks of [`BLOCK`] points (the last may be shorter).
+    blocks: Vec<SparseRows>,
+    n: usize,
+}
+
+impl Posteriors {
+    /// Number of points.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// Whether there are no points.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Point `i`'s components (ascending) and their posteriors. Panics when `i ≥ len()`.
+    pub fn row(&self, i: usize) -> (&[u32], &[f64]) {
+        self.blocks[i / BLOCK].row(i % BLOCK)
+    }
+
+    /// Every point's row, in point order.
+    pub fn rows(&self) -> impl Iterator<Item = (&[u32], &[f64])> + '_ {
+        self.blocks
+            .iter()
+            .flat_map(|b| (0..b.len()).map(move |r| b.row(r)))
+    }
+
+    /// Non-zero entries in all.
+    pub fn nnz(&self) -> usize {
+        self.blocks.iter().map(|b| b.comps.len()).sum()
+    }
+}
+
+/// The two-dimensional components in a k-d tree over their means. Each node keeps the bounding box of its
+/// means, the largest constant `ln w + ½ ln det Σ⁻¹ − ln 2π` and the smallest `s`, a lower bound of the
+/// precision's smallest eigenvalue, so that every component `c` below it has, at a point `x`,
+/// `term_c(x) ≤ constant_c − ½ s_c ‖x − μ_c‖² ≤ kmax − ½ smin · dist²(x, box)`. A point's candidates are
+/// the components whose bound reaches `m + NEGLIGIBLE − margin`, `m` being the best term among the
+/// components of the leaf nearest to it: every other component's posterior is exactly zero.
+struct ComponentTree {
+    nodes: Vec<TreeNode>,
+    /// Component indices; each leaf is a range of them.
+    order: Vec<u32>,
+    /// Per component, `s` (see above).
+    s: Vec<f64>,
+}
+
+struct TreeNode {
+    lo: [f64; 2],
+    hi: [f64; 2],
+    kmax: f64,
+    smin: f64,
+    start: usize,
+    end: usize,
+    /// Child nodes (`None` for a leaf).
+    children: Option<(usize, usize)>,
+}
+
+impl TreeNode {
+    fn dist2(&self, x0: f64, x1: f64) -> f64 {
+        let d0 = (self.lo[0] - x0).max(x0 - self.hi[0]).max(0.0);
+        let d1 = (self.lo[1] - x1).max(x1 - self.hi[1]).max(0.0);
+        d0 * d0 + d1 * d1
+    }
+}
+
+impl ComponentTree {
+    fn new(g: &Gmm, p: &Planar) -> Self {
+        let k = g.k;
+        let s = (0..k)
+            .map(|c| {
+                // L⁻¹ = [[a, 0], [b, c]]: the smallest eigenvalue of L⁻ᵀL⁻¹ is det² / λ_max ≥ det² / trace,
+                // shrunk a little against rounding.
+                let (a, b, d) = (
+                    g.inv_chol[c * 4],
+                    g.inv_chol[c * 4 + 2],
+                    g.inv_chol[c * 4 + 3],
+                );
+                let bound = (a * d) * (a * d) / (a * a + b * b + d * d) * (1.0 - 1e-9);
+                if bound.is_finite() && bound > 0.0 {
+                    bound
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let mut tree = Self {
+            nodes: Vec::with_capacity(2 * k / TREE_LEAF + 2),
+            order: (0..k as u32).collect(),
+            s,
+        };
+        tree.build(p, 0, k);
+        tree
+    }
+
+    /// Adds the node over `order[start..end]` and its subtree; returns its index.
+    fn build(&mut self, p: &Planar, start: usize, end: usize) -> usize {
+        let (mut lo, mut hi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
+        let (mut kmax, mut smin) = (f64::NEG_INFINITY, f64::INFINITY);
+        for &c in &self.order[start..end] {
+            let c = c as usize;
+            for (axis, m) in [p.mx[c], p.my[c]].into_iter().enumerate() {
+                lo[axis] = lo[axis].min(m);
+                hi[axis] = hi[axis].max(m);
+            }
+            kmax = kmax.max(p.constant[c]);
+            smin = smin.min(self.s[c]);
+        }
+        let index = self.nodes.len();
+        self.nodes.push(TreeNode {
+            lo,
+            hi,
+            kmax,
+            smin,
+            start,
+            end,
+            children: None,
+        });
+        if end - start > TREE_LEAF {
+            let axis = usize::from(hi[1] - lo[1] > hi[0] - lo[0]);
+            let coord = |c: &u32| {
+                if axis == 0 {
+                    p.mx[*c as usize]
+                } else {
+                    p.my[*c as usize]
+                }
+            };
+            let mid = start + (end - start) / 2;
+            self.order[start..end]
+                .select_nth_unstable_by(mid - start, |a, b| coord(a).total_cmp(&coord(b)));
+            let left = self.build(p, start, mid);
+            let right = self.build(p, mid, end);
+            self.nodes[index].children = Some((left, right));
+        }
+        index
+    }
+
+    /// The candidate components of point `(x0, x1)` into `out`, ascending (every component whose posterior
+    /// may be non-zero; all of them when no finite term bounds the search).
+    fn candidates(&self, p: &Planar, x0: f64, x1: f64, out: &mut Vec<u32>, stack: &mut Vec<usize>) {
+        out.clear();
+        // A lower bound of the point's best term: the best among the nearest leaf's components.
+        let mut node = 0;
+        while let Some((l, r)) = self.nodes[node].children {
+            node = if self.nodes[l].dist2(x0, x1) <= self.nodes[r].dist2(x0, x1) {
+                l
+            } else {
+                r
+            };
+        }
+        let leaf = &self.nodes[node];
+        let best = self.order[leaf.start..leaf.end]
+            .iter()
+            .map(|&c| p.term(c as usize, x0, x1))
+            .fold(f64::NEG_INFINITY, f64::max);
+        if !best.is_finite() {
+            out.extend(0..self.order.len() as u32);
+            return;
+        }
+        // Rounding of the terms and of the bounds is far below this margin.
+        let floor = best + NEGLIGIBLE - 1.0 - 1e-9 * best.abs();
+        stack.clear();
+        stack.push(0);
+        while let Some(i) = stack.pop() {
+            let n = &self.nodes[i];
+            let reach = n.kmax - 0.5 * n.smin * n.dist2(x0, x1);
+            if reach < floor && reach.is_finite() {
+                continue;
+            }
+            match n.children {
+                Some((l, r)) => {
+                    stack.push(r);
+                    stack.push(l);
+                }
+                None => {
+                    for &c in &self.order[n.start..n.end] {
+                        let ci = c as usize;
+                        let (dx, dy) = (x0 - p.mx[ci], x1 - p.my[ci]);
+                        let bound = p.constant[ci] - 0.5 * self.s[ci] * (dx * dx + dy * dy);
+                        if bound >= floor || !bound.is_finite() {
+                            out.push(c);
+                        }
+                    }
+                }
+            }
+        }
+        out.sort_unstable();
+    }
+}
+
+/// Responsibilities for the M-step: dense row-major `n × k`, or sparse blocks of [`BLOCK`] points.
+#[derive(Clone, Copy)]
+enum Resp<'a> {
+    Dense(&'a [f64]),
+    Sparse(&'a [SparseRows]),
+}
+
+/// M-step: parameters from responsibilities. Weights are left unnormalised
 /// (masses / n) as scikit-learn's initialisation does; callers normalise after EM steps. `moments` are
 /// the first pass's per-block sums when the E-step already made them.
 fn m_step(
     points: &Points,
-    resp: &[f64],
+    resp: Resp<'_>,
     k: usize,
     reg: f64,
     moments: Option<Vec<Moments>>,
@@ -694,8 +1358,22 @@ fn m_step(
             .into_par_iter()
             .map(|b| {
                 let mut m = Moments::new(k, d);
-                for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
-                    m.add(points.row(i), &resp[i * k..(i + 1) * k]);
+                match resp {
+                    Resp::Dense(resp) => {
+                        for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
+                            m.add(points.row(i), &resp[i * k..(i + 1) * k]);
+                        }
+                    }
+                    Resp::Sparse(blocks) => {
+                        let rows = &blocks[b];
+                        for r in 0..rows.len() {
+                            let x = points.row(b * BLOCK + r);
+                            let (comps, values) = rows.row(r);
+                            for (&c, &v) in comps.iter().zip(values) {
+                                m.add_one(c as usize, x, v);
+                            }
+                        }
+                    }
                 }
                 m
             })
@@ -737,15 +1415,35 @@ fn m_step(
                     || {
                         let (mx, my) = (&mx[..k], &my[..k]);
                         let (sxx, sxy, syy) = (&mut sxx[..k], &mut sxy[..k], &mut syy[..k]);
-                        for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
-                            let (x0, x1) = (points.row(i)[0], points.row(i)[1]);
-                            let row = &resp[i * k..(i + 1) * k];
-                            for c in 0..k {
-                                let (dx, dy) = (x0 - mx[c], x1 - my[c]);
-                                let (rx, ry) = (row[c] * dx, row[c] * dy);
-                                sxx[c] += rx * dx;
-                                sxy[c] += ry * dx;
-                                syy[c] += ry * dy;
+                        match resp {
+                            Resp::Dense(resp) => {
+                                for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
+                                    let (x0, x1) = (points.row(i)[0], points.row(i)[1]);
+                                    let row = &resp[i * k..(i + 1) * k];
+                                    for c in 0..k {
+                                        let (dx, dy) = (x0 - mx[c], x1 - my[c]);
+                                        let (rx, ry) = (row[c] * dx, row[c] * dy);
+                                        sxx[c] += rx * dx;
+                                        sxy[c] += ry * dx;
+                                        syy[c] += ry * dy;
+                                    }
+                                }
+                            }
+                            Resp::Sparse(blocks) => {
+                                let rows = &blocks[b];
+                                for r in 0..rows.len() {
+                                    let x = points.row(b * BLOCK + r);
+                                    let (x0, x1) = (x[0], x[1]);
+                                    let (comps, values) = rows.row(r);
+                                    for (&c, &v) in comps.iter().zip(values) {
+                                        let c = c as usize;
+                                        let (dx, dy) = (x0 - mx[c], x1 - my[c]);
+                                        let (rx, ry) = (v * dx, v * dy);
+                                        sxx[c] += rx * dx;
+                                        sxy[c] += ry * dx;
+                                        syy[c] += ry * dy;
+                                    }
+                                }
                             }
                         }
                     },
@@ -757,22 +1455,36 @@ fn m_step(
                 }
                 return cov;
             }
-            for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
-                let x = points.row(i);
-                let row = &resp[i * k..(i + 1) * k];
-                for c in 0..k {
-                    let r = row[c];
-                    if r == 0.0 {
-                        continue;
+            let mut add = |x: &[f64], c: usize, r: f64| {
+                for ((o, a), m) in diff.iter_mut().zip(x).zip(&means[c * d..(c + 1) * d]) {
+                    *o = a - m;
+                }
+                let block = &mut cov[c * d * d..(c + 1) * d * d];
+                for p in 0..d {
+                    let rp = r * diff[p];
+                    for q in 0..=p {
+                        block[p * d + q] += rp * diff[q];
                     }
-                    for ((o, a), m) in diff.iter_mut().zip(x).zip(&means[c * d..(c + 1) * d]) {
-                        *o = a - m;
+                }
+            };
+            match resp {
+                Resp::Dense(resp) => {
+                    for i in b * BLOCK..((b + 1) * BLOCK).min(n) {
+                        let x = points.row(i);
+                        for (c, &r) in resp[i * k..(i + 1) * k].iter().enumerate() {
+                            if r != 0.0 {
+                                add(x, c, r);
+                            }
+                        }
                     }
-                    let block = &mut cov[c * d * d..(c + 1) * d * d];
-                    for p in 0..d {
-                        let rp = r * diff[p];
-                        for q in 0..=p {
-                            block[p * d + q] += rp * diff[q];
+                }
+                Resp::Sparse(blocks) => {
+                    let rows = &blocks[b];
+                    for r in 0..rows.len() {
+                        let x = points.row(b * BLOCK + r);
+                        let (comps, values) = rows.row(r);
+                        for (&c, &v) in comps.iter().zip(values) {
+                            add(x, c as usize, v);
                         }
                     }
                 }
@@ -842,24 +1554,69 @@ fn m_step(
     })
 }
 
-fn fit_once(points: &Points, k: usize, config: &GmmConfig, restart: usize) -> Result<Gmm> {
+/// One restart. `sparse` chooses the posteriors' storage (see [`SPARSE_MIN_K`]); both give the same bits.
+fn fit_once(
+    points: &Points,
+    k: usize,
+    config: &GmmConfig,
+    restart: usize,
+    sparse: bool,
+) -> Result<Gmm> {
     let n = points.len();
     let mut rng = SplitMix64::stream(config.seed, k as u64, restart as u64);
     let centres = kmeans_plus_plus(points, k, &mut rng);
-    let mut resp = vec![0.0; n * k];
-    for (c, &i) in centres.iter().enumerate() {
-        resp[i * k + c] = 1.0;
-    }
-    let mut model = m_step(points, &resp, k, config.reg_covar, None)?;
+    // Each component starts from its centre alone: one posterior of 1 per centre (a point drawn twice,
+    // possible when points coincide, starts both components).
+    let mut pairs: Vec<(usize, u32)> = centres
+        .iter()
+        .enumerate()
+        .map(|(c, &i)| (i, c as u32))
+        .collect();
+    pairs.sort_unstable();
+    let mut next = pairs.iter().peekable();
+    let start: Vec<SparseRows> = (0..n.div_ceil(BLOCK))
+        .map(|b| {
+            let mut rows = SparseRows::default();
+            for i in b * BLOCK..(b * BLOCK + BLOCK).min(n) {
+                while let Some(&&(_, c)) = next.peek().filter(|p| p.0 == i) {
+                    rows.push(c, 1.0);
+                    next.next();
+                }
+                rows.end_row();
+            }
+            rows
+        })
+        .collect();
+    let mut model = m_step(points, Resp::Sparse(&start), k, config.reg_covar, None)?;
+    drop(start);
+    let mut dense = if sparse { Vec::new() } else { vec![0.0; n * k] };
     let mut lower_bound = f64::NEG_INFINITY;
     let mut converged = false;
     let mut n_iter = 0;
     for it in 1..=config.max_iter {
         n_iter = it;
         let previous = lower_bound;
-        let (bound, moments) = model.e_step_into(points, &mut resp, true);
-        lower_bound = bound;
-        model = m_step(points, &resp, k, config.reg_covar, Some(moments))?;
+        model = if sparse {
+            let (bound, rows, moments) = model.e_step_sparse(points, true);
+            lower_bound = bound;
+            m_step(
+                points,
+                Resp::Sparse(&rows),
+                k,
+                config.reg_covar,
+                Some(moments),
+            )?
+        } else {
+            let (bound, moments) = model.e_step_into(points, &mut dense, true);
+            lower_bound = bound;
+            m_step(
+                points,
+                Resp::Dense(&dense),
+                k,
+                config.reg_covar,
+                Some(moments),
+            )?
+        };
         let total: f64 = model.weights.iter().sum();
         for w in &mut model.weights {
             *w /= total;
@@ -961,6 +1718,162 @@ mod tests {
             }
         }
         Points::new(centres.len() * per, 2, data).unwrap_or_default()
+    }
+
+    /// Points around `centres` in `d` dimensions (the first two coordinates from the centres, the rest
+    /// noise), with a few exact duplicates.
+    fn cloud(centres: usize, per: usize, d: usize, seed: u64) -> Points {
+        let mut rng = SplitMix64::new(seed);
+        let mut data = Vec::new();
+        for c in 0..centres {
+            let (cx, cy) = ((c % 17) as f64 * 3.0, (c / 17) as f64 * 2.5);
+            for j in 0..per {
+                let spread = 0.2 + (c % 5) as f64 * 0.3;
+                let mut row = vec![0.0; d];
+                for (a, v) in row.iter_mut().enumerate() {
+                    let base = match a {
+                        0 => cx,
+                        1 => cy,
+                        _ => 0.0,
+                    };
+                    *v = base + spread * (rng.next_f64() - 0.5) * 2.0;
+                }
+                if j % 7 == 3 {
+                    // a duplicate of the previous point
+                    let prev = data.len() - d;
+                    row.copy_from_slice(&data[prev..prev + d]);
+                }
+                data.extend(row);
+            }
+        }
+        Points::new(centres * per, d, data).unwrap_or_default()
+    }
+
+    #[test]
+    fn sparse_posteriors_give_the_dense_fit_bit_for_bit() {
+        let config = GmmConfig {
+            n_init: 2,
+            max_iter: 40,
+            ..GmmConfig::default()
+        };
+        for (d, k, n_centres) in [(2, 70, 60), (2, 5, 8), (2, 200, 150), (3, 70, 60)] {
+            let points = cloud(n_centres, 23, d, d as u64 * 1000 + k as u64);
+            let dense = Gmm::fit_with(&points, k, &config, false).unwrap();
+            let sparse = Gmm::fit_with(&points, k, &config, true).unwrap();
+            assert_eq!(dense, sparse, "d = {d}, k = {k}");
+            assert_eq!(
+                Gmm::fit(&points, k, &config).unwrap(),
+                dense,
+                "d = {d}, k = {k}"
+            );
+            // Posteriors: the sparse rows are the dense rows' non-zero entries.
+            let proba = dense.predict_proba(&points);
+            let post = dense.posteriors(&points);
+            assert_eq!(post.len(), points.len());
+            let mut nnz = 0;
+            for (i, (comps, values)) in post.rows().enumerate() {
+                let row = &proba[i * k..(i + 1) * k];
+                let expected: Vec<(u32, f64)> = row
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &v)| v != 0.0)
+                    .map(|(c, &v)| (c as u32, v))
+                    .collect();
+                let got: Vec<(u32, f64)> =
+                    comps.iter().copied().zip(values.iter().copied()).collect();
+                assert_eq!(got, expected, "d = {d}, k = {k}, point {i}");
+                assert_eq!(post.row(i), (comps, values));
+                nnz += comps.len();
+            }
+            assert_eq!(post.nnz(), nnz);
+            if k >= SPARSE_MIN_K && d == 2 {
+                // The lookup pays off: far fewer than k components per point.
+                assert!(
+                    nnz < points.len() * k / 4,
+                    "d = {d}, k = {k}: {nnz} non-zeros"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn tree_seeding_draws_the_same_centres_as_the_scan() {
+        for (d, k, seed) in [(2, 150, 1), (2, 400, 2), (3, 120, 3)] {
+            let points = cloud(150, 20, d, seed);
+            let mut a = SplitMix64::stream(9, k as u64, 0);
+            let mut b = SplitMix64::stream(9, k as u64, 0);
+            // The scan, whatever the size (the dispatch would pick the tree above its limit).
+            let scan = {
+                let n = points.len();
+                assert!(n * k * (2 + (k as f64).ln() as usize) <= SEEDING_SCAN_LIMIT);
+                kmeans_plus_plus(&points, k, &mut a)
+            };
+            let tree = kmeans_plus_plus_tree(&points, k, &mut b);
+            assert_eq!(tree.len(), k);
+            // Potentials are maintained rather than re-added, so a near-tie could differ; on these inputs
+            // there is none.
+            assert_eq!(scan, tree, "d = {d}, k = {k}");
+        }
+        // Coinciding points: the draws skip points already at distance 0.
+        let same = Points::new(
+            50,
+            2,
+            [1.0, 2.0].repeat(25).into_iter().chain([5.0; 50]).collect(),
+        )
+        .unwrap();
+        let centres = kmeans_plus_plus_tree(&same, 2, &mut SplitMix64::new(4));
+        assert_eq!(centres.len(), 2);
+        assert_ne!(same.row(centres[0]), same.row(centres[1]));
+    }
+
+    #[test]
+    fn sum_tree_finds_the_first_index_whose_prefix_reaches_r() {
+        let w = [0.0, 2.0, 0.0, 1.0, 3.0];
+        let mut t = SumTree::new(&w);
+        assert_eq!(t.total(), 6.0);
+        for (r, i) in [(0.5, 1), (2.0, 1), (2.5, 3), (3.0, 3), (3.1, 4), (6.0, 4)] {
+            assert_eq!(t.find(r), i, "r = {r}");
+        }
+        t.set(1, 0.0);
+        assert_eq!(t.total(), 4.0);
+        assert_eq!(t.find(0.5), 3);
+    }
+
+    #[test]
+    fn component_tree_candidates_cover_every_component_that_is_not_negligible() {
+        let points = cloud(120, 15, 2, 77);
+        let config = GmmConfig {
+            n_init: 1,
+            max_iter: 10,
+            ..GmmConfig::default()
+        };
+        let model = Gmm::fit_with(&points, 150, &config, true).unwrap();
+        let log_w: Vec<f64> = model.weights.iter().map(|w| w.ln()).collect();
+        let planar = Planar::new(&model, &log_w);
+        let tree = ComponentTree::new(&model, &planar);
+        let (mut out, mut stack) = (Vec::new(), Vec::new());
+        let mut total = 0;
+        // The data and points far outside it.
+        let probes: Vec<[f64; 2]> = (0..points.len())
+            .map(|i| [points.row(i)[0], points.row(i)[1]])
+            .chain([[-100.0, -100.0], [1e6, 3.0], [25.0, 1e-9]])
+            .collect();
+        for x in probes {
+            tree.candidates(&planar, x[0], x[1], &mut out, &mut stack);
+            assert!(out.windows(2).all(|w| w[0] < w[1]), "ascending, distinct");
+            let terms: Vec<f64> = (0..model.k).map(|c| planar.term(c, x[0], x[1])).collect();
+            let best = max_of(&terms);
+            for (c, t) in terms.iter().enumerate() {
+                if t - best >= NEGLIGIBLE {
+                    assert!(
+                        out.binary_search(&(c as u32)).is_ok(),
+                        "{x:?}: component {c} missed"
+                    );
+                }
+            }
+            total += out.len();
+        }
+        assert!(total < points.len() * 150 / 4, "{total} candidates");
     }
 
     #[test]

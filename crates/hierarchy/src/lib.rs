@@ -56,7 +56,7 @@ pub use cluster::{
     SparsityRule, StopReason,
 };
 pub use error::{HierarchyError, Result};
-pub use gmm::{BicScan, Gmm, GmmConfig};
+pub use gmm::{BicScan, Gmm, GmmConfig, Posteriors};
 pub use model::{
     GraphLinks, HNode, HNodeKind, HRelation, Hierarchy, LayerLog, Method, NodeId, RelationKind,
 };

@@ -358,64 +358,227 @@ impl HiGraph {
     }
 }
 
-/// Breadth-first search with scratch space reused across calls (one per query).
+/// Shortest-path search with scratch space reused across calls (one per worker).
+///
+/// [`Bfs::path`] is a bidirectional breadth-first search: it grows the smaller of the two frontiers one
+/// whole layer at a time until they meet, so a query touches the two balls around its ends rather than
+/// everything within the distance of `from` (on a 100,000-passage graph most of the graph). The path it
+/// returns is the one a plain breadth-first search from `from` would (see [`Bfs::path`]).
 pub(crate) struct Bfs {
-    parent: Vec<u32>,
-    stamp: Vec<u32>,
+    /// Per node, the round in which the forward / backward search reached it, and its depth there.
+    fstamp: Vec<u32>,
+    fdepth: Vec<u32>,
+    bstamp: Vec<u32>,
+    bdepth: Vec<u32>,
+    /// Per node, the round in which it was found to lie on a shortest path.
+    on: Vec<u32>,
     round: u32,
-    queue: Vec<u32>,
+    /// Each side's nodes in visiting order, with the end of every layer.
+    fnodes: Vec<u32>,
+    flayers: Vec<usize>,
+    bnodes: Vec<u32>,
+    blayers: Vec<usize>,
 }
 
 impl Bfs {
     pub(crate) fn new(n: usize) -> Self {
         Self {
-            parent: vec![0; n],
-            stamp: vec![0; n],
+            fstamp: vec![0; n],
+            fdepth: vec![0; n],
+            bstamp: vec![0; n],
+            bdepth: vec![0; n],
+            on: vec![0; n],
             round: 0,
-            queue: Vec::new(),
+            fnodes: Vec::new(),
+            flayers: Vec::new(),
+            bnodes: Vec::new(),
+            blayers: Vec::new(),
         }
     }
 
-    /// The lexicographically first unweighted shortest path from `from` to `to` (both included): neighbours
-    /// are expanded in name (= index) order and the first discovery of a node fixes its parent. `None` when
-    /// `to` is unreachable.
+    /// The lexicographically first unweighted shortest path from `from` to `to` (both included), which is
+    /// the path of a breadth-first search from `from` that expands neighbours in name (= index) order and
+    /// fixes a node's parent at its first discovery. `None` when `to` is unreachable.
+    ///
+    /// The two searches meet at depth `A` from `from` and `B` from `to`, and every shortest path has
+    /// length `D = A + B`. The nodes on some shortest path are marked layer by layer back from the meeting
+    /// layer on both sides; the path then takes, from `from`, the smallest marked neighbour one step
+    /// further each time.
     pub(crate) fn path(&mut self, g: &HiGraph, from: u32, to: u32) -> Option<Vec<u32>> {
         if from == to {
             return Some(vec![from]);
         }
         self.round = self.round.wrapping_add(1);
         if self.round == 0 {
-            self.stamp.iter_mut().for_each(|s| *s = 0);
+            for v in [&mut self.fstamp, &mut self.bstamp, &mut self.on] {
+                v.iter_mut().for_each(|s| *s = 0);
+            }
             self.round = 1;
         }
         let round = self.round;
-        self.queue.clear();
-        self.queue.push(from);
-        self.stamp[from as usize] = round;
-        self.parent[from as usize] = from;
-        let mut head = 0;
-        while head < self.queue.len() {
-            let u = self.queue[head];
-            head += 1;
-            for &(v, _) in g.neighbours(u) {
-                if self.stamp[v as usize] == round {
-                    continue;
-                }
-                self.stamp[v as usize] = round;
-                self.parent[v as usize] = u;
-                if v == to {
-                    let mut path = vec![to];
-                    let mut cur = to;
-                    while cur != from {
-                        cur = self.parent[cur as usize];
-                        path.push(cur);
-                    }
-                    path.reverse();
-                    return Some(path);
-                }
-                self.queue.push(v);
+        self.fnodes.clear();
+        self.bnodes.clear();
+        self.flayers.clear();
+        self.blayers.clear();
+        self.fnodes.push(from);
+        self.flayers.push(1);
+        self.fstamp[from as usize] = round;
+        self.fdepth[from as usize] = 0;
+        self.bnodes.push(to);
+        self.blayers.push(1);
+        self.bstamp[to as usize] = round;
+        self.bdepth[to as usize] = 0;
+        // Grow one side a whole layer at a time until a node is reached from both.
+        let met = loop {
+            let flen = self.fnodes.len() - frontier_start(&self.flayers);
+            let blen = self.bnodes.len() - frontier_start(&self.blayers);
+            if flen == 0 || blen == 0 {
+                return None;
+            }
+            let met = if flen <= blen {
+                grow(
+                    g,
+                    round,
+                    &mut self.fnodes,
+                    &mut self.flayers,
+                    &mut self.fstamp,
+                    &mut self.fdepth,
+                    &self.bstamp,
+                )
+            } else {
+                grow(
+                    g,
+                    round,
+                    &mut self.bnodes,
+                    &mut self.blayers,
+                    &mut self.bstamp,
+                    &mut self.bdepth,
+                    &self.fstamp,
+                )
+            };
+            if met {
+                break true;
+            }
+        };
+        debug_assert!(met);
+        let (a, b) = (self.flayers.len() as u32 - 1, self.blayers.len() as u32 - 1);
+        let total = a + b;
+        // The meeting layer: reached from both sides at depths A and B (any node reached from both is,
+        // since no shortest path is shorter than A + B).
+        let last = frontier_start(&self.flayers);
+        for &v in &self.fnodes[last..] {
+            if self.bstamp[v as usize] == round && self.bdepth[v as usize] == b {
+                self.on[v as usize] = round;
             }
         }
-        None
+        let blast = frontier_start(&self.blayers);
+        for &v in &self.bnodes[blast..] {
+            if self.fstamp[v as usize] == round && self.fdepth[v as usize] == a {
+                self.on[v as usize] = round;
+            }
+        }
+        // Back from the meeting layer on each side: a node is on a shortest path when a neighbour one
+        // layer further out is.
+        mark_back(
+            g,
+            round,
+            &self.fnodes,
+            &self.flayers,
+            &self.fstamp,
+            &self.fdepth,
+            &mut self.on,
+        );
+        mark_back(
+            g,
+            round,
+            &self.bnodes,
+            &self.blayers,
+            &self.bstamp,
+            &self.bdepth,
+            &mut self.on,
+        );
+        let mut path = Vec::with_capacity(total as usize + 1);
+        path.push(from);
+        let mut cur = from;
+        for step in 1..=total {
+            let next = g.neighbours(cur).iter().map(|&(v, _)| v).find(|&v| {
+                let i = v as usize;
+                self.on[i] == round
+                    && if step <= a {
+                        self.fstamp[i] == round && self.fdepth[i] == step
+                    } else {
+                        self.bstamp[i] == round && self.bdepth[i] == total - step
+                    }
+            })?;
+            path.push(next);
+            cur = next;
+        }
+        Some(path)
+    }
+}
+
+/// Where a side's last layer starts.
+fn frontier_start(layers: &[usize]) -> usize {
+    if layers.len() < 2 {
+        0
+    } else {
+        layers[layers.len() - 2]
+    }
+}
+
+/// Adds the next layer of one side (`nodes` / `layers`, marks `stamp` / `depth`); whether it reached a
+/// node the other side (`other`) has reached.
+fn grow(
+    g: &HiGraph,
+    round: u32,
+    nodes: &mut Vec<u32>,
+    layers: &mut Vec<usize>,
+    stamp: &mut [u32],
+    depth: &mut [u32],
+    other: &[u32],
+) -> bool {
+    let start = frontier_start(layers);
+    let end = nodes.len();
+    let next_depth = layers.len() as u32;
+    let mut met = false;
+    for at in start..end {
+        let u = nodes[at];
+        for &(v, _) in g.neighbours(u) {
+            let i = v as usize;
+            if stamp[i] == round {
+                continue;
+            }
+            stamp[i] = round;
+            depth[i] = next_depth;
+            nodes.push(v);
+            met |= other[i] == round;
+        }
+    }
+    layers.push(nodes.len());
+    met
+}
+
+/// Marks, layer by layer inward from one side's last layer, the nodes with a marked neighbour one layer
+/// further out.
+fn mark_back(
+    g: &HiGraph,
+    round: u32,
+    nodes: &[u32],
+    layers: &[usize],
+    stamp: &[u32],
+    depth: &[u32],
+    on: &mut [u32],
+) {
+    for layer in (0..layers.len().saturating_sub(1)).rev() {
+        let start = if layer == 0 { 0 } else { layers[layer - 1] };
+        for &v in &nodes[start..layers[layer]] {
+            let further = g.neighbours(v).iter().any(|&(u, _)| {
+                let i = u as usize;
+                on[i] == round && stamp[i] == round && depth[i] == layer as u32 + 1
+            });
+            if further {
+                on[v as usize] = round;
+            }
+        }
     }
 }

@@ -110,3 +110,77 @@ fn zero_and_one_key_entity() {
     .is_err());
     assert!(HiGraph::new(vec![node("X")], vec![(0, 0, edge(1.0))]).is_err());
 }
+
+/// The breadth-first search the bridge path is defined by: from `from`, neighbours in index order, a
+/// node's parent fixed at its first discovery.
+fn plain_bfs(g: &HiGraph, from: u32, to: u32) -> Option<Vec<u32>> {
+    if from == to {
+        return Some(vec![from]);
+    }
+    let n = g.node_count();
+    let mut parent = vec![u32::MAX; n];
+    parent[from as usize] = from;
+    let mut queue = std::collections::VecDeque::from([from]);
+    while let Some(u) = queue.pop_front() {
+        for &(v, _) in g.neighbours(u) {
+            if parent[v as usize] != u32::MAX {
+                continue;
+            }
+            parent[v as usize] = u;
+            if v == to {
+                let mut path = vec![to];
+                while *path.last().unwrap() != from {
+                    path.push(parent[*path.last().unwrap() as usize]);
+                }
+                path.reverse();
+                return Some(path);
+            }
+            queue.push_back(v);
+        }
+    }
+    None
+}
+
+#[test]
+fn bidirectional_search_returns_the_plain_searchs_path() {
+    // Random graphs from sparse (many components, long paths) to dense (many tied shortest paths).
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = |m: u64| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % m
+    };
+    let mut compared = 0;
+    for (n, edges) in [(60, 50), (200, 260), (300, 900), (120, 1500), (500, 520)] {
+        let names: Vec<String> = (0..n).map(|i| format!("N{i:04}")).collect();
+        let mut e = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        while e.len() < edges {
+            let (a, b) = (next(n as u64) as u32, next(n as u64) as u32);
+            if a != b && seen.insert((a.min(b), a.max(b))) {
+                e.push((a.min(b) as usize, a.max(b) as usize, edge(1.0)));
+            }
+        }
+        let g = HiGraph::new(names.iter().map(|s| node(s)).collect(), e).unwrap();
+        let keys: Vec<u32> = (0..400).map(|_| next(n as u64) as u32).collect();
+        let bridge = g.bridge_path(&keys);
+        // Rebuild the expected walk from the plain search.
+        let mut expected = BridgePath {
+            nodes: vec![keys[0]],
+            jumps: vec![],
+        };
+        for w in keys.windows(2) {
+            match plain_bfs(&g, w[0], w[1]) {
+                Some(p) => expected.nodes.extend_from_slice(&p[1..]),
+                None => {
+                    expected.jumps.push(expected.nodes.len() - 1);
+                    expected.nodes.push(w[1]);
+                }
+            }
+            compared += 1;
+        }
+        assert_eq!(bridge, expected, "n = {n}, edges = {edges}");
+    }
+    assert_eq!(compared, 5 * 399);
+}
