@@ -456,10 +456,12 @@ impl Pipeline {
         Ok(Chunker::new(self.env.config.index.chunking)?)
     }
 
-    /// Chunks `docs` into records; returns the records and the chunks not yet in `known`, in order.
+    /// Chunks `docs` into records; returns the records and the chunks not yet in `known`, in order. Each
+    /// document is dropped once chunked and each chunk's text moved, so that the corpus is never held
+    /// twice (as documents and as chunks).
     fn chunk_docs(
         &self,
-        docs: &[SourceDoc],
+        docs: Vec<SourceDoc>,
         known: &HashSet<ChunkId>,
     ) -> Result<(Vec<DocRecord>, Vec<Passage>)> {
         let chunker = self.chunker()?;
@@ -473,15 +475,15 @@ impl Pipeline {
             let mut ids = Vec::with_capacity(chunks.len());
             for c in chunks {
                 if seen.insert(c.id.clone()) {
-                    fresh.push((c.id.clone(), c.text.clone()));
+                    fresh.push((c.id.clone(), c.text));
                 }
                 ids.push(c.id);
             }
             records.push(DocRecord {
-                id: d.id.clone(),
-                doc_id: d.document.id.clone(),
-                title: d.document.title.clone(),
-                source: d.source.clone(),
+                id: d.id,
+                doc_id: d.document.id,
+                title: d.document.title,
+                source: d.source,
                 chunks: ids,
             });
         }
@@ -609,7 +611,7 @@ impl Pipeline {
         }
         let mut stages = Stages::new(self.env.progress, true);
         let t = Instant::now();
-        let (records, chunks) = self.chunk_docs(&docs, &HashSet::new())?;
+        let (records, chunks) = self.chunk_docs(docs, &HashSet::new())?;
         stages.record("chunking", t.elapsed().as_secs_f64());
         say(&format!(
             "{} documents, {} chunks ({})",
@@ -812,7 +814,7 @@ impl Pipeline {
             .iter()
             .map(|(id, _)| id.clone())
             .collect();
-        let (records, fresh) = self.chunk_docs(&new_docs, &known)?;
+        let (records, fresh) = self.chunk_docs(new_docs, &known)?;
         if self.needs_triples(&methods) {
             let before = self.usage();
             let t = Instant::now();
