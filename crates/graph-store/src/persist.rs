@@ -52,11 +52,87 @@ pub fn save<T: Serialize>(path: &Path, kind: &str, version: u32, value: &T) -> R
             kind.len()
         )));
     }
-    let payload = postcard::to_stdvec(value).map_err(|e| StoreError::Encode {
+    let encode = |e: postcard::Error| StoreError::Encode {
         what: kind.to_owned(),
         reason: e.to_string(),
-    })?;
-    write_atomic(path, &frame(kind, version, &payload))
+    };
+    // Streamed: a first pass only counts the payload's bytes (its length leads the frame), the second
+    // writes them through the checksum into the file, so no copy of the payload is ever held in memory.
+    let mut counter = Sink::counting();
+    postcard::to_io(value, &mut counter).map_err(encode)?;
+    let len = counter.written;
+    write_atomic_with(path, |file| {
+        let mut out = Sink::into(std::io::BufWriter::with_capacity(1 << 20, file));
+        let header = header(kind, version, len);
+        out.write_all(&header).map_err(|e| io(path, e))?;
+        let result = postcard::to_io(value, &mut out).map(|_| ());
+        if let Some(e) = out.error.take() {
+            return Err(io(path, e));
+        }
+        result.map_err(encode)?;
+        if out.written != header.len() as u64 + len {
+            return Err(crate::error::invalid(format!(
+                "{kind}: the payload encoded to {} bytes, then to {len}",
+                out.written - header.len() as u64
+            )));
+        }
+        let digest = out.hasher.finalize();
+        let mut inner = out
+            .inner
+            .ok_or_else(|| crate::error::invalid("no writer"))?;
+        inner.write_all(&digest).map_err(|e| io(path, e))?;
+        inner.flush().map_err(|e| io(path, e))
+    })
+}
+
+/// A writer that counts bytes, and when it has an inner writer, also hashes them and passes them on,
+/// keeping the first I/O error (postcard reports a failed write only as a full buffer).
+struct Sink<W: Write> {
+    inner: Option<W>,
+    hasher: Sha256,
+    written: u64,
+    error: Option<std::io::Error>,
+}
+
+impl Sink<std::io::Sink> {
+    fn counting() -> Self {
+        Self {
+            inner: None,
+            hasher: Sha256::new(),
+            written: 0,
+            error: None,
+        }
+    }
+}
+
+impl<W: Write> Sink<W> {
+    fn into(inner: W) -> Self {
+        Self {
+            inner: Some(inner),
+            hasher: Sha256::new(),
+            written: 0,
+            error: None,
+        }
+    }
+}
+
+impl<W: Write> Write for Sink<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if let Some(inner) = self.inner.as_mut() {
+            if let Err(e) = inner.write_all(buf) {
+                let kind = e.kind();
+                self.error.get_or_insert(e);
+                return Err(kind.into());
+            }
+            self.hasher.update(buf);
+        }
+        self.written += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.as_mut().map_or(Ok(()), Write::flush)
+    }
 }
 
 /// Reads an object of `kind` at `version` from `path`, checking the frame first.
@@ -74,14 +150,22 @@ pub fn kind_of(path: &Path) -> Result<String> {
     Ok(kind.to_owned())
 }
 
-fn frame(kind: &str, version: u32, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(payload.len() + kind.len() + 64);
+/// The frame's bytes before the payload.
+fn header(kind: &str, version: u32, payload_len: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(kind.len() + 22);
     out.extend_from_slice(MAGIC);
-    // Kind tags are short literals of this crate.
+    // Kind tags are short (checked by `save`).
     out.extend_from_slice(&(kind.len() as u16).to_le_bytes());
     out.extend_from_slice(kind.as_bytes());
     out.extend_from_slice(&version.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&payload_len.to_le_bytes());
+    out
+}
+
+/// A whole frame in memory (what [`save`] streams to its file).
+#[cfg(test)]
+fn frame(kind: &str, version: u32, payload: &[u8]) -> Vec<u8> {
+    let mut out = header(kind, version, payload.len() as u64);
     out.extend_from_slice(payload);
     let digest = Sha256::digest(&out);
     out.extend_from_slice(&digest);
@@ -171,6 +255,12 @@ fn unframe<'a>(path: &Path, bytes: &'a [u8], kind: &str, version: u32) -> Result
 /// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename, fsync of the
 /// directory. Creates the parent directory if needed.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes).map_err(|e| io(path, e)))
+}
+
+/// [`write_atomic`] with the content written by `fill` into the temporary file (an error leaves the target
+/// as it was and removes the temporary file).
+fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut File) -> Result<()>) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
@@ -189,7 +279,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             .create_new(true)
             .open(&tmp)
             .map_err(|e| io(&tmp, e))?;
-        file.write_all(bytes).map_err(|e| io(&tmp, e))?;
+        fill(&mut file)?;
         file.sync_all().map_err(|e| io(&tmp, e))?;
         drop(file);
         fs::rename(&tmp, path).map_err(|e| io(path, e))?;
@@ -263,6 +353,20 @@ mod tests {
         assert!(err.to_string().contains("version 3"), "{err}");
 
         let good = fs::read(&path).unwrap();
+        // The streamed file is byte for byte the frame built in memory.
+        assert_eq!(
+            good,
+            frame("test", 3, &postcard::to_stdvec(&value).unwrap())
+        );
+        // A payload beyond the writer's buffer, streamed in many writes.
+        let big: Vec<String> = (0..300_000).map(|i| format!("row {i}")).collect();
+        let big_path = tmpdir("rt-big").join("big.bin");
+        save(&big_path, "big", 1, &big).unwrap();
+        assert_eq!(
+            fs::read(&big_path).unwrap(),
+            frame("big", 1, &postcard::to_stdvec(&big).unwrap())
+        );
+        assert_eq!(load::<Vec<String>>(&big_path, "big", 1).unwrap(), big);
         for i in 0..good.len() {
             let mut bad = good.clone();
             bad[i] ^= 0x40;

@@ -168,17 +168,20 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
     Ok(Some(manifest))
 }
 
-/// The entry of a file just written (size and checksum read back).
+/// The entry of a file just written (size and checksum read back, streamed: index files can be large).
 pub fn file_entry(root: &Path, rel: &str) -> Result<FileEntry> {
     let path = root.join(rel);
-    let bytes = std::fs::read(&path).map_err(|source| KgragError::Io {
+    let fail = |source| KgragError::Io {
         path: path.clone(),
         source,
-    })?;
+    };
+    let mut file = std::fs::File::open(&path).map_err(fail)?;
+    let mut hasher = Sha256::new();
+    let bytes = std::io::copy(&mut file, &mut hasher).map_err(fail)?;
     Ok(FileEntry {
         path: rel.to_owned(),
-        bytes: bytes.len() as u64,
-        sha256: hex::encode(Sha256::digest(&bytes)),
+        bytes,
+        sha256: hex::encode(hasher.finalize()),
     })
 }
 

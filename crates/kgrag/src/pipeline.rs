@@ -36,6 +36,12 @@ struct CorpusFile {
     triples: Vec<Extraction>,
 }
 
+/// [`CorpusFile`] borrowed for writing (the same bytes: a slice and a vector encode alike).
+#[derive(Serialize)]
+struct CorpusFileRef<'a> {
+    triples: &'a [Extraction],
+}
+
 /// One ranked passage of an answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PassageHit {
@@ -561,14 +567,10 @@ impl Pipeline {
         }
         let t = Instant::now();
         let mut store = base.as_ref().clone();
-        let items: Vec<(String, String)> = fresh
-            .iter()
-            .map(|(id, text)| (id.as_str().to_owned(), text.clone()))
-            .collect();
-        let bar = stages.bar(items.len(), "embed_passages");
+        let bar = stages.bar(fresh.len(), "embed_passages");
         store
             .insert(
-                &items,
+                fresh,
                 self.env.embedder.as_ref(),
                 self.env.config.hipporag.embed_batch,
                 |n| bar.inc(n as u64),
@@ -969,8 +971,8 @@ impl Pipeline {
             &gdir.join(CORPUS_FILE),
             "kgrag-corpus",
             1,
-            &CorpusFile {
-                triples: self.corpus.triples.clone(),
+            &CorpusFileRef {
+                triples: &self.corpus.triples,
             },
         )?;
         let files = vec![

@@ -190,21 +190,31 @@ fn window_chunks(
     }
     // `stripped` is a sub-slice of `doc.text`; this is where it starts.
     let base = stripped.as_ptr() as usize - doc.text.as_ptr() as usize;
-    let tokens = encoding.encode_named(stripped, &format!("document {}", doc.id))?;
-    let mut offsets = Vec::with_capacity(tokens.len() + 1);
-    offsets.push(0usize);
-    for len in encoding.token_lengths(&tokens)? {
-        let last = offsets.last().copied().unwrap_or(0);
-        offsets.push(last + len);
+    let what = || format!("document {}", doc.id);
+    if u32::try_from(stripped.len()).is_err() {
+        return Err(Error::TooLarge {
+            what: what(),
+            bytes: stripped.len(),
+        });
     }
+    // The token ids, then, in place, each token's end offset in `stripped` (32-bit: a 200 MB document has
+    // ~40 million tokens, and one array of them is all the chunker holds besides the text).
+    let mut ends = encoding.encode_named(stripped, &what())?;
+    let mut total = 0u32;
+    for t in ends.iter_mut() {
+        // The lengths add up to the text's, which fits (checked above).
+        total = total.saturating_add(encoding.token_len(*t)? as u32);
+        *t = total;
+    }
+    let n = ends.len();
+    let offset = |i: usize| if i == 0 { 0 } else { ends[i - 1] as usize };
     let raw = stripped.as_bytes();
-    let n = tokens.len();
     let mut starts = CharCursor::new(&doc.text);
     let mut ends = CharCursor::new(&doc.text);
     let mut chunks = Vec::with_capacity(n.div_ceil(stride));
     for start in (0..n).step_by(stride) {
         let end = (start + size).min(n);
-        let (w0, w1) = (offsets[start], offsets[end]);
+        let (w0, w1) = (offset(start).min(raw.len()), offset(end).min(raw.len()));
         let decoded = String::from_utf8_lossy(&raw[w0..w1]);
         let content = python_strip(&decoded);
         if content.is_empty() {

@@ -69,14 +69,16 @@ impl Encoding {
         tokens.iter().map(|&t| self.one_token(t)).collect()
     }
 
-    /// The byte length of each token, in order (their sum is the encoded text's UTF-8 length), without
-    /// keeping the bytes: one small vector per token would cost ~50 bytes of heap each, 0.5 GB for the
-    /// ten million tokens of a 50 MB document.
-    pub fn token_lengths(self, tokens: &[u32]) -> Result<Vec<usize>> {
-        tokens
-            .iter()
-            .map(|&t| self.one_token(t).map(|b| b.len()))
-            .collect()
+    /// The byte length of each token, in order (their sum is the encoded text's UTF-8 length), lazily and
+    /// without keeping the bytes: one small vector per token would cost ~50 bytes of heap each, 0.5 GB
+    /// for the ten million tokens of a 50 MB document, and even a vector of lengths 80 MB.
+    pub fn token_lengths(self, tokens: &[u32]) -> impl Iterator<Item = Result<usize>> + '_ {
+        tokens.iter().map(move |&t| self.token_len(t))
+    }
+
+    /// The byte length of one token.
+    pub(crate) fn token_len(self, token: u32) -> Result<usize> {
+        self.one_token(token).map(|b| b.len())
     }
 
     /// The bytes of one token.
@@ -111,7 +113,9 @@ impl Encoding {
         if tokens.len() <= max_tokens {
             return Ok(text);
         }
-        let lengths = self.token_lengths(&tokens)?;
+        let lengths = self
+            .token_lengths(&tokens)
+            .collect::<Result<Vec<usize>>>()?;
         // Re-encoding a prefix can tokenise its last word differently, so check and step back when needed.
         let mut keep = max_tokens;
         loop {
@@ -161,7 +165,7 @@ mod tests {
         for enc in [Encoding::Cl100kBase, Encoding::O200kBase] {
             let tokens = enc.encode(text).unwrap();
             let bytes: Vec<u8> = enc.token_bytes(&tokens).unwrap().concat();
-            let lengths = enc.token_lengths(&tokens).unwrap();
+            let lengths: Vec<usize> = enc.token_lengths(&tokens).collect::<Result<_>>().unwrap();
             assert_eq!(lengths.iter().sum::<usize>(), bytes.len());
             assert!(lengths.iter().all(|&l| l > 0));
             assert_eq!(bytes, text.as_bytes());

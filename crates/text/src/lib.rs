@@ -129,6 +129,14 @@ pub enum Error {
         /// The tokenizer's message.
         message: String,
     },
+    /// A document too large to chunk (token offsets are 32-bit: 4 GiB of text).
+    #[error("{what} is {bytes} bytes, over the 4 GiB a document may have; split it")]
+    TooLarge {
+        /// The document, e.g. `document doc-…`.
+        what: String,
+        /// Its size in bytes.
+        bytes: usize,
+    },
 }
 
 /// Result alias of this crate.

@@ -128,9 +128,9 @@ impl EmbeddingStore {
     /// batches of `batch` (documents, no instruction; texts grouped by length to limit padding); `progress` is called with the number of texts done
     /// after each batch. Returns the row of every item, in input order. Duplicate keys within `items` are
     /// embedded once. Nothing is added when the embedder fails.
-    pub async fn insert<F: FnMut(usize)>(
+    pub async fn insert<K: AsRef<str>, T: AsRef<str>, F: FnMut(usize)>(
         &mut self,
-        items: &[(String, String)],
+        items: &[(K, T)],
         embedder: &dyn Embedder,
         batch: usize,
         mut progress: F,
@@ -138,7 +138,8 @@ impl EmbeddingStore {
         let mut missing: Vec<(&str, &str)> = Vec::new();
         let mut pending: HashMap<&str, usize> = HashMap::new();
         for (key, text) in items {
-            if !self.rows.contains_key(key.as_str()) && !pending.contains_key(key.as_str()) {
+            let (key, text) = (key.as_ref(), text.as_ref());
+            if !self.rows.contains_key(key) && !pending.contains_key(key) {
                 pending.insert(key, self.keys.len() + missing.len());
                 missing.push((key, text));
             }
@@ -211,7 +212,7 @@ impl EmbeddingStore {
         }
         Ok(items
             .iter()
-            .filter_map(|(key, _)| self.rows.get(key.as_str()).copied())
+            .filter_map(|(key, _)| self.rows.get(key.as_ref()).copied())
             .collect())
     }
 
