@@ -1596,27 +1596,19 @@ fn fit_once(
     for it in 1..=config.max_iter {
         n_iter = it;
         let previous = lower_bound;
-        model = if sparse {
-            let (bound, rows, moments) = model.e_step_sparse(points, true);
-            lower_bound = bound;
-            m_step(
-                points,
-                Resp::Sparse(&rows),
-                k,
-                config.reg_covar,
-                Some(moments),
-            )?
+        let (bound, rows, moments) = if sparse {
+            model.e_step_sparse(points, true)
         } else {
             let (bound, moments) = model.e_step_into(points, &mut dense, true);
-            lower_bound = bound;
-            m_step(
-                points,
-                Resp::Dense(&dense),
-                k,
-                config.reg_covar,
-                Some(moments),
-            )?
+            (bound, Vec::new(), moments)
         };
+        lower_bound = bound;
+        let resp = if sparse {
+            Resp::Sparse(&rows)
+        } else {
+            Resp::Dense(&dense)
+        };
+        model = m_step(points, resp, k, config.reg_covar, Some(moments))?;
         let total: f64 = model.weights.iter().sum();
         for w in &mut model.weights {
             *w /= total;
