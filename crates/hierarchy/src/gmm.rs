@@ -1116,6 +1116,17 @@ impl SparseRows {
         (&self.comps[start..end], &self.values[start..end])
     }
 
+    /// Every entry as `(point within the block, component, posterior)`, in order.
+    fn entries(&self) -> impl Iterator<Item = (usize, usize, f64)> + '_ {
+        (0..self.len()).flat_map(move |r| {
+            let (comps, values) = self.row(r);
+            comps
+                .iter()
+                .zip(values)
+                .map(move |(&c, &v)| (r, c as usize, v))
+        })
+    }
+
     fn push(&mut self, c: u32, v: f64) {
         self.comps.push(c);
         self.values.push(v);
@@ -1365,13 +1376,8 @@ fn m_step(
                         }
                     }
                     Resp::Sparse(blocks) => {
-                        let rows = &blocks[b];
-                        for r in 0..rows.len() {
-                            let x = points.row(b * BLOCK + r);
-                            let (comps, values) = rows.row(r);
-                            for (&c, &v) in comps.iter().zip(values) {
-                                m.add_one(c as usize, x, v);
-                            }
+                        for (r, c, v) in blocks[b].entries() {
+                            m.add_one(c, points.row(b * BLOCK + r), v);
                         }
                     }
                 }
@@ -1430,19 +1436,13 @@ fn m_step(
                                 }
                             }
                             Resp::Sparse(blocks) => {
-                                let rows = &blocks[b];
-                                for r in 0..rows.len() {
+                                for (r, c, v) in blocks[b].entries() {
                                     let x = points.row(b * BLOCK + r);
-                                    let (x0, x1) = (x[0], x[1]);
-                                    let (comps, values) = rows.row(r);
-                                    for (&c, &v) in comps.iter().zip(values) {
-                                        let c = c as usize;
-                                        let (dx, dy) = (x0 - mx[c], x1 - my[c]);
-                                        let (rx, ry) = (v * dx, v * dy);
-                                        sxx[c] += rx * dx;
-                                        sxy[c] += ry * dx;
-                                        syy[c] += ry * dy;
-                                    }
+                                    let (dx, dy) = (x[0] - mx[c], x[1] - my[c]);
+                                    let (rx, ry) = (v * dx, v * dy);
+                                    sxx[c] += rx * dx;
+                                    sxy[c] += ry * dx;
+                                    syy[c] += ry * dy;
                                 }
                             }
                         }
@@ -1479,13 +1479,8 @@ fn m_step(
                     }
                 }
                 Resp::Sparse(blocks) => {
-                    let rows = &blocks[b];
-                    for r in 0..rows.len() {
-                        let x = points.row(b * BLOCK + r);
-                        let (comps, values) = rows.row(r);
-                        for (&c, &v) in comps.iter().zip(values) {
-                            add(x, c as usize, v);
-                        }
+                    for (r, c, v) in blocks[b].entries() {
+                        add(points.row(b * BLOCK + r), c, v);
                     }
                 }
             }
