@@ -482,7 +482,12 @@ fn musique_graph_of(index: &HippoIndex) -> Result<MusiqueGraph> {
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(MusiqueGraph {
-        phrases: index.phrases().texts().to_vec(),
+        phrases: index
+            .phrases()
+            .texts()
+            .iter()
+            .map(|t| t.to_string())
+            .collect(),
         phrase_index: index
             .phrases()
             .index()

@@ -65,8 +65,8 @@ impl SynonymyConfig {
 
 /// Scans the rows `sources` of the phrase matrix `index` (row `i` = embedding of `phrases[i]`) and returns
 /// the accepted pairs, grouped by source in the order given, each group in scan order.
-pub fn scan(
-    phrases: &[String],
+pub fn scan<S: AsRef<str>>(
+    phrases: &[S],
     index: &ExactIndex,
     sources: &[usize],
     config: &SynonymyConfig,
@@ -81,7 +81,11 @@ pub fn scan(
     let chosen: Vec<usize> = sources
         .iter()
         .copied()
-        .filter(|&u| phrases.get(u).is_some_and(|p| config.passes_guard(p)))
+        .filter(|&u| {
+            phrases
+                .get(u)
+                .is_some_and(|p| config.passes_guard(p.as_ref()))
+        })
         .collect();
     if let Some(&bad) = sources.iter().find(|&&u| u >= phrases.len()) {
         return Err(invalid(format!(
@@ -115,7 +119,7 @@ pub fn scan(
             if accepted >= config.max_per_node {
                 break;
             }
-            if h.id == u || phrases[h.id].is_empty() {
+            if h.id == u || phrases[h.id].as_ref().is_empty() {
                 continue;
             }
             out.push(SynonymyPair {
@@ -143,9 +147,9 @@ pub struct SynonymyStats {
 /// Adds synonymy facets to `graph`. `phrase_nodes[i]` is the node of `phrases[i]` (= row `i` of `index`);
 /// `new_rows` are the rows to scan — all rows for a fresh build, the new ones for an insert (then rows not
 /// in `new_rows` are treated as old and get reverse directions, see the module docs).
-pub fn add_synonymy_edges(
+pub fn add_synonymy_edges<S: AsRef<str>>(
     graph: &mut KnowledgeGraph,
-    phrases: &[String],
+    phrases: &[S],
     phrase_nodes: &[NodeIndex],
     index: &ExactIndex,
     new_rows: &[usize],
@@ -191,7 +195,7 @@ pub fn add_synonymy_edges(
     let mut stats = SynonymyStats {
         scanned: new_rows
             .iter()
-            .filter(|&&u| config.passes_guard(&phrases[u]))
+            .filter(|&&u| config.passes_guard(phrases[u].as_ref()))
             .count(),
         ..SynonymyStats::default()
     };
@@ -200,7 +204,7 @@ pub fn add_synonymy_edges(
         let (u, v) = (phrase_nodes[p.from], phrase_nodes[p.to]);
         graph.set_synonymy(u, v, p.cosine)?;
         stats.accepted += 1;
-        if !is_new[p.to] && config.passes_guard(&phrases[p.to]) {
+        if !is_new[p.to] && config.passes_guard(phrases[p.to].as_ref()) {
             let count = match old_accepted.entry(p.to) {
                 std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
                 std::collections::hash_map::Entry::Vacant(e) => {

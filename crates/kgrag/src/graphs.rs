@@ -16,13 +16,13 @@ use crate::{KgragError, Result};
 
 /// The chunks of every passage (each passage a document), in passage order.
 pub(crate) fn chunk_passages<'a>(
-    passages: impl IntoIterator<Item = &'a (ChunkId, String)>,
+    passages: impl IntoIterator<Item = &'a (ChunkId, std::sync::Arc<str>)>,
     config: ChunkerConfig,
 ) -> Result<Vec<Chunk>> {
     let chunker = Chunker::new(config)?;
     let mut chunks = Vec::new();
     for (_, text) in passages {
-        chunks.extend(chunker.chunk(&Document::new(text.clone()))?);
+        chunks.extend(chunker.chunk(&Document::new(text.to_string()))?);
     }
     Ok(chunks)
 }

@@ -27,7 +27,8 @@ use crate::{KgragError, Result};
 const CORPUS_FILE: &str = "corpus.kg";
 
 /// A chunk id with its text.
-type Passage = (ChunkId, String);
+/// A chunk of the corpus: its id and its text, shared with the passage store (never held twice).
+type Passage = (ChunkId, Arc<str>);
 const PASSAGES_FILE: &str = "passages.store";
 
 /// The parts of the corpus besides the passage store: the triples of every chunk.
@@ -481,7 +482,7 @@ impl Pipeline {
             let mut ids = Vec::with_capacity(chunks.len());
             for c in chunks {
                 if seen.insert(c.id.clone()) {
-                    fresh.push((c.id.clone(), c.text));
+                    fresh.push((c.id.clone(), Arc::from(c.text)));
                 }
                 ids.push(c.id);
             }
@@ -506,10 +507,10 @@ impl Pipeline {
     /// extractor through the resumable extraction store.
     async fn triples_for(
         &self,
-        chunks: &[(ChunkId, String)],
+        chunks: &[Passage],
         prefilled: &mut HashMap<ChunkId, Extraction>,
     ) -> Result<Vec<Extraction>> {
-        let missing: Vec<&(ChunkId, String)> = chunks
+        let missing: Vec<&Passage> = chunks
             .iter()
             .filter(|(id, _)| !prefilled.contains_key(id))
             .collect();
@@ -559,7 +560,7 @@ impl Pipeline {
     async fn embed_passages(
         &self,
         base: &Arc<EmbeddingStore>,
-        fresh: &[(ChunkId, String)],
+        fresh: &[Passage],
         stages: &mut Stages,
     ) -> Result<Arc<EmbeddingStore>> {
         if fresh.is_empty() {

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use kgrag_types::{EmbedKind, Embedder};
 use serde::{Deserialize, Serialize};
@@ -22,7 +23,9 @@ const FORMAT: u32 = 2;
 pub struct EmbeddingStore {
     name: String,
     keys: Vec<String>,
-    texts: Vec<String>,
+    /// Shared, so that a caller holding the same texts (the facade's chunk list) does not hold them twice;
+    /// serialised as strings.
+    texts: Vec<Arc<str>>,
     index: Option<ExactIndex>,
     #[serde(skip)]
     rows: HashMap<String, usize>,
@@ -75,7 +78,7 @@ impl EmbeddingStore {
     }
 
     /// The texts, in row order.
-    pub fn texts(&self) -> &[String] {
+    pub fn texts(&self) -> &[Arc<str>] {
         &self.texts
     }
 
@@ -86,7 +89,7 @@ impl EmbeddingStore {
 
     /// The text of row `row`.
     pub fn text(&self, row: usize) -> Option<&str> {
-        self.texts.get(row).map(String::as_str)
+        self.texts.get(row).map(|t| &**t)
     }
 
     /// The text stored under `key`.
@@ -128,17 +131,24 @@ impl EmbeddingStore {
     /// batches of `batch` (documents, no instruction; texts grouped by length to limit padding); `progress` is called with the number of texts done
     /// after each batch. Returns the row of every item, in input order. Duplicate keys within `items` are
     /// embedded once. Nothing is added when the embedder fails.
-    pub async fn insert<K: AsRef<str>, T: AsRef<str>, F: FnMut(usize)>(
+    ///
+    /// Texts given as `Arc<str>` are stored shared, not copied.
+    pub async fn insert<K, T, F>(
         &mut self,
         items: &[(K, T)],
         embedder: &dyn Embedder,
         batch: usize,
         mut progress: F,
-    ) -> Result<Vec<usize>> {
-        let mut missing: Vec<(&str, &str)> = Vec::new();
+    ) -> Result<Vec<usize>>
+    where
+        K: AsRef<str>,
+        T: AsRef<str> + Clone + Into<Arc<str>>,
+        F: FnMut(usize),
+    {
+        let mut missing: Vec<(&str, &T)> = Vec::new();
         let mut pending: HashMap<&str, usize> = HashMap::new();
         for (key, text) in items {
-            let (key, text) = (key.as_ref(), text.as_ref());
+            let key = key.as_ref();
             if !self.rows.contains_key(key) && !pending.contains_key(key) {
                 pending.insert(key, self.keys.len() + missing.len());
                 missing.push((key, text));
@@ -147,12 +157,15 @@ impl EmbeddingStore {
         // Embed in order of text length, so that each batch pads to similar lengths (transformer cost grows
         // with the longest text of a batch); rows are stored in input order.
         let mut order: Vec<usize> = (0..missing.len()).collect();
-        order.sort_by_key(|&i| (missing[i].1.len(), i));
+        order.sort_by_key(|&i| (missing[i].1.as_ref().len(), i));
         let mut dim = self.dim();
         // The new rows in item order, written in place batch by batch (sized once the dimension is known).
         let mut vectors: Vec<f32> = Vec::new();
         for part in order.chunks(batch.max(1)) {
-            let texts: Vec<String> = part.iter().map(|&i| missing[i].1.to_owned()).collect();
+            let texts: Vec<String> = part
+                .iter()
+                .map(|&i| missing[i].1.as_ref().to_owned())
+                .collect();
             let e = embedder
                 .embed(&texts, &EmbedKind::Document)
                 .await
@@ -208,7 +221,7 @@ impl EmbeddingStore {
         for (key, text) in missing {
             self.rows.insert(key.to_owned(), self.keys.len());
             self.keys.push(key.to_owned());
-            self.texts.push(text.to_owned());
+            self.texts.push(text.clone().into());
         }
         Ok(items
             .iter()
@@ -346,6 +359,28 @@ mod tests {
             .iter()
             .map(|(k, t)| ((*k).to_owned(), (*t).to_owned()))
             .collect()
+    }
+
+    #[tokio::test]
+    async fn shared_texts_are_stored_shared_and_saved_as_strings() {
+        let e = HashingEmbedder::new(8);
+        let text: Arc<str> = Arc::from("a passage");
+        let mut shared = EmbeddingStore::new("passages");
+        shared
+            .insert(&[("p1", text.clone())], &e, 4, |_| {})
+            .await
+            .unwrap();
+        assert!(Arc::ptr_eq(&shared.texts()[0], &text), "not copied");
+        let mut owned = EmbeddingStore::new("passages");
+        owned
+            .insert(&items(&[("p1", "a passage")]), &e, 4, |_| {})
+            .await
+            .unwrap();
+        // The same bytes on disk either way (a shared text encodes as a string).
+        assert_eq!(
+            postcard::to_stdvec(&shared).unwrap(),
+            postcard::to_stdvec(&owned).unwrap()
+        );
     }
 
     #[tokio::test]

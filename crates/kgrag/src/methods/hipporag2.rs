@@ -80,7 +80,7 @@ impl Method for Hipporag2 {
                 index.set_passages(corpus.passages.clone());
                 let wanted: std::collections::HashSet<&kgrag_types::ChunkId> =
                     added.iter().collect();
-                let chunks: Vec<(kgrag_types::ChunkId, String)> = corpus
+                let chunks: Vec<(kgrag_types::ChunkId, Arc<str>)> = corpus
                     .chunks
                     .iter()
                     .filter(|(id, _)| wanted.contains(id))

@@ -127,8 +127,8 @@ impl Env {
 
 /// The shared part of an index: the chunks every method indexes and their passage vectors.
 pub struct Corpus {
-    /// `(chunk id, text)` in corpus order, one per distinct chunk.
-    pub chunks: Vec<(ChunkId, String)>,
+    /// `(chunk id, text)` in corpus order, one per distinct chunk; the texts are shared with `passages`.
+    pub chunks: Vec<(ChunkId, Arc<str>)>,
     /// The chunks' OpenIE triples (HippoRAG 2's graph, HiRAG's `base = "openie_cache"`), by chunk; empty
     /// when no method needs them.
     pub triples: Vec<Extraction>,

@@ -376,9 +376,9 @@ impl HippoIndex {
     /// Prepares chunks from extractions: `passages` are `(chunk id, passage text)` in corpus order; the raw
     /// triples of each chunk's extraction (none when absent) go through the validity filter and the
     /// configured normalisation.
-    pub fn chunks_from_extractions(
+    pub fn chunks_from_extractions<T: AsRef<str>>(
         &self,
-        passages: &[(ChunkId, String)],
+        passages: &[(ChunkId, T)],
         extractions: &[Extraction],
     ) -> Vec<HippoChunk> {
         let by_id: HashMap<&ChunkId, &Extraction> =
@@ -389,7 +389,7 @@ impl HippoIndex {
                 let raw = by_id.get(id).map_or(&[][..], |e| e.triples.as_slice());
                 HippoChunk::from_raw(
                     id.clone(),
-                    text,
+                    text.as_ref(),
                     raw,
                     self.config.normalisation,
                     self.config.drop_empty_phrases,
