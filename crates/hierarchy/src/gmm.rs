@@ -660,6 +660,12 @@ impl Gmm {
     }
 }
 
+/// `‖a − b‖²`, summed in coordinate order (both seedings use it, so they see the same bits).
+#[inline(always)]
+fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
 /// k-means++ seeding (scikit-learn's variant with `2 + ⌊ln k⌋` local trials); returns the centre indices.
 fn kmeans_plus_plus(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usize> {
     let n = points.len();
@@ -667,12 +673,10 @@ fn kmeans_plus_plus(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usiz
     if n.saturating_mul(k).saturating_mul(trials) > SEEDING_SCAN_LIMIT {
         return kmeans_plus_plus_tree(points, k, rng);
     }
-    let sq =
-        |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum() };
     let first = rng.below(n);
     let mut indices = vec![first];
     let mut closest: Vec<f64> = (0..n)
-        .map(|i| sq(points.row(i), points.row(first)))
+        .map(|i| squared_distance(points.row(i), points.row(first)))
         .collect();
     let mut pot: f64 = closest.iter().sum();
     let mut cumsum = vec![0.0; n];
@@ -690,7 +694,7 @@ fn kmeans_plus_plus(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usiz
             let cand = cumsum.partition_point(|&c| c < r).min(n - 1);
             let mut cand_pot = 0.0;
             for (i, (o, c)) in candidate_dist.iter_mut().zip(&closest).enumerate() {
-                let s = sq(points.row(i), points.row(cand));
+                let s = squared_distance(points.row(i), points.row(cand));
                 // `c.min(s)` for finite values, without the NaN bookkeeping.
                 *o = if s < *c { s } else { *c };
                 cand_pot += *o;
@@ -721,14 +725,12 @@ const SEEDING_SCAN_LIMIT: usize = 1 << 27;
 /// other way than in the full scan.
 fn kmeans_plus_plus_tree(points: &Points, k: usize, rng: &mut SplitMix64) -> Vec<usize> {
     let (n, d) = (points.len(), points.dim());
-    let sq =
-        |a: &[f64], b: &[f64]| -> f64 { a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum() };
     let trials = 2 + (k as f64).ln() as usize;
     let first = rng.below(n);
     let mut indices = vec![first];
     let mut tree = PointTree::new(points);
     let mut closest: Vec<f64> = (0..n)
-        .map(|i| sq(points.row(i), points.row(first)))
+        .map(|i| squared_distance(points.row(i), points.row(first)))
         .collect();
     tree.refresh(&closest);
     let mut sums = SumTree::new(&closest);
@@ -889,12 +891,7 @@ impl PointTree {
                 continue;
             }
             for &i in &self.order[start..end] {
-                let s: f64 = points
-                    .row(i)
-                    .iter()
-                    .zip(centre)
-                    .map(|(x, y)| (x - y) * (x - y))
-                    .sum();
+                let s = squared_distance(points.row(i), centre);
                 if s < closest[i] {
                     total += closest[i] - s;
                     if let Some(c) = changed.as_deref_mut() {

@@ -34,6 +34,20 @@ pub(crate) fn fixture_corpus(work: &Path) -> kgrag::eval::Dataset {
     ds
 }
 
+/// `kgrag index corpus.jsonl --index IDX --methods dense,hipporag2` in `work` (after [`fixture_corpus`]).
+pub(crate) fn index_fixture(work: &Path, idx: &str) -> Command {
+    let mut c = kgrag(work);
+    c.args([
+        "index",
+        "corpus.jsonl",
+        "--index",
+        idx,
+        "--methods",
+        "dense,hipporag2",
+    ]);
+    c
+}
+
 pub(crate) fn kgrag(cwd: &Path) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_kgrag"));
     c.current_dir(cwd)
@@ -311,21 +325,8 @@ fn killed_builds_resume_without_repeating_finished_extractions() {
     let work = tmp("kill");
     let ds = fixture_corpus(&work);
     let chunks = ds.passages.len();
-    let args = |idx: &str| -> Vec<String> {
-        [
-            "index",
-            "corpus.jsonl",
-            "--index",
-            idx,
-            "--methods",
-            "dense,hipporag2",
-        ]
-        .iter()
-        .map(|s| (*s).to_owned())
-        .collect()
-    };
     // The uninterrupted reference build, timed.
-    let reference = kgrag(&work).args(args("ref")).output().unwrap();
+    let reference = index_fixture(&work, "ref").output().unwrap();
     assert!(
         reference.status.success(),
         "{}",
@@ -358,8 +359,7 @@ fn killed_builds_resume_without_repeating_finished_extractions() {
         // Kill once the child has finished a seeded number of stages, plus a seeded delay within the next.
         let target = (next(&mut seed) % total_stages as u64) as usize;
         let delay = Duration::from_millis(next(&mut seed) % 40);
-        let mut child = kgrag(&work)
-            .args(args("killed"))
+        let mut child = index_fixture(&work, "killed")
             .stderr(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -450,7 +450,7 @@ fn killed_builds_resume_without_repeating_finished_extractions() {
         "only {kills} kill points landed before the end of a build"
     );
     // The resumed build completes and equals the uninterrupted one.
-    let last = kgrag(&work).args(args("killed")).output().unwrap();
+    let last = index_fixture(&work, "killed").output().unwrap();
     assert!(
         last.status.success(),
         "{}",
@@ -513,18 +513,7 @@ fn a_second_writer_fails_at_once_naming_the_first() {
         "Zorbel Quint founded the Harrowgate Mill in 1702.",
     )
     .unwrap();
-    let mut first = kgrag(&work)
-        .args([
-            "index",
-            "corpus.jsonl",
-            "--index",
-            "idx",
-            "--methods",
-            "dense,hipporag2",
-            "--quiet",
-        ])
-        .spawn()
-        .unwrap();
+    let mut first = index_fixture(&work, "idx").arg("--quiet").spawn().unwrap();
     let lock = work.join("idx").join(kgrag::index_dir::LOCK);
     let deadline = Instant::now() + Duration::from_secs(60);
     while !lock.exists() && Instant::now() < deadline {

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::cli::{fixture_corpus, json, kgrag, tmp};
+use super::cli::{fixture_corpus, index_fixture, json, tmp};
 
 /// What the server did, by kind, and the bodies it answered usefully.
 #[derive(Default)]
@@ -219,16 +219,8 @@ fn llm_faults_during_indexing_are_counted_and_a_rerun_repeats_nothing_finished()
     )
     .unwrap();
     let index = |label: &str| {
-        let out = kgrag(&work)
-            .args([
-                "index",
-                "corpus.jsonl",
-                "--index",
-                "idx",
-                "--methods",
-                "dense,hipporag2",
-                "--quiet",
-            ])
+        let out = index_fixture(&work, "idx")
+            .arg("--quiet")
             .env("OPENAI_API_KEY", "test")
             .output()
             .unwrap();
