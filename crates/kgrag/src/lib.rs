@@ -24,6 +24,7 @@ pub mod judging;
 pub mod methods;
 pub mod pipeline;
 pub mod progress;
+pub mod storage;
 
 pub use pipeline::Pipeline;
 
@@ -61,6 +62,9 @@ pub enum KgragError {
     /// The index directory is missing, damaged or built with other settings.
     #[error("index: {0}")]
     Index(String),
+    /// The database backend failed (the message never holds the database URL).
+    #[error("database: {0}")]
+    Database(String),
     /// A model call failed outside a method (e.g. the extractive reader's embeddings).
     #[error("model: {0}")]
     Model(String),

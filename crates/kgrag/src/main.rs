@@ -418,6 +418,7 @@ fn run_stats(index: PathBuf, json: bool, documents: bool) -> kgrag::Result<()> {
         index.display(),
         s["generation"]
     );
+    println!("storage: {}", s["storage"]);
     println!("documents: {}, chunks: {}", s["documents"], s["chunks"]);
     println!("embedder: {}", s["embedder"]);
     if let Some(methods) = s["methods"].as_object() {

@@ -22,26 +22,12 @@ use crate::documents::SourceDoc;
 use crate::index_dir::{self, DocRecord, EmbedderInfo, Manifest, MethodEntry, UsageEntry};
 use crate::methods::{self, Change, Corpus, Env, MethodIndex};
 use crate::progress::{say, Stages};
+use crate::storage::{self, IndexStore, NewGeneration, PassageSearch};
 use crate::{KgragError, Result};
-
-const CORPUS_FILE: &str = "corpus.kg";
 
 /// A chunk id with its text.
 /// A chunk of the corpus: its id and its text, shared with the passage store (never held twice).
 type Passage = (ChunkId, Arc<str>);
-const PASSAGES_FILE: &str = "passages.store";
-
-/// The parts of the corpus besides the passage store: the triples of every chunk.
-#[derive(Serialize, Deserialize)]
-struct CorpusFile {
-    triples: Vec<Extraction>,
-}
-
-/// [`CorpusFile`] borrowed for writing (the same bytes: a slice and a vector encode alike).
-#[derive(Serialize)]
-struct CorpusFileRef<'a> {
-    triples: &'a [Extraction],
-}
 
 /// One ranked passage of an answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -90,24 +76,24 @@ pub struct ChangeSummary {
     pub generation: u64,
 }
 
-/// The committed manifest of `root`; its absence is an error saying how to build an index.
-fn committed_manifest(root: &Path) -> Result<Manifest> {
-    index_dir::read_manifest(root)?.ok_or_else(|| {
+/// The committed manifest of the index in `root` (stored by `store`); its absence is an error saying how
+/// to build an index.
+fn committed_manifest(root: &Path, store: &dyn IndexStore) -> Result<Manifest> {
+    store.committed()?.ok_or_else(|| {
         KgragError::Index(format!(
-            "no index in {} (no {}): build one with `kgrag index <PATH> --index {}`",
-            root.display(),
-            index_dir::MANIFEST,
+            "no index in {} (nothing committed): build one with `kgrag index <PATH> --index {}`",
+            store.location(),
             root.display()
         ))
     })
 }
 
 /// The configuration an index was built with, as its manifest stores it.
-fn stored_config(root: &Path, manifest: &Manifest) -> Result<Config> {
+fn stored_config(store: &dyn IndexStore, manifest: &Manifest) -> Result<Config> {
     serde_json::from_value(manifest.config.clone()).map_err(|e| {
         KgragError::Index(format!(
-            "the configuration stored in {} does not parse ({e}); pass --config",
-            root.join(index_dir::MANIFEST).display()
+            "the configuration stored with the index in {} does not parse ({e}); pass --config",
+            store.location()
         ))
     })
 }
@@ -118,6 +104,7 @@ struct Snapshot {
     chunks: Vec<Passage>,
     triples: Vec<Extraction>,
     passages: Arc<EmbeddingStore>,
+    search: Option<Arc<dyn PassageSearch>>,
     triples_loaded: bool,
     methods: BTreeMap<String, Arc<dyn MethodIndex>>,
     stages: Vec<(String, f64)>,
@@ -196,6 +183,7 @@ pub struct Pipeline {
     chat_usage: Option<Arc<dyn ManagedChatModel>>,
     cache: Option<ResponseCache>,
     root: Option<PathBuf>,
+    store: Option<Arc<dyn IndexStore>>,
     manifest: Option<Manifest>,
     documents: Vec<DocRecord>,
     corpus: Corpus,
@@ -219,6 +207,19 @@ impl Pipeline {
     /// [`Pipeline::open`].
     pub fn new(config: Config, root: Option<&Path>, progress: bool) -> Result<Self> {
         config.validate()?;
+        let store = root
+            .map(|r| storage::for_build(r, &config.storage))
+            .transpose()?;
+        Self::new_with_store(config, root, store, progress)
+    }
+
+    fn new_with_store(
+        config: Config,
+        root: Option<&Path>,
+        store: Option<Arc<dyn IndexStore>>,
+        progress: bool,
+    ) -> Result<Self> {
+        config.validate()?;
         let (cache_dir, cache) = open_response_cache(&config, root)?;
         let embedder = build_embedder(&config.embedder, cache.clone())?;
         let chat = match &config.chat {
@@ -226,7 +227,7 @@ impl Pipeline {
             None => None,
         };
         let chat_dyn = chat.clone().map(|c| c as Arc<dyn ChatModel>);
-        let mut p = Self::with_models(config, cache_dir, embedder, chat_dyn, root, progress)?;
+        let mut p = Self::assemble(config, cache_dir, embedder, chat_dyn, root, store, progress)?;
         p.chat_usage = chat;
         p.cache = cache;
         Ok(p)
@@ -235,11 +236,27 @@ impl Pipeline {
     /// A pipeline with given models (tests use scripted ones); `cache_dir` holds the extraction store and
     /// the report cache.
     pub fn with_models(
+        config: Config,
+        cache_dir: PathBuf,
+        embedder: Arc<dyn Embedder>,
+        chat: Option<Arc<dyn ChatModel>>,
+        root: Option<&Path>,
+        progress: bool,
+    ) -> Result<Self> {
+        config.validate()?;
+        let store = root
+            .map(|r| storage::for_build(r, &config.storage))
+            .transpose()?;
+        Self::assemble(config, cache_dir, embedder, chat, root, store, progress)
+    }
+
+    fn assemble(
         mut config: Config,
         cache_dir: PathBuf,
         embedder: Arc<dyn Embedder>,
         chat: Option<Arc<dyn ChatModel>>,
         root: Option<&Path>,
+        store: Option<Arc<dyn IndexStore>>,
         progress: bool,
     ) -> Result<Self> {
         config.validate()?;
@@ -268,12 +285,14 @@ impl Pipeline {
             chat_usage: None,
             cache: None,
             root: root.map(Path::to_path_buf),
+            store,
             manifest: None,
             documents: Vec::new(),
             corpus: Corpus {
                 chunks: Vec::new(),
                 triples: Vec::new(),
                 passages: Arc::new(EmbeddingStore::new("passages")),
+                search: None,
             },
             triples_loaded: true,
             methods: BTreeMap::new(),
@@ -332,13 +351,14 @@ impl Pipeline {
     /// method's index settings): a difference is an error naming the keys. Nothing is embedded or rebuilt:
     /// the passage store is read now, each method's index when first asked for.
     pub fn open(root: &Path, config: Option<Config>, progress: bool) -> Result<Self> {
-        let manifest = committed_manifest(root)?;
+        let store = storage::for_existing(root, config.as_ref().map(|c| &c.storage))?;
+        let manifest = committed_manifest(root, store.as_ref())?;
         let config = match config {
             Some(c) => c,
-            None => stored_config(root, &manifest)?,
+            None => stored_config(store.as_ref(), &manifest)?,
         };
-        let mut p = Self::new(config, Some(root), progress)?;
-        p.attach(root, manifest)?;
+        let mut p = Self::new_with_store(config, Some(root), Some(store), progress)?;
+        p.attach(manifest)?;
         Ok(p)
     }
 
@@ -346,8 +366,9 @@ impl Pipeline {
     /// any model: its embedder is a stand-in with the index's name and dimension that refuses to embed, so
     /// queries, inserts and deletes fail; every method index loads as usual.
     pub fn inspect(root: &Path) -> Result<Self> {
-        let manifest = committed_manifest(root)?;
-        let mut config = stored_config(root, &manifest)?;
+        let store = storage::for_existing(root, None)?;
+        let manifest = committed_manifest(root, store.as_ref())?;
+        let mut config = stored_config(store.as_ref(), &manifest)?;
         // No models here: nothing is read or answered.
         config.reader = ReaderMode::None;
         let cache_dir = config.cache_dir_or(&root.join("cache"));
@@ -355,10 +376,17 @@ impl Pipeline {
             name: manifest.embedder.name.clone(),
             dimension: manifest.embedder.dimension,
         });
-        let mut p =
-            Self::with_models(config, cache_dir.clone(), embedder, None, Some(root), false)?;
+        let mut p = Self::assemble(
+            config,
+            cache_dir.clone(),
+            embedder,
+            None,
+            Some(root),
+            Some(store),
+            false,
+        )?;
         p.cache = ResponseCache::open(cache_dir.join("responses.redb")).ok();
-        p.attach(root, manifest)?;
+        p.attach(manifest)?;
         Ok(p)
     }
 
@@ -369,18 +397,29 @@ impl Pipeline {
         embedder: Arc<dyn Embedder>,
         chat: Option<Arc<dyn ChatModel>>,
     ) -> Result<Self> {
-        let manifest = committed_manifest(root)?;
+        let store = storage::for_existing(root, Some(&config.storage))?;
+        let manifest = committed_manifest(root, store.as_ref())?;
         let cache = config.cache_dir_or(&root.join("cache"));
-        let mut p = Self::with_models(config, cache, embedder, chat, Some(root), false)?;
-        p.attach(root, manifest)?;
+        let mut p = Self::assemble(
+            config,
+            cache,
+            embedder,
+            chat,
+            Some(root),
+            Some(store),
+            false,
+        )?;
+        p.attach(manifest)?;
         Ok(p)
     }
 
-    fn attach(&mut self, root: &Path, manifest: Manifest) -> Result<()> {
+    fn attach(&mut self, manifest: Manifest) -> Result<()> {
         self.check_compatible(&manifest)?;
-        index_dir::check_files(root, &manifest)?;
-        let gdir = root.join(manifest.generation_dir());
-        let passages = EmbeddingStore::load(&gdir.join(PASSAGES_FILE))?;
+        let Some(store) = self.store.clone() else {
+            return Err(KgragError::Index("no index to open".into()));
+        };
+        let passages = store.passages(&manifest)?;
+        let search = store.passage_search(&manifest)?;
         self.corpus = Corpus {
             chunks: passages
                 .keys()
@@ -390,6 +429,7 @@ impl Pipeline {
                 .collect(),
             triples: Vec::new(),
             passages: Arc::new(passages),
+            search,
         };
         self.triples_loaded = false;
         self.documents = manifest.documents.clone();
@@ -638,6 +678,7 @@ impl Pipeline {
             chunks,
             triples,
             passages,
+            search: None,
         };
         self.triples_loaded = true;
         self.documents = records;
@@ -714,12 +755,10 @@ impl Pipeline {
         if self.triples_loaded {
             return Ok(());
         }
-        let (Some(root), Some(m)) = (&self.root, &self.manifest) else {
+        let (Some(store), Some(m)) = (&self.store, &self.manifest) else {
             return Ok(());
         };
-        let path = root.join(m.generation_dir()).join(CORPUS_FILE);
-        let file: CorpusFile = kgrag_graph_store::persist::load(&path, "kgrag-corpus", 1)?;
-        self.corpus.triples = file.triples;
+        self.corpus.triples = store.triples(m)?;
         self.triples_loaded = true;
         Ok(())
     }
@@ -728,7 +767,7 @@ impl Pipeline {
         if let Some(m) = self.methods.get(name) {
             return Ok(m.clone());
         }
-        let (Some(root), Some(manifest)) = (&self.root, &self.manifest) else {
+        let (Some(store), Some(manifest)) = (&self.store, &self.manifest) else {
             return Err(KgragError::Config(format!(
                 "the {name} index was not built"
             )));
@@ -736,7 +775,7 @@ impl Pipeline {
         if !manifest.methods.contains_key(name) {
             return Err(KgragError::Index(format!(
                 "the index in {} has no {name} part (it has: {}); add it with `kgrag index … --methods {}`",
-                root.display(),
+                store.location(),
                 manifest.methods.keys().cloned().collect::<Vec<_>>().join(", "),
                 name
             )));
@@ -745,8 +784,7 @@ impl Pipeline {
             .into_iter()
             .find(|m| m.name() == name)
             .ok_or_else(|| KgragError::Config(format!("unknown method {name:?}")))?;
-        let dir = root.join(manifest.generation_dir()).join(name);
-        let index = method.load(&dir, &self.env, &self.corpus)?;
+        let index = store.method(manifest, method.as_ref(), &self.env, &self.corpus)?;
         self.methods.insert(name.to_owned(), index.clone());
         Ok(index)
     }
@@ -908,12 +946,9 @@ impl Pipeline {
         Ok(summary)
     }
 
-    /// The index directory's writer lock (none in memory).
-    fn write_lock(&self) -> Result<Option<index_dir::WriteLock>> {
-        self.root
-            .as_deref()
-            .map(index_dir::WriteLock::acquire)
-            .transpose()
+    /// The index's writer lock (none in memory).
+    fn write_lock(&self) -> Result<Option<storage::WriterLock>> {
+        self.store.as_ref().map(|s| s.lock()).transpose()
     }
 
     /// The in-memory state, to put back when a change fails half-way (the committed generation on disk
@@ -924,6 +959,7 @@ impl Pipeline {
             chunks: self.corpus.chunks.clone(),
             triples: self.corpus.triples.clone(),
             passages: self.corpus.passages.clone(),
+            search: self.corpus.search.clone(),
             triples_loaded: self.triples_loaded,
             methods: self.methods.clone(),
             stages: self.stages.clone(),
@@ -937,6 +973,7 @@ impl Pipeline {
             chunks: s.chunks,
             triples: s.triples,
             passages: s.passages,
+            search: s.search,
         };
         self.triples_loaded = s.triples_loaded;
         self.methods = s.methods;
@@ -946,59 +983,23 @@ impl Pipeline {
 
     /// Writes a new generation and commits it (no-op in memory). Returns the generation.
     async fn commit(&mut self) -> Result<u64> {
-        let Some(root) = self.root.clone() else {
+        let Some(store) = self.store.clone() else {
             return Ok(0);
         };
         let t = Instant::now();
-        std::fs::create_dir_all(&root).map_err(io(&root))?;
-        // The generation on disk must still be the one this pipeline opened (or none, or a damaged one
-        // a forced rebuild replaces): another writer's commit is never overwritten.
-        let on_disk = index_dir::read_manifest(&root).ok().flatten();
-        let mine = self.manifest.as_ref().map(|m| m.generation);
-        if let (Some(disk), Some(mine)) = (on_disk.as_ref().map(|m| m.generation), mine) {
-            if disk != mine {
-                return Err(KgragError::Index(format!(
-                    "{} changed while this change was being built (generation {mine} was opened, {disk} is \
-                     committed now); nothing was written — run the command again",
-                    root.display()
-                )));
-            }
-        }
-        let generation = on_disk.map_or(0, |m| m.generation).max(mine.unwrap_or(0)) + 1;
-        let gdir = index_dir::fresh_generation(&root, generation)?;
-        let gname = index_dir::generation_dir(generation);
-        self.corpus.passages.save(&gdir.join(PASSAGES_FILE))?;
-        kgrag_graph_store::persist::save(
-            &gdir.join(CORPUS_FILE),
-            "kgrag-corpus",
-            1,
-            &CorpusFileRef {
-                triples: &self.corpus.triples,
-            },
-        )?;
-        let files = vec![
-            index_dir::file_entry(&root, &format!("{gname}/{PASSAGES_FILE}"))?,
-            index_dir::file_entry(&root, &format!("{gname}/{CORPUS_FILE}"))?,
-        ];
-        let mut entries = BTreeMap::new();
-        for (name, index) in &self.methods {
-            let mdir = gdir.join(name);
-            std::fs::create_dir_all(&mdir).map_err(io(&mdir))?;
-            let mut fe = Vec::new();
-            for f in index.save(&mdir)? {
-                fe.push(index_dir::file_entry(
-                    &root,
-                    &format!("{gname}/{name}/{f}"),
-                )?);
-            }
-            entries.insert(
-                name.clone(),
-                MethodEntry {
-                    files: fe,
-                    stats: index.stats(),
-                },
-            );
-        }
+        let entries = self
+            .methods
+            .iter()
+            .map(|(name, index)| {
+                (
+                    name.clone(),
+                    MethodEntry {
+                        files: Vec::new(),
+                        stats: index.stats(),
+                    },
+                )
+            })
+            .collect();
         let names: Vec<&str> = self.methods.keys().map(String::as_str).collect();
         let settings = settings(&self.env.config, &names);
         let extraction = self
@@ -1010,7 +1011,7 @@ impl Pipeline {
         let manifest = Manifest {
             format: index_dir::FORMAT,
             kgrag_version: env!("CARGO_PKG_VERSION").to_owned(),
-            generation,
+            generation: 0,
             config_hash: index_dir::settings_hash(&settings),
             settings,
             config: serde_json::to_value(&self.env.config)?,
@@ -1024,23 +1025,29 @@ impl Pipeline {
             },
             documents: self.documents.clone(),
             chunks: self.corpus.chunks.len(),
-            files,
+            files: Vec::new(),
             methods: entries,
             llm: self.llm.clone(),
             stages: self.stages.clone(),
             extraction,
             notes: self.env.notes(),
         };
-        index_dir::sync_dirs(&gdir)?;
-        index_dir::commit(&root, &manifest)?;
-        if let Err(e) = index_dir::remove_old_generations(&root, generation) {
-            // The new generation is committed; a leftover folder only costs space.
-            say(&format!("note: could not remove an old generation ({e})"));
+        let manifest = store.commit(NewGeneration {
+            opened: self.manifest.as_ref().map(|m| m.generation),
+            manifest,
+            passages: &self.corpus.passages,
+            triples: &self.corpus.triples,
+            methods: &self.methods,
+        })?;
+        if let Some(root) = &self.root {
+            storage::write_pointer(root, store.pointer().as_ref())?;
         }
+        let generation = manifest.generation;
+        self.corpus.search = store.passage_search(&manifest)?;
         self.manifest = Some(manifest);
         say(&format!(
             "committed generation {generation} to {} ({:.2} s)",
-            root.display(),
+            store.location(),
             t.elapsed().as_secs_f64()
         ));
         Ok(generation)
@@ -1162,14 +1169,10 @@ impl Pipeline {
         let Some(m) = &self.manifest else {
             return Err(KgragError::Index("the index is not committed".into()));
         };
-        let mut parts: BTreeMap<String, u64> = BTreeMap::new();
-        for f in &m.files {
-            let part = f.path.rsplit('/').next().unwrap_or(&f.path).to_owned();
-            *parts.entry(part).or_default() += f.bytes;
-        }
-        for (name, e) in &m.methods {
-            parts.insert(name.clone(), e.files.iter().map(|f| f.bytes).sum());
-        }
+        let (parts, storage) = match &self.store {
+            Some(store) => (store.sizes(m)?, store.info()),
+            None => (BTreeMap::new(), serde_json::Value::Null),
+        };
         let (chat_entries, embedding_entries, cache_error) =
             match self.cache.as_ref().map(ResponseCache::entries) {
                 Some(Ok((a, b))) => (a, b, None),
@@ -1190,6 +1193,7 @@ impl Pipeline {
             "methods": m.methods.iter().map(|(k, v)| (k.clone(), v.stats.clone())).collect::<BTreeMap<_, _>>(),
             "bytes_by_part": parts,
             "bytes_total": parts.values().sum::<u64>(),
+            "storage": storage,
             "cache": {
                 "dir": self.env.cache_dir,
                 "chat_replies": chat_entries,

@@ -110,6 +110,15 @@ impl ExactIndex {
         Ok(out)
     }
 
+    /// An index holding rows exactly as [`as_slice`](Self::as_slice) gave them (already normalised for
+    /// cosine: nothing is recomputed, so a store read back from a database equals the one written).
+    pub fn from_stored(dim: usize, metric: Metric, data: Vec<f32>) -> Result<Self> {
+        let mut out = Self::new(dim, metric)?;
+        check_rows(&data, dim, "vectors")?;
+        out.data = data;
+        Ok(out)
+    }
+
     /// The stored matrix, row-major (rows normalised for cosine).
     pub fn as_slice(&self) -> &[f32] {
         &self.data

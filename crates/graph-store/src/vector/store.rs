@@ -52,6 +52,46 @@ impl EmbeddingStore {
         }
     }
 
+    /// A store of `keys` and `texts` with their vectors as [`index`](Self::index) holds them (`dim`
+    /// values per row, normalised): what a database backend reads back. Keys must be distinct.
+    pub fn from_stored(
+        name: impl Into<String>,
+        keys: Vec<String>,
+        texts: Vec<Arc<str>>,
+        dim: usize,
+        vectors: Vec<f32>,
+    ) -> Result<Self> {
+        let name = name.into();
+        if keys.len() != texts.len() || keys.len() * dim != vectors.len() {
+            return Err(invalid(format!(
+                "the {name} store was given {} keys, {} texts and {} values of {dim}-d vectors",
+                keys.len(),
+                texts.len(),
+                vectors.len()
+            )));
+        }
+        let index = if keys.is_empty() {
+            None
+        } else {
+            Some(ExactIndex::from_stored(dim, Metric::Cosine, vectors)?)
+        };
+        let rows: HashMap<String, usize> = keys
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.clone(), i))
+            .collect();
+        if rows.len() != keys.len() {
+            return Err(invalid(format!("the {name} store was given a key twice")));
+        }
+        Ok(Self {
+            name,
+            keys,
+            texts,
+            index,
+            rows,
+        })
+    }
+
     /// The store's name.
     pub fn name(&self) -> &str {
         &self.name

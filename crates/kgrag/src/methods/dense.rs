@@ -8,11 +8,17 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kgrag_dense::DenseRetriever;
-use kgrag_types::{RetrievedContext, Retriever};
+use kgrag_graph_store::vector::min_max;
+use kgrag_graph_store::EmbeddingStore;
+use kgrag_text::ReaderTokens;
+use kgrag_types::{
+    ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever, ScoredChunk,
+};
 
 use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
 use crate::config::Config;
-use crate::Result;
+use crate::storage::PassageSearch;
+use crate::{KgragError, Result};
 
 pub(crate) struct Dense;
 
@@ -67,6 +73,20 @@ impl MethodIndex for DenseIndex {
     }
 
     fn retriever(&self, _strategy: &str, env: &Env, corpus: &Corpus) -> Result<Box<dyn Retriever>> {
+        if let Some(search) = &corpus.search {
+            return Ok(Box::new(BackendDense {
+                search: search.clone(),
+                fallback: DenseRetriever::new(
+                    corpus.passages.clone(),
+                    env.embedder.clone(),
+                    env.config.dense.clone(),
+                ),
+                tokens: ReaderTokens::new(corpus.passages.len()),
+                passages: corpus.passages.clone(),
+                embedder: env.embedder.clone(),
+                config: env.config.dense.clone(),
+            }));
+        }
         Ok(Box::new(DenseRetriever::new(
             corpus.passages.clone(),
             env.embedder.clone(),
@@ -91,5 +111,90 @@ impl MethodIndex for DenseIndex {
 
     fn stats(&self) -> serde_json::Value {
         json(&serde_json::json!({}))
+    }
+}
+
+/// The dense strategy searching the backend's passage vectors (pgvector) instead of the in-memory store.
+/// An exact search returns every passage's cosine, normalised as the in-memory search normalises them (the
+/// same ranking and scores); an approximate one (HNSW) returns its top k with their cosines. A generation
+/// the backend has since removed is searched in memory (the passages were loaded with it).
+struct BackendDense {
+    search: Arc<dyn PassageSearch>,
+    /// The in-memory search of the same generation, for when the backend has removed it.
+    fallback: DenseRetriever,
+    passages: Arc<EmbeddingStore>,
+    embedder: Arc<dyn Embedder>,
+    config: kgrag_dense::DenseConfig,
+    tokens: ReaderTokens,
+}
+
+impl BackendDense {
+    async fn search(&self, query: &str, top_k: usize) -> Result<RetrievedContext> {
+        let mut ctx = RetrievedContext {
+            method: "dense".to_owned(),
+            ..RetrievedContext::default()
+        };
+        if self.passages.is_empty() {
+            return Ok(ctx);
+        }
+        let kind = EmbedKind::Query {
+            instruction: self.config.query_instruction.clone(),
+        };
+        let q = self
+            .embedder
+            .embed(&[query.to_owned()], &kind)
+            .await
+            .map_err(|e| KgragError::Model(format!("embedding the query: {e}")))?;
+        let row = q.row(0).ok_or_else(|| {
+            KgragError::Model("the embedder returned no vector for the query".into())
+        })?;
+        let Some(found) = self.search.nearest(row, top_k).await? else {
+            return self
+                .fallback
+                .search(query, top_k)
+                .await
+                .map_err(|e| KgragError::Model(e.to_string()));
+        };
+        if found.complete {
+            let mut cosines = vec![f32::NEG_INFINITY; self.passages.len()];
+            for &(r, c) in &found.hits {
+                if let Some(slot) = cosines.get_mut(r) {
+                    *slot = c as f32;
+                }
+            }
+            return kgrag_dense::ranked_context(
+                &self.passages,
+                &self.tokens,
+                &min_max(&cosines),
+                top_k,
+                self.config.qa_top_k,
+                "dense",
+            )
+            .map_err(|e| KgragError::Model(e.to_string()));
+        }
+        for &(r, c) in found.hits.iter().take(top_k) {
+            let key = self.passages.key(r).unwrap_or_default();
+            let chunk_id = ChunkId::parse(key).map_err(|_| {
+                KgragError::Index(format!(
+                    "passage row {r} has the key {key:?}, not a chunk id"
+                ))
+            })?;
+            ctx.passages.push(ScoredChunk { chunk_id, score: c });
+        }
+        kgrag_dense::render_context(&self.passages, &self.tokens, &mut ctx, self.config.qa_top_k);
+        Ok(ctx)
+    }
+}
+
+#[async_trait]
+impl Retriever for BackendDense {
+    fn name(&self) -> &str {
+        "dense"
+    }
+
+    async fn retrieve(&self, request: &RetrievalRequest) -> kgrag_types::Result<RetrievedContext> {
+        self.search(&request.query, request.top_k)
+            .await
+            .map_err(|e| kgrag_types::Error::backend("dense retrieval", e))
     }
 }

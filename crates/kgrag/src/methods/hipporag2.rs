@@ -156,6 +156,10 @@ impl MethodIndex for Index {
         self
     }
 
+    fn graphs(&self) -> Vec<(&'static str, &kgrag_graph_store::KnowledgeGraph)> {
+        vec![(kgrag_hipporag::INDEX_FILES[0], self.index.graph())]
+    }
+
     fn save(&self, dir: &Path) -> Result<Vec<String>> {
         self.index.save(dir)?;
         kgrag_graph_store::persist::save(

@@ -134,6 +134,9 @@ pub struct Corpus {
     pub triples: Vec<Extraction>,
     /// The passage store: every chunk embedded once (keys: chunk ids).
     pub passages: Arc<EmbeddingStore>,
+    /// The backend's search of the committed passage vectors (PostgreSQL's pgvector), which the dense
+    /// strategy uses instead of scanning `passages`; `None`: in memory.
+    pub search: Option<Arc<dyn crate::storage::PassageSearch>>,
 }
 
 /// What changed since the previous build, for methods that update incrementally.
@@ -221,6 +224,12 @@ pub trait MethodIndex: Send + Sync {
 
     /// What the build made and cost, for `kgrag stats`.
     fn stats(&self) -> serde_json::Value;
+
+    /// The graphs among the files [`save`](Self::save) writes, by file name: a database backend stores
+    /// them as node and edge rows instead of a file (and rebuilds the file from the rows on load).
+    fn graphs(&self) -> Vec<(&'static str, &kgrag_graph_store::KnowledgeGraph)> {
+        Vec::new()
+    }
 
     /// The graph as GraphML, for methods that have a graph.
     fn graphml(&self) -> Option<String> {

@@ -7,4 +7,6 @@ mod config_file;
 mod faults;
 mod fixture_methods;
 mod pipeline;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod real_server;

@@ -1,0 +1,1262 @@
+//! The PostgreSQL + pgvector backend (feature `postgres`).
+//!
+//! Tables, in the configured schema (created and migrated by version on first use; `schema_version`
+//! records what was applied):
+//!
+//! | table | one row per | notes |
+//! | --- | --- | --- |
+//! | `generations` | committed generation | its manifest (`jsonb`); the newest row is the index |
+//! | `documents` | document of a generation | the user's id, content id, title, source, chunk ids |
+//! | `passages` | chunk of a generation | chunk id, text, its vector (`vector`, L2-normalised) |
+//! | `extractions` | chunk of a generation | its triples, entities and relations (`jsonb`) |
+//! | `graphs`, `graph_nodes`, `graph_edges` | graph, node, edge | HippoRAG 2's graph with every facet (`jsonb`) |
+//! | `method_files` | other part of a method's index | HiRAG's and LeanRAG's indexes, HippoRAG 2's stores (checksummed `bytea`) |
+//!
+//! A generation is written in one transaction, its `generations` row last: a reader sees the previous
+//! generation or the new one, never a mix, and a writer killed at any point leaves the previous generation
+//! as it was. Readers read the newest `generations` row, then only rows of that generation. After a commit
+//! the rows of generations older than the previous one are deleted (the previous one stays for readers
+//! that opened it just before the commit). One writer per schema: a session-level advisory lock, taken
+//! at the start of a change and held to its end; the server releases it when the writer's connection
+//! ends, however it ends. The dense strategy searches the passage vectors with pgvector's cosine distance
+//! `<=>`: an HNSW index (built in the commit, for generations of at least `hnsw_min_rows` passages) or an
+//! exact scan below. HippoRAG 2's PPR graph is read from the edge table once per generation, when the
+//! method's index is loaded.
+//!
+//! The database URL comes only from the environment variable `url_env`. It is never logged and never part
+//! of an error: messages say "the database in $VAR" and the server's own message, with the URL and its
+//! password scrubbed should the driver ever repeat them.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Numbers the load and staging folders of every store of the process (two pipelines of one process must
+/// not share one).
+static FOLDERS: AtomicU64 = AtomicU64::new(0);
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use kgrag_graph_store::{Edge, EmbeddingStore, KnowledgeGraph, Node};
+use kgrag_types::Extraction;
+use pgvector::Vector;
+use sha2::{Digest, Sha256};
+use tokio_postgres::binary_copy::BinaryCopyInWriter;
+use tokio_postgres::types::{Json, Type};
+use tokio_postgres::{Client, NoTls};
+
+use super::{IndexStore, Nearest, NewGeneration, PassageSearch, Pointer, WriterLock};
+use crate::config::{StorageBackend, StorageConfig};
+use crate::index_dir::{FileEntry, Manifest};
+use crate::methods::{Corpus, Env, Method, MethodIndex};
+use crate::{KgragError, Result};
+
+/// The schema version this kgrag writes; [`MIGRATIONS`] brings any older schema to it.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// `(version, SQL)`: each migration, applied in order in one transaction. `{s}` is the quoted schema.
+const MIGRATIONS: &[(i32, &str)] = &[(
+    1,
+    "create table {s}.generations (
+        generation bigint primary key,
+        manifest jsonb not null,
+        committed_at timestamptz not null default now());
+     create table {s}.documents (
+        generation bigint not null, ord integer not null, id text not null, doc_id text not null,
+        title text, source text not null, chunks text[] not null,
+        primary key (generation, ord));
+     create table {s}.passages (
+        generation bigint not null, ord integer not null, chunk_id text not null, body text not null,
+        embedding public.vector not null,
+        primary key (generation, ord));
+     create table {s}.extractions (
+        generation bigint not null, ord integer not null, chunk_id text not null,
+        extraction jsonb not null,
+        primary key (generation, ord));
+     create table {s}.graphs (
+        generation bigint not null, method text not null, file text not null,
+        node_slots integer not null, edge_slots integer not null,
+        primary key (generation, method, file));
+     create table {s}.graph_nodes (
+        generation bigint not null, method text not null, file text not null, idx integer not null,
+        key text not null, kind text not null, name text not null, node jsonb not null,
+        primary key (generation, method, file, idx));
+     create table {s}.graph_edges (
+        generation bigint not null, method text not null, file text not null, idx integer not null,
+        a integer not null, b integer not null, edge jsonb not null,
+        primary key (generation, method, file, idx));
+     create table {s}.method_files (
+        generation bigint not null, method text not null, name text not null, sha256 text not null,
+        data bytea not null,
+        primary key (generation, method, name));",
+)];
+
+/// The tables holding rows of a generation.
+const GENERATION_TABLES: [&str; 8] = [
+    "documents",
+    "passages",
+    "extractions",
+    "graphs",
+    "graph_nodes",
+    "graph_edges",
+    "method_files",
+    "generations",
+];
+
+/// Strings that must never appear in a message: the URL and its password.
+#[derive(Clone)]
+struct Secrets {
+    variable: String,
+    hide: Vec<String>,
+}
+
+impl Secrets {
+    fn scrub(&self, text: String) -> String {
+        let mut out = text;
+        for h in &self.hide {
+            if !h.is_empty() {
+                out = out.replace(h.as_str(), "<hidden>");
+            }
+        }
+        out
+    }
+
+    /// A database error with what was being done, the server's message (and detail), scrubbed.
+    fn err(&self, what: &str, e: tokio_postgres::Error) -> KgragError {
+        let text = match e.as_db_error() {
+            Some(db) => {
+                let mut t = format!("{}: {}", db.severity(), db.message());
+                if let Some(d) = db.detail() {
+                    t.push_str(&format!(" ({d})"));
+                }
+                t
+            }
+            None => {
+                let mut t = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    t.push_str(&format!(": {s}"));
+                    source = s.source();
+                }
+                t
+            }
+        };
+        KgragError::Database(self.scrub(format!(
+            "{what} (the database in ${}): {text}",
+            self.variable
+        )))
+    }
+}
+
+fn quoted(schema: &str) -> String {
+    format!("\"{schema}\"")
+}
+
+/// A stable 64-bit advisory-lock key for `what`.
+fn lock_key(what: &str) -> i64 {
+    let d = Sha256::digest(what.as_bytes());
+    i64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
+}
+
+/// Connects without TLS (the URL's `sslmode` is not honoured: this build has no TLS for PostgreSQL) and
+/// points the session at `schema`.
+async fn connect(
+    config: &tokio_postgres::Config,
+    application: &str,
+    secrets: &Secrets,
+) -> Result<Client> {
+    let mut config = config.clone();
+    config.application_name(application);
+    let (client, connection) = config
+        .connect(NoTls)
+        .await
+        .map_err(|e| secrets.err("connecting", e))?;
+    tokio::spawn(async move {
+        // Ends when the client is dropped or the server goes away; requests then fail with the cause.
+        let _ = connection.await;
+    });
+    Ok(client)
+}
+
+/// Creates the schema and applies the migrations it lacks, under a transaction-level advisory lock (two
+/// processes migrating at once apply each migration once).
+async fn migrate(client: &mut Client, schema: &str, secrets: &Secrets) -> Result<()> {
+    let s = quoted(schema);
+    let e = |what: &'static str| move |err| secrets.err(what, err);
+    let tx = client
+        .transaction()
+        .await
+        .map_err(e("starting the migration"))?;
+    tx.execute(
+        "select pg_advisory_xact_lock($1)",
+        &[&lock_key("kgrag migrate")],
+    )
+    .await
+    .map_err(e("locking for the migration"))?;
+    tx.batch_execute(&format!(
+        "create extension if not exists vector with schema public;
+         create schema if not exists {s};
+         create table if not exists {s}.schema_version (
+            version integer primary key,
+            applied_at timestamptz not null default now());"
+    ))
+    .await
+    .map_err(e(
+        "creating the schema (the pgvector extension must be installed on the server)",
+    ))?;
+    let current: i32 = tx
+        .query_one(
+            &format!("select coalesce(max(version), 0) from {s}.schema_version"),
+            &[],
+        )
+        .await
+        .map_err(e("reading the schema version"))?
+        .get(0);
+    if current > SCHEMA_VERSION {
+        return Err(KgragError::Database(format!(
+            "the schema {schema:?} has version {current}; this kgrag knows versions up to {SCHEMA_VERSION}: \
+             use a newer kgrag"
+        )));
+    }
+    for (version, sql) in MIGRATIONS {
+        if *version <= current {
+            continue;
+        }
+        tx.batch_execute(&sql.replace("{s}", &s))
+            .await
+            .map_err(e("migrating the schema"))?;
+        tx.execute(
+            &format!("insert into {s}.schema_version (version) values ($1)"),
+            &[version],
+        )
+        .await
+        .map_err(e("recording the schema version"))?;
+    }
+    tx.commit().await.map_err(e("committing the migration"))?;
+    Ok(())
+}
+
+/// PostgreSQL with pgvector. See the module docs.
+pub struct PgStore {
+    root: PathBuf,
+    config: StorageConfig,
+    db: tokio_postgres::Config,
+    secrets: Secrets,
+    runtime: Option<tokio::runtime::Runtime>,
+    handle: tokio::runtime::Handle,
+    reader: Arc<Client>,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.runtime.take() {
+            // Never blocks (a store may be dropped inside another runtime).
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl PgStore {
+    /// Connects to the database named by `config.url_env` and brings the schema up to date. `root` is
+    /// the index directory (caches, `storage.json`).
+    pub fn connect(root: &Path, config: &StorageConfig) -> Result<Self> {
+        config.validate()?;
+        let variable = config.url_env.clone();
+        let url = std::env::var(&variable).map_err(|_| {
+            KgragError::Config(format!(
+                "storage.backend = \"postgres\": the environment variable {variable} is not set (it holds \
+                 the database URL, postgres://user:password@host:port/database)"
+            ))
+        })?;
+        let mut secrets = Secrets {
+            variable: variable.clone(),
+            hide: vec![url.clone()],
+        };
+        let db: tokio_postgres::Config = url.parse().map_err(|_| {
+            KgragError::Config(format!(
+                "the value of {variable} is not a PostgreSQL URL or connection string"
+            ))
+        })?;
+        if let Some(p) = db.get_password() {
+            if let Ok(p) = std::str::from_utf8(p) {
+                if p.len() >= 4 {
+                    secrets.hide.push(p.to_owned());
+                }
+            }
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("kgrag-postgres")
+            .enable_all()
+            .build()
+            .map_err(|source| KgragError::Io {
+                path: root.to_path_buf(),
+                source,
+            })?;
+        let handle = runtime.handle().clone();
+        let (db2, secrets2, schema) = (db.clone(), secrets.clone(), config.schema.clone());
+        let reader = block(&handle, async move {
+            let mut client = connect(&db2, "kgrag reader", &secrets2).await?;
+            migrate(&mut client, &schema, &secrets2).await?;
+            client
+                .batch_execute("set jit = off")
+                .await
+                .map_err(|e| secrets2.err("setting up the session", e))?;
+            Ok(client)
+        })?;
+        Ok(Self {
+            root: root.to_path_buf(),
+            config: config.clone(),
+            db,
+            secrets,
+            runtime: Some(runtime),
+            handle,
+            reader: Arc::new(reader),
+        })
+    }
+
+    fn s(&self) -> String {
+        quoted(&self.config.schema)
+    }
+
+    /// Runs `f` with the reader connection on the store's runtime and waits for it.
+    fn read<T, F, Fut>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>, Secrets, String) -> Fut,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        block(
+            &self.handle,
+            f(self.reader.clone(), self.secrets.clone(), self.s()),
+        )
+    }
+
+    /// The generation's rows must be there: a reader that opened a generation two commits ago finds them
+    /// deleted.
+    fn gone(&self, generation: u64) -> KgragError {
+        KgragError::Index(format!(
+            "generation {generation} of {} is incomplete or was replaced by newer commits since it was \
+             opened; open the index again",
+            self.location()
+        ))
+    }
+
+    /// Writes `new` in one transaction on a connection of its own (in a thread with its own runtime, so
+    /// that the generation's data is streamed from borrows).
+    async fn write(&self, new: &NewGeneration<'_>, stage: &Path) -> Result<Manifest> {
+        let s = self.s();
+        let secrets = &self.secrets;
+        let e = |what: &'static str| move |err| secrets.err(what, err);
+        let mut client = connect(&self.db, "kgrag writer", secrets).await?;
+        let tx = client
+            .transaction()
+            .await
+            .map_err(e("starting the commit"))?;
+        tx.batch_execute(&format!(
+            "set local search_path = {s}, public; lock table {s}.generations in exclusive mode"
+        ))
+        .await
+        .map_err(e("locking the generations"))?;
+        let head: Option<i64> = tx
+            .query_one(&format!("select max(generation) from {s}.generations"), &[])
+            .await
+            .map_err(e("reading the committed generation"))?
+            .get(0);
+        let head = head.map(|g| g as u64);
+        if let (Some(head), Some(mine)) = (head, new.opened) {
+            if head != mine {
+                return Err(KgragError::Index(format!(
+                    "{} changed while this change was being built (generation {mine} was opened, {head} is \
+                     committed now); nothing was written — run the command again",
+                    self.location()
+                )));
+            }
+        }
+        let generation = head.unwrap_or(0).max(new.opened.unwrap_or(0)) + 1;
+        let g = generation as i64;
+        // Leftovers of this number (none: a failed transaction leaves nothing; a generation number is
+        // reused only after a forced rebuild removed its row) go first.
+        for t in GENERATION_TABLES {
+            tx.execute(&format!("delete from {s}.{t} where generation = $1"), &[&g])
+                .await
+                .map_err(e("clearing the generation"))?;
+        }
+        let mut manifest = new.manifest.clone();
+        manifest.generation = generation;
+        manifest.files = Vec::new();
+
+        // Documents.
+        {
+            let sink = tx
+                .copy_in::<_, Bytes>(&format!(
+                    "copy {s}.documents (generation, ord, id, doc_id, title, source, chunks) from stdin binary"
+                ))
+                .await
+                .map_err(e("writing the documents"))?;
+            let types = [
+                Type::INT8,
+                Type::INT4,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT,
+                Type::TEXT_ARRAY,
+            ];
+            let writer = BinaryCopyInWriter::new(sink, &types);
+            let mut writer = std::pin::pin!(writer);
+            for (i, d) in manifest.documents.iter().enumerate() {
+                let chunks: Vec<&str> = d.chunks.iter().map(|c| c.as_str()).collect();
+                let ord = i as i32;
+                writer
+                    .as_mut()
+                    .write(&[
+                        &g,
+                        &ord,
+                        &d.id,
+                        &d.doc_id.as_str(),
+                        &d.title,
+                        &d.source,
+                        &chunks,
+                    ])
+                    .await
+                    .map_err(e("writing the documents"))?;
+            }
+            writer
+                .as_mut()
+                .finish()
+                .await
+                .map_err(e("writing the documents"))?;
+        }
+
+        // Passages with their vectors.
+        let vector_type = tx
+            .prepare("select $1::public.vector")
+            .await
+            .map_err(e("looking up the vector type"))?
+            .params()
+            .first()
+            .cloned()
+            .ok_or_else(|| KgragError::Database("the vector type has no parameter".into()))?;
+        let dim = new.passages.dim().unwrap_or(0);
+        {
+            let sink = tx
+                .copy_in::<_, Bytes>(&format!(
+                    "copy {s}.passages (generation, ord, chunk_id, body, embedding) from stdin binary"
+                ))
+                .await
+                .map_err(e("writing the passages"))?;
+            let types = [
+                Type::INT8,
+                Type::INT4,
+                Type::TEXT,
+                Type::TEXT,
+                vector_type.clone(),
+            ];
+            let writer = BinaryCopyInWriter::new(sink, &types);
+            let mut writer = std::pin::pin!(writer);
+            let data = new
+                .passages
+                .index()
+                .map(|i| i.as_slice())
+                .unwrap_or_default();
+            for (row, (key, text)) in new
+                .passages
+                .keys()
+                .iter()
+                .zip(new.passages.texts())
+                .enumerate()
+            {
+                let v = Vector::from(data[row * dim..(row + 1) * dim].to_vec());
+                let ord = row as i32;
+                let body: &str = text;
+                writer
+                    .as_mut()
+                    .write(&[&g, &ord, key, &body, &v])
+                    .await
+                    .map_err(e("writing the passages"))?;
+            }
+            writer
+                .as_mut()
+                .finish()
+                .await
+                .map_err(e("writing the passages"))?;
+        }
+
+        // Extractions.
+        {
+            let sink = tx
+                .copy_in::<_, Bytes>(&format!(
+                    "copy {s}.extractions (generation, ord, chunk_id, extraction) from stdin binary"
+                ))
+                .await
+                .map_err(e("writing the extractions"))?;
+            let types = [Type::INT8, Type::INT4, Type::TEXT, Type::JSONB];
+            let writer = BinaryCopyInWriter::new(sink, &types);
+            let mut writer = std::pin::pin!(writer);
+            for (i, x) in new.triples.iter().enumerate() {
+                let ord = i as i32;
+                writer
+                    .as_mut()
+                    .write(&[&g, &ord, &x.chunk_id.as_str(), &Json(x)])
+                    .await
+                    .map_err(e("writing the extractions"))?;
+            }
+            writer
+                .as_mut()
+                .finish()
+                .await
+                .map_err(e("writing the extractions"))?;
+        }
+
+        // Each method's index: its graphs as rows, its other files as checksummed blobs.
+        for (name, index) in new.methods {
+            let mdir = stage.join(name);
+            std::fs::create_dir_all(&mdir).map_err(|source| KgragError::Io {
+                path: mdir.clone(),
+                source,
+            })?;
+            let saved = index.save(&mdir)?;
+            let graphs = index.graphs();
+            let mut files = Vec::new();
+            for f in saved {
+                let path = mdir.join(&f);
+                let bytes = std::fs::read(&path).map_err(|source| KgragError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                let sha = hex::encode(Sha256::digest(&bytes));
+                files.push(FileEntry {
+                    path: format!("{name}/{f}"),
+                    bytes: bytes.len() as u64,
+                    sha256: sha.clone(),
+                });
+                if let Some((_, graph)) = graphs.iter().find(|(file, _)| *file == f) {
+                    write_graph(&tx, &s, g, name, &f, graph, secrets).await?;
+                } else {
+                    tx.execute(
+                        &format!(
+                            "insert into {s}.method_files (generation, method, name, sha256, data) \
+                             values ($1, $2, $3, $4, $5)"
+                        ),
+                        &[&g, name, &f, &sha, &bytes],
+                    )
+                    .await
+                    .map_err(e("writing a method's index"))?;
+                }
+                let _ = std::fs::remove_file(&path);
+            }
+            if let Some(entry) = manifest.methods.get_mut(name) {
+                entry.files = files;
+            }
+        }
+
+        // The HNSW index of this generation's vectors, from the threshold up.
+        if dim > 0 && new.passages.len() >= self.config.hnsw_min_rows {
+            tx.batch_execute(&format!(
+                "create index {name} on {s}.passages using hnsw ((embedding::public.vector({dim})) \
+                 public.vector_cosine_ops) with (m = {m}, ef_construction = {ef}) where generation = {g}",
+                name = hnsw_name(generation),
+                m = self.config.hnsw_m,
+                ef = self.config.hnsw_ef_construction,
+            ))
+            .await
+            .map_err(e("building the HNSW index"))?;
+        }
+
+        if let Some(ms) = std::env::var("KGRAG_TEST_PG_STALL_MS")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+        {
+            // Tests kill the server here, inside the transaction, every row written.
+            eprintln!("kgrag: test stall: generation {generation} written, not committed");
+            tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+        }
+
+        let json = serde_json::to_value(&manifest)?;
+        tx.execute(
+            &format!("insert into {s}.generations (generation, manifest) values ($1, $2)"),
+            &[&g, &json],
+        )
+        .await
+        .map_err(e("writing the manifest"))?;
+        tx.commit().await.map_err(e("committing the generation"))?;
+
+        // Generations before the previous one that were replaced longer than the grace period ago: no
+        // reader should still be loading from them.
+        let keep = g - 1;
+        let grace = self.config.replaced_grace_secs as f64;
+        let old: Vec<i64> = client
+            .query(
+                &format!(
+                    "select o.generation from {s}.generations o where o.generation < $1 and exists \
+                     (select 1 from {s}.generations n where n.generation > o.generation \
+                      and n.committed_at <= now() - make_interval(secs => $2))"
+                ),
+                &[&keep, &grace],
+            )
+            .await
+            .map_err(e("listing old generations"))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if !old.is_empty() {
+            for t in GENERATION_TABLES {
+                client
+                    .execute(
+                        &format!("delete from {s}.{t} where generation = any($1)"),
+                        &[&old],
+                    )
+                    .await
+                    .map_err(e("removing old generations"))?;
+            }
+            for o in &old {
+                client
+                    .batch_execute(&format!(
+                        "drop index if exists {s}.{}",
+                        hnsw_name(*o as u64)
+                    ))
+                    .await
+                    .map_err(e("removing an old HNSW index"))?;
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// Writes a method's files into `dir`: blobs as stored, graphs rebuilt from their rows and written as
+    /// their file; every file is checked against the manifest's checksum.
+    fn materialise(&self, manifest: &Manifest, method: &str, dir: &Path) -> Result<()> {
+        let g = manifest.generation as i64;
+        let m = method.to_owned();
+        type GraphRows = (
+            String,
+            (u32, u32),
+            Vec<(u32, Node)>,
+            Vec<(u32, u32, u32, Edge)>,
+        );
+        let (blobs, graphs): (Vec<(String, Vec<u8>)>, Vec<GraphRows>) =
+            self.read(|client, secrets, s| async move {
+                let e = |what: &'static str| {
+                    let secrets = secrets.clone();
+                    move |err| secrets.err(what, err)
+                };
+                let blobs = client
+                    .query(
+                        &format!(
+                            "select name, data from {s}.method_files where generation = $1 and method = $2 \
+                             order by name"
+                        ),
+                        &[&g, &m],
+                    )
+                    .await
+                    .map_err(e("reading a method's index"))?
+                    .iter()
+                    .map(|r| (r.get::<_, String>(0), r.get::<_, Vec<u8>>(1)))
+                    .collect();
+                let mut graphs = Vec::new();
+                for r in client
+                    .query(
+                        &format!(
+                            "select file, node_slots, edge_slots from {s}.graphs where generation = $1 and \
+                             method = $2 order by file"
+                        ),
+                        &[&g, &m],
+                    )
+                    .await
+                    .map_err(e("reading a graph"))?
+                {
+                    let file: String = r.get(0);
+                    let bounds = (r.get::<_, i32>(1) as u32, r.get::<_, i32>(2) as u32);
+                    let nodes = client
+                        .query(
+                            &format!(
+                                "select idx, node from {s}.graph_nodes where generation = $1 and method = $2 \
+                                 and file = $3 order by idx"
+                            ),
+                            &[&g, &m, &file],
+                        )
+                        .await
+                        .map_err(e("reading a graph's nodes"))?
+                        .iter()
+                        .map(|r| (r.get::<_, i32>(0) as u32, r.get::<_, Json<Node>>(1).0))
+                        .collect();
+                    let edges = client
+                        .query(
+                            &format!(
+                                "select idx, a, b, edge from {s}.graph_edges where generation = $1 and \
+                                 method = $2 and file = $3 order by idx"
+                            ),
+                            &[&g, &m, &file],
+                        )
+                        .await
+                        .map_err(e("reading a graph's edges"))?
+                        .iter()
+                        .map(|r| {
+                            (
+                                r.get::<_, i32>(0) as u32,
+                                r.get::<_, i32>(1) as u32,
+                                r.get::<_, i32>(2) as u32,
+                                r.get::<_, Json<Edge>>(3).0,
+                            )
+                        })
+                        .collect();
+                    graphs.push((file, bounds, nodes, edges));
+                }
+                Ok((blobs, graphs))
+            })?;
+        std::fs::create_dir_all(dir).map_err(|source| KgragError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        for (name, bytes) in blobs {
+            safe_name(&name)?;
+            let path = dir.join(&name);
+            std::fs::write(&path, bytes).map_err(|source| KgragError::Io { path, source })?;
+        }
+        for (file, bounds, nodes, edges) in graphs {
+            safe_name(&file)?;
+            let graph = KnowledgeGraph::from_rows(bounds, nodes, edges)?;
+            graph.save(&dir.join(&file))?;
+        }
+        let entry = manifest
+            .methods
+            .get(method)
+            .ok_or_else(|| self.gone(manifest.generation))?;
+        for f in &entry.files {
+            let name = f.path.rsplit('/').next().unwrap_or(&f.path);
+            let path = dir.join(name);
+            let bytes = std::fs::read(&path).map_err(|_| self.gone(manifest.generation))?;
+            let sha = hex::encode(Sha256::digest(&bytes));
+            if sha != f.sha256 {
+                return Err(KgragError::Index(format!(
+                    "{method}/{name} of generation {} in {} does not match its checksum: the rows were \
+                     changed outside kgrag; rebuild with `kgrag index --force`",
+                    manifest.generation,
+                    self.location()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A file name from the database must be a plain name (it becomes a path under the load folder).
+fn safe_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\\')
+        && !name.contains('\0');
+    if ok {
+        Ok(())
+    } else {
+        Err(KgragError::Index(format!(
+            "the database names the index file {name:?}, which is not a plain file name"
+        )))
+    }
+}
+
+fn hnsw_name(generation: u64) -> String {
+    format!("passages_hnsw_g{generation}")
+}
+
+async fn write_graph(
+    tx: &tokio_postgres::Transaction<'_>,
+    s: &str,
+    g: i64,
+    method: &str,
+    file: &str,
+    graph: &KnowledgeGraph,
+    secrets: &Secrets,
+) -> Result<()> {
+    let e = |what: &'static str| move |err| secrets.err(what, err);
+    let (bounds, nodes, edges) = graph.rows();
+    tx.execute(
+        &format!(
+            "insert into {s}.graphs (generation, method, file, node_slots, edge_slots) values ($1, $2, $3, $4, $5)"
+        ),
+        &[&g, &method, &file, &(bounds.0 as i32), &(bounds.1 as i32)],
+    )
+    .await
+    .map_err(e("writing a graph"))?;
+    {
+        let sink = tx
+            .copy_in::<_, Bytes>(&format!(
+                "copy {s}.graph_nodes (generation, method, file, idx, key, kind, name, node) from stdin binary"
+            ))
+            .await
+            .map_err(e("writing a graph's nodes"))?;
+        let types = [
+            Type::INT8,
+            Type::TEXT,
+            Type::TEXT,
+            Type::INT4,
+            Type::TEXT,
+            Type::TEXT,
+            Type::TEXT,
+            Type::JSONB,
+        ];
+        let writer = BinaryCopyInWriter::new(sink, &types);
+        let mut writer = std::pin::pin!(writer);
+        for (i, n) in nodes {
+            let idx = i as i32;
+            writer
+                .as_mut()
+                .write(&[
+                    &g,
+                    &method,
+                    &file,
+                    &idx,
+                    &n.key,
+                    &n.kind.as_str(),
+                    &n.name,
+                    &Json(n),
+                ])
+                .await
+                .map_err(e("writing a graph's nodes"))?;
+        }
+        writer
+            .as_mut()
+            .finish()
+            .await
+            .map_err(e("writing a graph's nodes"))?;
+    }
+    let sink = tx
+        .copy_in::<_, Bytes>(&format!(
+            "copy {s}.graph_edges (generation, method, file, idx, a, b, edge) from stdin binary"
+        ))
+        .await
+        .map_err(e("writing a graph's edges"))?;
+    let types = [
+        Type::INT8,
+        Type::TEXT,
+        Type::TEXT,
+        Type::INT4,
+        Type::INT4,
+        Type::INT4,
+        Type::JSONB,
+    ];
+    let writer = BinaryCopyInWriter::new(sink, &types);
+    let mut writer = std::pin::pin!(writer);
+    for (i, a, b, edge) in edges {
+        let (idx, a, b) = (i as i32, a as i32, b as i32);
+        writer
+            .as_mut()
+            .write(&[&g, &method, &file, &idx, &a, &b, &Json(edge)])
+            .await
+            .map_err(e("writing a graph's edges"))?;
+    }
+    writer
+        .as_mut()
+        .finish()
+        .await
+        .map_err(e("writing a graph's edges"))?;
+    Ok(())
+}
+
+/// Runs `fut` on `handle`'s runtime and waits for it from a thread outside it (callers may be inside
+/// another runtime).
+fn block<T: Send + 'static>(
+    handle: &tokio::runtime::Handle,
+    fut: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    handle.spawn(async move {
+        let _ = tx.send(fut.await);
+    });
+    rx.recv()
+        .map_err(|_| KgragError::Database("the database task stopped".into()))?
+}
+
+/// The writer lock: its own connection holding a session-level advisory lock. Dropping it unlocks and
+/// closes the connection (the server also releases the lock when the connection ends, however it ends).
+struct PgLock {
+    client: Option<Client>,
+    key: i64,
+    handle: tokio::runtime::Handle,
+}
+
+impl Drop for PgLock {
+    fn drop(&mut self) {
+        let Some(client) = self.client.take() else {
+            return;
+        };
+        let key = self.key;
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.handle.spawn(async move {
+            // Unlocked before the next writer can ask: closing alone releases it only once the server
+            // has noticed.
+            let _ = client
+                .execute("select pg_advisory_unlock($1)", &[&key])
+                .await;
+            drop(client);
+            let _ = tx.send(());
+        });
+        let _ = rx.recv_timeout(std::time::Duration::from_secs(10));
+    }
+}
+
+impl IndexStore for PgStore {
+    fn location(&self) -> String {
+        format!(
+            "PostgreSQL schema {:?} (the database in ${})",
+            self.config.schema, self.config.url_env
+        )
+    }
+
+    fn info(&self) -> serde_json::Value {
+        serde_json::json!({
+            "backend": "postgres",
+            "schema": self.config.schema,
+            "url_env": self.config.url_env,
+            "schema_version": SCHEMA_VERSION,
+            "hnsw_min_rows": self.config.hnsw_min_rows,
+        })
+    }
+
+    fn pointer(&self) -> Option<Pointer> {
+        Some(Pointer {
+            backend: StorageBackend::Postgres,
+            url_env: self.config.url_env.clone(),
+            schema: self.config.schema.clone(),
+        })
+    }
+
+    fn committed(&self) -> Result<Option<Manifest>> {
+        let value: Option<serde_json::Value> = self.read(|client, secrets, s| async move {
+            let row = client
+                .query_opt(
+                    &format!(
+                        "select manifest from {s}.generations order by generation desc limit 1"
+                    ),
+                    &[],
+                )
+                .await
+                .map_err(|e| secrets.err("reading the committed generation", e))?;
+            Ok(row.map(|r| r.get(0)))
+        })?;
+        value
+            .map(|v| {
+                serde_json::from_value(v).map_err(|e| {
+                    KgragError::Index(format!(
+                        "the manifest in {} does not parse ({e}); rebuild with `kgrag index --force`",
+                        self.location()
+                    ))
+                })
+            })
+            .transpose()
+    }
+
+    fn lock(&self) -> Result<WriterLock> {
+        let (db, secrets) = (self.db.clone(), self.secrets.clone());
+        let key = lock_key(&format!("kgrag writer {}", self.config.schema));
+        let me = format!("kgrag writer pid {}", std::process::id());
+        let (client, holder) = block(&self.handle, async move {
+            let client = connect(&db, &me, &secrets).await?;
+            let got: bool = client
+                .query_one("select pg_try_advisory_lock($1)", &[&key])
+                .await
+                .map_err(|e| secrets.err("taking the writer lock", e))?
+                .get(0);
+            if got {
+                return Ok((client, None));
+            }
+            // Who holds it: the advisory lock's halves are classid (high) and objid (low).
+            let holder: Option<String> = client
+                .query_opt(
+                    "select a.application_name from pg_locks l join pg_stat_activity a on a.pid = l.pid \
+                     where l.locktype = 'advisory' and l.granted and l.classid::bigint = ($1::bigint >> 32) & 4294967295 \
+                     and l.objid::bigint = $1::bigint & 4294967295 and l.objsubid = 1 limit 1",
+                    &[&key],
+                )
+                .await
+                .ok()
+                .flatten()
+                .map(|r| r.get(0));
+            Ok((
+                client,
+                Some(holder.unwrap_or_else(|| "holder unknown".to_owned())),
+            ))
+        })?;
+        if let Some(holder) = holder {
+            return Err(KgragError::Index(format!(
+                "{} is being changed by another kgrag process ({holder}); wait for it to finish",
+                self.location()
+            )));
+        }
+        Ok(Box::new(PgLock {
+            client: Some(client),
+            key,
+            handle: self.handle.clone(),
+        }))
+    }
+
+    fn passages(&self, manifest: &Manifest) -> Result<EmbeddingStore> {
+        let g = manifest.generation as i64;
+        let rows: Vec<(String, String, Vec<f32>)> = self.read(|client, secrets, s| async move {
+            let rows = client
+                .query(
+                    &format!(
+                        "select chunk_id, body, embedding from {s}.passages where generation = $1 order by ord"
+                    ),
+                    &[&g],
+                )
+                .await
+                .map_err(|e| secrets.err("reading the passages", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| {
+                    (
+                        r.get::<_, String>(0),
+                        r.get::<_, String>(1),
+                        r.get::<_, Vector>(2).to_vec(),
+                    )
+                })
+                .collect())
+        })?;
+        if rows.len() != manifest.chunks {
+            return Err(self.gone(manifest.generation));
+        }
+        let dim = rows
+            .first()
+            .map_or(manifest.embedder.dimension, |r| r.2.len());
+        let mut keys = Vec::with_capacity(rows.len());
+        let mut texts = Vec::with_capacity(rows.len());
+        let mut vectors = Vec::with_capacity(rows.len() * dim);
+        for (k, t, v) in rows {
+            if v.len() != dim {
+                return Err(KgragError::Index(format!(
+                    "passage {k} of {} has a {}-d vector, the others {dim}-d",
+                    self.location(),
+                    v.len()
+                )));
+            }
+            keys.push(k);
+            texts.push(Arc::from(t));
+            vectors.extend_from_slice(&v);
+        }
+        Ok(EmbeddingStore::from_stored(
+            "passages", keys, texts, dim, vectors,
+        )?)
+    }
+
+    fn triples(&self, manifest: &Manifest) -> Result<Vec<Extraction>> {
+        let g = manifest.generation as i64;
+        self.read(|client, secrets, s| async move {
+            let rows = client
+                .query(
+                    &format!(
+                        "select extraction from {s}.extractions where generation = $1 order by ord"
+                    ),
+                    &[&g],
+                )
+                .await
+                .map_err(|e| secrets.err("reading the extractions", e))?;
+            Ok(rows
+                .iter()
+                .map(|r| r.get::<_, Json<Extraction>>(0).0)
+                .collect())
+        })
+    }
+
+    fn method(
+        &self,
+        manifest: &Manifest,
+        method: &dyn Method,
+        env: &Env,
+        corpus: &Corpus,
+    ) -> Result<Arc<dyn MethodIndex>> {
+        let n = FOLDERS.fetch_add(1, Ordering::Relaxed);
+        let dir = self
+            .root
+            .join(format!(".postgres-load-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let result = self
+            .materialise(manifest, method.name(), &dir.join(method.name()))
+            .and_then(|()| method.load(&dir.join(method.name()), env, corpus));
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    }
+
+    fn commit(&self, new: NewGeneration<'_>) -> Result<Manifest> {
+        let n = FOLDERS.fetch_add(1, Ordering::Relaxed);
+        let stage = self
+            .root
+            .join(format!(".postgres-stage-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&stage);
+        std::fs::create_dir_all(&stage).map_err(|source| KgragError::Io {
+            path: stage.clone(),
+            source,
+        })?;
+        // The generation is streamed from borrows: a thread of its own with a runtime of its own.
+        let result = std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .map_err(|source| KgragError::Io {
+                            path: stage.clone(),
+                            source,
+                        })?;
+                    rt.block_on(self.write(&new, &stage))
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(KgragError::Database(
+                        "the commit's thread panicked".to_owned(),
+                    ))
+                })
+        });
+        let _ = std::fs::remove_dir_all(&stage);
+        result
+    }
+
+    fn sizes(&self, manifest: &Manifest) -> Result<BTreeMap<String, u64>> {
+        let g = manifest.generation as i64;
+        let parts: Vec<(String, i64)> = self.read(|client, secrets, s| async move {
+            let sql = format!(
+                "select 'documents', coalesce(sum(pg_column_size(t.*)), 0)::bigint from {s}.documents t where generation = $1
+                 union all select 'passages', coalesce(sum(pg_column_size(t.*)), 0)::bigint from {s}.passages t where generation = $1
+                 union all select 'extractions', coalesce(sum(pg_column_size(t.*)), 0)::bigint from {s}.extractions t where generation = $1
+                 union all select method, sum(b)::bigint from (
+                    select method, pg_column_size(t.*) as b from {s}.method_files t where generation = $1
+                    union all select method, pg_column_size(t.*) from {s}.graph_nodes t where generation = $1
+                    union all select method, pg_column_size(t.*) from {s}.graph_edges t where generation = $1) x
+                   group by method"
+            );
+            let rows = client
+                .query(&sql, &[&g])
+                .await
+                .map_err(|e| secrets.err("measuring the generation", e))?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })?;
+        let mut out: BTreeMap<String, u64> = parts
+            .into_iter()
+            .map(|(k, v)| (k, v.max(0) as u64))
+            .collect();
+        for name in manifest.methods.keys() {
+            out.entry(name.clone()).or_insert(0);
+        }
+        Ok(out)
+    }
+
+    fn passage_search(&self, manifest: &Manifest) -> Result<Option<Arc<dyn PassageSearch>>> {
+        if manifest.chunks == 0 {
+            return Ok(None);
+        }
+        let g = manifest.generation;
+        let name = hnsw_name(g);
+        let schema = self.config.schema.clone();
+        let hnsw: bool = self.read(|client, secrets, _| async move {
+            let row = client
+                .query_opt(
+                    "select 1 from pg_indexes where schemaname = $1 and indexname = $2",
+                    &[&schema, &name],
+                )
+                .await
+                .map_err(|e| secrets.err("looking for the HNSW index", e))?;
+            Ok(row.is_some())
+        })?;
+        // HNSW searches get a session of their own, set once: the index always (a small table would
+        // otherwise be scanned, which is exact, not what was asked for), its ef_search, and strict-order
+        // iterative scans so that a limit above ef_search is still filled in distance order.
+        let client = if hnsw {
+            let (db, secrets) = (self.db.clone(), self.secrets.clone());
+            let ef = self.config.hnsw_ef_search;
+            Arc::new(block(&self.handle, async move {
+                let client = connect(&db, "kgrag hnsw reader", &secrets).await?;
+                client
+                    .batch_execute(&format!(
+                        "set enable_seqscan = off; set hnsw.ef_search = {ef}; \
+                         set hnsw.iterative_scan = strict_order; set jit = off"
+                    ))
+                    .await
+                    .map_err(|e| secrets.err("setting up the HNSW session", e))?;
+                Ok(client)
+            })?)
+        } else {
+            self.reader.clone()
+        };
+        Ok(Some(Arc::new(PgSearch {
+            client,
+            handle: self.handle.clone(),
+            secrets: self.secrets.clone(),
+            s: self.s(),
+            generation: g,
+            hnsw,
+        })))
+    }
+}
+
+/// The dense strategy's search of one generation's passage vectors with pgvector.
+struct PgSearch {
+    client: Arc<Client>,
+    handle: tokio::runtime::Handle,
+    secrets: Secrets,
+    s: String,
+    generation: u64,
+    hnsw: bool,
+}
+
+#[async_trait]
+impl PassageSearch for PgSearch {
+    async fn nearest(&self, query: &[f32], k: usize) -> Result<Option<Nearest>> {
+        let (client, secrets, s) = (self.client.clone(), self.secrets.clone(), self.s.clone());
+        let (g, hnsw, dim) = (self.generation as i64, self.hnsw, query.len());
+        let q = Vector::from(query.to_vec());
+        let (tx, rx) = futures_channel::oneshot::channel();
+        self.handle.spawn(async move {
+            let out = async {
+                let e = |err| secrets.err("searching the passage vectors", err);
+                let rows = if hnsw {
+                    // The partial expression index of this generation: the generation and the dimension
+                    // are literals of the query, as in the index's definition.
+                    client
+                        .query(
+                            &format!(
+                                "select ord, 1 - (embedding::public.vector({dim}) operator(public.<=>) $1::public.vector({dim})) \
+                                 from {s}.passages where generation = {g} \
+                                 order by embedding::public.vector({dim}) operator(public.<=>) $1::public.vector({dim}) limit {k}"
+                            ),
+                            &[&q],
+                        )
+                        .await
+                        .map_err(e)?
+                } else {
+                    client
+                        .query(
+                            &format!(
+                                "select ord, 1 - (embedding operator(public.<=>) $1) from {s}.passages \
+                                 where generation = $2 order by embedding operator(public.<=>) $1, ord"
+                            ),
+                            &[&q, &g],
+                        )
+                        .await
+                        .map_err(e)?
+                };
+                let hits: Vec<(usize, f64)> = rows
+                    .iter()
+                    .map(|r| (r.get::<_, i32>(0) as usize, r.get::<_, f64>(1)))
+                    .collect();
+                Ok::<_, KgragError>(hits)
+            }
+            .await;
+            let _ = tx.send(out);
+        });
+        let hits = rx
+            .await
+            .map_err(|_| KgragError::Database("the database task stopped".into()))??;
+        if hits.is_empty() {
+            // Replaced and removed since it was opened (a generation with passages has rows).
+            return Ok(None);
+        }
+        Ok(Some(Nearest {
+            hits,
+            complete: !self.hnsw,
+        }))
+    }
+}

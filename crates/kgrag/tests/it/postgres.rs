@@ -1,0 +1,594 @@
+//! The PostgreSQL + pgvector backend against a real server: `cargo xtask test` starts PostgreSQL 18 with
+//! pgvector and sets `KGRAG_TEST_DATABASE_URL` (and `KGRAG_REQUIRE_PG_SERVER=1`, which makes a missing
+//! server a failure instead of a skip). Each test works in a schema of its own.
+//!
+//! - the fixture in PostgreSQL and in the local backend: the same rankings for every strategy, the same
+//!   statistics and byte-identical method indexes, after a build, an insert and a delete; pgvector's
+//!   HNSW search agreeing with the exact one;
+//! - readers opening and querying in a loop while a writer commits generations: every passage of every
+//!   answer belongs to the generation the reader opened;
+//! - two writers: the second fails at once, naming the first;
+//! - the server killed with SIGKILL inside a commit (a server of the test's own): after a restart the
+//!   previous generation is intact and the rerun completes; the database URL never appears in any output.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kgrag::config::{Config, StorageBackend};
+use kgrag::documents::SourceDoc;
+use kgrag::types::testing::HashingEmbedder;
+use kgrag::types::{Document, RetrievalRequest};
+use kgrag::Pipeline;
+
+#[path = "../../../../xtask/src/pg.rs"]
+mod pg;
+
+/// The variable the tests' configurations name as `url_env`.
+const URL_ENV: &str = "KGRAG_TEST_DATABASE_URL";
+
+/// Whether the server is there; without it the test is skipped, unless the run requires it.
+fn have_server(test: &str) -> bool {
+    if std::env::var_os(URL_ENV).is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("KGRAG_REQUIRE_PG_SERVER").is_none(),
+        "{URL_ENV} is not set but KGRAG_REQUIRE_PG_SERVER is: `cargo xtask test` starts the server"
+    );
+    eprintln!("{test}: skipped (no PostgreSQL: run it through `cargo xtask test`)");
+    false
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("kgrag-pg-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn fixture() -> (Vec<SourceDoc>, Vec<String>) {
+    let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
+    let docs = ds
+        .passages
+        .iter()
+        .enumerate()
+        .map(|(i, p)| SourceDoc {
+            id: format!("p{i:02}"),
+            source: "fixture".into(),
+            document: Document::passage(p.title.clone(), &p.text),
+        })
+        .collect();
+    let questions = ds.questions.iter().map(|q| q.question.clone()).collect();
+    (docs, questions)
+}
+
+/// The offline configuration of the pipeline tests; with `schema`, in PostgreSQL.
+fn config(cache: &Path, schema: Option<&str>) -> Config {
+    let mut c = Config {
+        cache_dir: Some(cache.to_path_buf()),
+        ..Config::default()
+    };
+    c.index.chunking = kgrag::text::ChunkerConfig::hipporag();
+    c.openie = kgrag::config::OpenIeMode::Rules;
+    c.hirag.log_layers = false;
+    c.leanrag.log_layers = false;
+    if let Some(s) = schema {
+        c.storage.backend = StorageBackend::Postgres;
+        c.storage.url_env = URL_ENV.to_owned();
+        c.storage.schema = s.to_owned();
+    }
+    c
+}
+
+/// A schema no other test (or earlier run) uses.
+fn schema(name: &str) -> String {
+    format!("t_{name}_{}", std::process::id())
+}
+
+fn embedder() -> Arc<dyn kgrag::types::Embedder> {
+    Arc::new(HashingEmbedder::new(64))
+}
+
+const ALL: [&str; 4] = ["dense", "hipporag2", "hirag", "leanrag"];
+
+async fn build(docs: &[SourceDoc], root: &Path, c: Config, methods: &[&str]) -> Pipeline {
+    let cache = c.cache_dir.clone().unwrap();
+    let mut p = Pipeline::with_models(c, cache, embedder(), None, Some(root), false).unwrap();
+    let methods: Vec<String> = methods.iter().map(|m| (*m).to_owned()).collect();
+    p.index(docs.to_vec(), &methods, Default::default())
+        .await
+        .unwrap();
+    p
+}
+
+/// The top 10 chunk ids of every strategy for every question.
+async fn rankings(p: &mut Pipeline, questions: &[String]) -> Vec<(String, Vec<String>)> {
+    let mut out = Vec::new();
+    for strategy in kgrag::methods::strategies() {
+        if p.manifest().is_some_and(|m| {
+            !m.methods
+                .contains_key(kgrag::methods::method_of(strategy).unwrap().name())
+        }) {
+            continue;
+        }
+        let r = p.retriever(strategy).unwrap();
+        for q in questions {
+            let ctx = r
+                .retrieve(&RetrievalRequest {
+                    query: q.clone(),
+                    top_k: 10,
+                })
+                .await
+                .unwrap();
+            out.push((
+                format!("{strategy}: {q}"),
+                ctx.passages
+                    .iter()
+                    .map(|s| s.chunk_id.as_str().to_owned())
+                    .collect(),
+            ));
+        }
+    }
+    out
+}
+
+/// `kgrag stats` without what differs by backend: where the bytes are, and the cache folder.
+fn comparable_stats(p: &Pipeline) -> serde_json::Value {
+    let mut s = p.stats().unwrap();
+    let o = s.as_object_mut().unwrap();
+    for k in [
+        "bytes_by_part",
+        "bytes_total",
+        "storage",
+        "cache",
+        "last_build_stages",
+    ] {
+        o.remove(k);
+    }
+    s
+}
+
+/// Each method's index files (name → sha256) as the manifest records them.
+fn method_checksums(p: &Pipeline) -> Vec<(String, String)> {
+    let m = p.manifest().unwrap();
+    let mut out: Vec<(String, String)> = m
+        .methods
+        .iter()
+        .flat_map(|(name, e)| {
+            e.files.iter().map(move |f| {
+                let file = f.path.rsplit('/').next().unwrap().to_owned();
+                (format!("{name}/{file}"), f.sha256.clone())
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every leaf of `v` by its path.
+fn leaves(
+    prefix: &str,
+    v: &serde_json::Value,
+    out: &mut std::collections::BTreeMap<String, String>,
+) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                leaves(&format!("{prefix}.{k}"), x, out);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                leaves(&format!("{prefix}[{i}]"), x, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_owned(), other.to_string());
+        }
+    }
+}
+
+fn assert_same_json(a: &serde_json::Value, b: &serde_json::Value) {
+    let (mut la, mut lb) = (Default::default(), Default::default());
+    leaves("", a, &mut la);
+    leaves("", b, &mut lb);
+    let keys: BTreeSet<&String> = la.keys().chain(lb.keys()).collect();
+    let diff: Vec<String> = keys
+        .into_iter()
+        .filter(|k| la.get(*k) != lb.get(*k))
+        .map(|k| format!("{k}: {:?} vs {:?}", la.get(k), lb.get(k)))
+        .collect();
+    assert!(
+        diff.is_empty(),
+        "local and postgres differ:\n{}",
+        diff.join("\n")
+    );
+}
+
+fn assert_same_rankings(a: &[(String, Vec<String>)], b: &[(String, Vec<String>)]) {
+    assert_eq!(a.len(), b.len());
+    for ((qa, ra), (qb, rb)) in a.iter().zip(b) {
+        assert_eq!(qa, qb);
+        assert_eq!(ra, rb, "{qa}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_and_local_rank_and_count_alike_through_build_insert_and_delete() {
+    if !have_server("postgres_and_local") {
+        return;
+    }
+    let (docs, questions) = fixture();
+    // A cache each: HiRAG's index records how many of its reports came from the cache.
+    let (cache_l, cache_p) = (tmp("same-cache-local"), tmp("same-cache-pg"));
+    let (root_l, root_p) = (tmp("same-local"), tmp("same-pg"));
+    let s = schema("same");
+    let n = docs.len();
+    let mut local = build(&docs[..n - 2], &root_l, config(&cache_l, None), &ALL).await;
+    let mut pgp = build(&docs[..n - 2], &root_p, config(&cache_p, Some(&s)), &ALL).await;
+    assert!(root_p.join("storage.json").is_file());
+    assert!(!root_p.join("manifest.json").exists());
+    assert_eq!(method_checksums(&local), method_checksums(&pgp));
+    // Opened again: everything read back from the database.
+    let reopen = |root: &Path, schema: Option<&str>| {
+        let cache = if schema.is_some() { &cache_p } else { &cache_l };
+        Pipeline::open_with_models(root, config(cache, schema), embedder(), None).unwrap()
+    };
+    let mut pg_again = reopen(&root_p, Some(&s));
+    assert_eq!(
+        pg_again.stats().unwrap()["storage"]["backend"],
+        "postgres",
+        "{}",
+        pg_again.stats().unwrap()
+    );
+    let want = rankings(&mut local, &questions).await;
+    assert!(want.len() >= 8 * questions.len());
+    assert_same_rankings(&want, &rankings(&mut pgp, &questions).await);
+    assert_same_rankings(&want, &rankings(&mut pg_again, &questions).await);
+    assert_same_json(&comparable_stats(&local), &comparable_stats(&pg_again));
+
+    // An insert and a delete on each, from the reopened indexes: HippoRAG 2 updates the graph it read
+    // back from the node and edge rows (vacancies included).
+    let mut local = reopen(&root_l, None);
+    // (queried first, as `pg_again` was: the notes of the session go into the next manifest)
+    assert_same_rankings(&want, &rankings(&mut local, &questions).await);
+    local.insert(docs[n - 2..].to_vec()).await.unwrap();
+    pg_again.insert(docs[n - 2..].to_vec()).await.unwrap();
+    let victims = vec!["p03".to_owned(), "p07".to_owned()];
+    let a = local.delete(&victims).await.unwrap();
+    let b = pg_again.delete(&victims).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(b.generation, 3);
+    let mut local = reopen(&root_l, None);
+    let mut pg_last = reopen(&root_p, Some(&s));
+    assert_eq!(method_checksums(&local), method_checksums(&pg_last));
+    assert_same_rankings(
+        &rankings(&mut local, &questions).await,
+        &rankings(&mut pg_last, &questions).await,
+    );
+    assert_same_json(&comparable_stats(&local), &comparable_stats(&pg_last));
+    // `kgrag stats` of the database backend measures its rows.
+    let stats = pg_last.stats().unwrap();
+    assert!(stats["bytes_by_part"]["passages"].as_u64().unwrap() > 0);
+    assert!(stats["bytes_by_part"]["hipporag2"].as_u64().unwrap() > 0);
+
+    // pgvector's HNSW search (forced on with a threshold of 0) agrees with the exact one here.
+    let hs = schema("hnsw");
+    let mut c = config(&cache_p, Some(&hs));
+    c.storage.hnsw_min_rows = 0;
+    let root_h = tmp("same-hnsw");
+    build(&docs, &root_h, c.clone(), &["dense"]).await;
+    let mut hnsw = Pipeline::open_with_models(&root_h, c, embedder(), None).unwrap();
+    let mut exact = build(
+        &docs,
+        &tmp("same-exact"),
+        config(&cache_l, None),
+        &["dense"],
+    )
+    .await;
+    let (h, e) = (
+        rankings(&mut hnsw, &questions).await,
+        rankings(&mut exact, &questions).await,
+    );
+    assert_same_rankings(&e, &h);
+    for d in [root_l, root_p, root_h] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readers_see_whole_generations_while_a_writer_commits() {
+    if !have_server("readers_see_whole_generations") {
+        return;
+    }
+    let (docs, questions) = fixture();
+    let cache = tmp("readers-cache");
+    let root = tmp("readers-index");
+    let s = schema("readers");
+    let c = config(&cache, Some(&s));
+    let n = docs.len();
+    build(&docs[..n / 2], &root, c.clone(), &["dense", "hipporag2"]).await;
+
+    let writer = {
+        let (root, c, rest) = (root.clone(), c.clone(), docs[n / 2..].to_vec());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let mut p = Pipeline::open_with_models(&root, c, embedder(), None).unwrap();
+                for d in rest {
+                    p.insert(vec![d]).await.unwrap();
+                }
+                p.manifest().unwrap().generation
+            })
+        })
+    };
+    let mut rounds = 0;
+    let mut generations = BTreeSet::new();
+    while !writer.is_finished() || rounds < 3 {
+        let mut p = Pipeline::open_with_models(&root, c.clone(), embedder(), None).unwrap();
+        let m = p.manifest().unwrap().clone();
+        generations.insert(m.generation);
+        let chunks: BTreeSet<String> = m
+            .documents
+            .iter()
+            .flat_map(|d| d.chunks.iter().map(|c| c.as_str().to_owned()))
+            .collect();
+        for strategy in ["dense", "hipporag2"] {
+            let q = &questions[rounds % questions.len()];
+            let a = p.answer(q, strategy, 10).await.unwrap();
+            assert_eq!(a.passages.len(), chunks.len().min(10));
+            for hit in &a.passages {
+                assert!(
+                    chunks.contains(hit.chunk_id.as_str()),
+                    "{strategy} returned {} which generation {} does not hold",
+                    hit.chunk_id.as_str(),
+                    m.generation
+                );
+            }
+        }
+        rounds += 1;
+    }
+    let last = writer.join().unwrap();
+    assert_eq!(last as usize, 1 + (n - n / 2));
+    assert!(
+        generations.len() >= 2,
+        "the readers saw only generations {generations:?} in {rounds} rounds"
+    );
+    let p = Pipeline::open_with_models(&root, c, embedder(), None).unwrap();
+    assert_eq!(p.manifest().unwrap().generation, last);
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_writer_fails_at_once_naming_the_first() {
+    if !have_server("a_second_writer") {
+        return;
+    }
+    let (docs, questions) = fixture();
+    let cache = tmp("writers-cache");
+    let root = tmp("writers-index");
+    let s = schema("writers");
+    let mut c = config(&cache, Some(&s));
+    // Replaced generations go at the next commit but one.
+    c.storage.replaced_grace_secs = 0;
+    build(&docs[..5], &root, c.clone(), &["dense", "hipporag2"]).await;
+    let mut old = Pipeline::open_with_models(&root, c.clone(), embedder(), None).unwrap();
+    let store = kgrag::storage::for_existing(&root, Some(&c.storage)).unwrap();
+    let lock = store.lock().unwrap();
+    let mut second = Pipeline::open_with_models(&root, c.clone(), embedder(), None).unwrap();
+    let t = Instant::now();
+    let err = second
+        .insert(docs[5..6].to_vec())
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        err.contains("being changed by another kgrag process")
+            && err.contains(&format!("kgrag writer pid {}", std::process::id())),
+        "{err}"
+    );
+    assert_eq!(second.manifest().unwrap().generation, 1);
+    drop(lock);
+    let s2 = second.insert(docs[5..6].to_vec()).await.unwrap();
+    assert_eq!(s2.generation, 2);
+    let s3 = second.insert(docs[6..7].to_vec()).await.unwrap();
+    assert_eq!(s3.generation, 3);
+
+    // Generation 1 is gone from the database now. Its reader still answers dense queries from the
+    // passages it loaded, and is told to reopen for an index it had not loaded.
+    let first: BTreeSet<String> = old
+        .documents()
+        .iter()
+        .flat_map(|d| d.chunks.iter().map(|c| c.as_str().to_owned()))
+        .collect();
+    let a = old.answer(&questions[0], "dense", 10).await.unwrap();
+    assert_eq!(a.passages.len(), 5);
+    assert!(a
+        .passages
+        .iter()
+        .all(|h| first.contains(h.chunk_id.as_str())));
+    let err = old
+        .answer(&questions[0], "hipporag2", 10)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("open the index again"), "{err}");
+    let _ = std::fs::remove_dir_all(root);
+}
+
+fn kgrag(cwd: &Path, url: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_kgrag"));
+    c.current_dir(cwd)
+        .env("KGRAG_DATABASE_URL", url)
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs `c`; returns (success, stdout + stderr).
+fn output(c: &mut Command) -> (bool, String) {
+    let out = c.output().unwrap();
+    (
+        out.status.success(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+#[test]
+fn a_server_killed_inside_a_commit_leaves_the_previous_generation_and_no_url_is_ever_shown() {
+    if !have_server("a_server_killed") {
+        return;
+    }
+    let launcher = pg::Launcher {
+        bin: PathBuf::from(std::env::var_os("KGRAG_TEST_PG_BIN").unwrap()),
+        runner: pg::Runner::from_name(&std::env::var("KGRAG_TEST_PG_RUNNER").unwrap()).unwrap(),
+    };
+    let work = tmp("kill");
+    let mut server = pg::Server::start(launcher, &work.join("data")).unwrap();
+    let secret = "kill-secret-8c1f";
+    let url = server.url(secret);
+    let mut seen = String::new();
+    let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
+    let line = |(i, p): (usize, &kgrag::eval::Passage)| {
+        serde_json::json!({"id": format!("p{i:02}"), "title": p.title, "text": p.text}).to_string()
+            + "\n"
+    };
+    let first: String = ds.passages.iter().enumerate().take(10).map(line).collect();
+    let more: String = ds
+        .passages
+        .iter()
+        .enumerate()
+        .skip(10)
+        .take(2)
+        .map(line)
+        .collect();
+    std::fs::write(work.join("corpus.jsonl"), first).unwrap();
+    std::fs::write(work.join("more.jsonl"), more).unwrap();
+    std::fs::write(
+        work.join("k.toml"),
+        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
+         [storage]\nbackend = \"postgres\"\nschema = \"killed\"\n",
+    )
+    .unwrap();
+    let run = |args: &[&str], seen: &mut String| {
+        let (ok, text) = output(kgrag(&work, &url).args(args));
+        seen.push_str(&text);
+        assert!(ok, "kgrag {args:?} failed:\n{text}");
+        text
+    };
+    run(
+        &[
+            "index",
+            "corpus.jsonl",
+            "--index",
+            "idx",
+            "--config",
+            "k.toml",
+            "--methods",
+            "dense,hipporag2",
+        ],
+        &mut seen,
+    );
+    let stats = |seen: &mut String| -> serde_json::Value {
+        let text = run(&["stats", "--index", "idx", "--json"], seen);
+        serde_json::from_str(&text[text.find('{').unwrap()..]).unwrap()
+    };
+    let before = stats(&mut seen);
+    assert_eq!(before["generation"], 1);
+    assert_eq!(before["documents"], 10);
+
+    // An insert stalls inside its transaction, every row written; the server dies there.
+    let mut child = kgrag(&work, &url)
+        .args(["insert", "more.jsonl", "--index", "idx"])
+        .env("KGRAG_TEST_PG_STALL_MS", "3000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut stalled = false;
+    let mut l = String::new();
+    while err.read_line(&mut l).unwrap() > 0 {
+        seen.push_str(&l);
+        if l.contains("test stall") {
+            stalled = true;
+            break;
+        }
+        l.clear();
+    }
+    assert!(stalled, "the insert never reached its commit:\n{seen}");
+    server.kill();
+    let mut rest = String::new();
+    for l in err.lines() {
+        rest.push_str(&l.unwrap());
+        rest.push('\n');
+    }
+    let status = child.wait().unwrap();
+    seen.push_str(&rest);
+    assert!(!status.success(), "the insert succeeded without its server");
+    assert!(rest.contains("$KGRAG_DATABASE_URL"), "{rest}");
+
+    // Back up: the previous generation, whole; the rerun completes.
+    server.restart().unwrap();
+    let after = stats(&mut seen);
+    for k in [
+        "generation",
+        "documents",
+        "chunks",
+        "methods",
+        "config_hash",
+    ] {
+        assert_eq!(before[k], after[k], "{k}");
+    }
+    run(
+        &[
+            "query",
+            "Who founded it?",
+            "--index",
+            "idx",
+            "--strategy",
+            "hipporag2",
+        ],
+        &mut seen,
+    );
+    run(&["insert", "more.jsonl", "--index", "idx"], &mut seen);
+    let done = stats(&mut seen);
+    assert_eq!(done["generation"], 2);
+    assert_eq!(done["documents"], 12);
+
+    // Unreachable and malformed URLs: errors name the variable, never the value.
+    let bad = format!("postgres://postgres:{secret}@127.0.0.1:1/postgres");
+    let (ok, text) = output(kgrag(&work, &bad).args(["stats", "--index", "idx"]));
+    assert!(!ok);
+    assert!(text.contains("KGRAG_DATABASE_URL"), "{text}");
+    seen.push_str(&text);
+    let (ok, text) = output(
+        kgrag(
+            &work,
+            &format!("host=127.0.0.1 password={secret} port=notaport"),
+        )
+        .args(["stats", "--index", "idx"]),
+    );
+    assert!(!ok);
+    seen.push_str(&text);
+    assert!(
+        !seen.contains(secret) && !seen.contains(&url),
+        "the URL or its password was printed:\n{seen}"
+    );
+    drop(server);
+    let _ = std::fs::remove_dir_all(work);
+}
