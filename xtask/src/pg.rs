@@ -252,7 +252,10 @@ impl Server {
     pub fn start(launcher: Launcher, data: &Path) -> Result<Server, String> {
         launcher.init(data)?;
         let port = free_port()?;
-        let pid = launcher.start(data, port)?;
+        let pid = launcher.start(data, port).inspect_err(|_| {
+            // A server that started but did not answer in time is stopped all the same.
+            launcher.stop(data);
+        })?;
         Ok(Server {
             launcher,
             data: data.to_path_buf(),

@@ -278,12 +278,17 @@ impl StorageConfig {
                 self.url_env
             )));
         }
-        if self.hnsw_m < 2 || self.hnsw_ef_construction < 4 || self.hnsw_ef_search == 0 {
-            return Err(KgragError::Config(
-                "storage: hnsw_m must be at least 2, hnsw_ef_construction at least 4 and hnsw_ef_search \
-                 at least 1"
-                    .into(),
-            ));
+        // pgvector's bounds, checked here rather than after a whole generation is written.
+        let (m, efc, efs) = (self.hnsw_m, self.hnsw_ef_construction, self.hnsw_ef_search);
+        if !(2..=100).contains(&m)
+            || !(4..=1000).contains(&efc)
+            || efc < 2 * m
+            || !(1..=1000).contains(&efs)
+        {
+            return Err(KgragError::Config(format!(
+                "storage: hnsw_m = {m}, hnsw_ef_construction = {efc}, hnsw_ef_search = {efs}: pgvector takes \
+                 m in 2..=100, ef_construction in 4..=1000 and at least 2·m, ef_search in 1..=1000"
+            )));
         }
         Ok(())
     }

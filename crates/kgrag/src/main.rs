@@ -221,16 +221,9 @@ async fn run_index(
     }
     let config = config_arg(config.as_deref())?.unwrap_or_default();
     let mut pipeline = Pipeline::new(config.clone(), Some(&index), progress(quiet))?;
-    if let Some(manifest) =
-        kgrag::index_dir::read_manifest(&index).or_else(
-            |e| {
-                if force {
-                    Ok(None)
-                } else {
-                    Err(e)
-                }
-            },
-        )?
+    if let Some(manifest) = pipeline
+        .committed()
+        .or_else(|e| if force { Ok(None) } else { Err(e) })?
     {
         if !force {
             pipeline.check_compatible(&manifest)?;

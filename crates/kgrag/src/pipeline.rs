@@ -351,11 +351,18 @@ impl Pipeline {
     /// method's index settings): a difference is an error naming the keys. Nothing is embedded or rebuilt:
     /// the passage store is read now, each method's index when first asked for.
     pub fn open(root: &Path, config: Option<Config>, progress: bool) -> Result<Self> {
-        let store = storage::for_existing(root, config.as_ref().map(|c| &c.storage))?;
+        let mut store = storage::for_existing(root, config.as_ref().map(|c| &c.storage))?;
         let manifest = committed_manifest(root, store.as_ref())?;
         let config = match config {
             Some(c) => c,
-            None => stored_config(store.as_ref(), &manifest)?,
+            None => {
+                let stored = stored_config(store.as_ref(), &manifest)?;
+                if store.pointer().is_some() {
+                    // The database's own settings (search, clean-up) as the index was built with them.
+                    store = storage::for_existing(root, Some(&stored.storage))?;
+                }
+                stored
+            }
         };
         let mut p = Self::new_with_store(config, Some(root), Some(store), progress)?;
         p.attach(manifest)?;
@@ -366,9 +373,12 @@ impl Pipeline {
     /// any model: its embedder is a stand-in with the index's name and dimension that refuses to embed, so
     /// queries, inserts and deletes fail; every method index loads as usual.
     pub fn inspect(root: &Path) -> Result<Self> {
-        let store = storage::for_existing(root, None)?;
+        let mut store = storage::for_existing(root, None)?;
         let manifest = committed_manifest(root, store.as_ref())?;
         let mut config = stored_config(store.as_ref(), &manifest)?;
+        if store.pointer().is_some() {
+            store = storage::for_existing(root, Some(&config.storage))?;
+        }
         // No models here: nothing is read or answered.
         config.reader = ReaderMode::None;
         let cache_dir = config.cache_dir_or(&root.join("cache"));
@@ -437,6 +447,15 @@ impl Pipeline {
         self.stages = manifest.stages.clone();
         self.manifest = Some(manifest);
         Ok(())
+    }
+
+    /// The manifest committed in the index's backend now (`None`: nothing committed, or in memory). Unlike
+    /// [`manifest`](Self::manifest) this asks the backend: another process may have committed since.
+    pub fn committed(&self) -> Result<Option<Manifest>> {
+        match &self.store {
+            Some(store) => store.committed(),
+            None => Ok(None),
+        }
     }
 
     /// Checks the embedder and the settings against an index's manifest.
@@ -1039,11 +1058,25 @@ impl Pipeline {
             triples: &self.corpus.triples,
             methods: &self.methods,
         })?;
-        if let Some(root) = &self.root {
-            storage::write_pointer(root, store.pointer().as_ref())?;
-        }
+        // Committed: nothing below may turn that into a failure.
         let generation = manifest.generation;
-        self.corpus.search = store.passage_search(&manifest)?;
+        if let Some(root) = &self.root {
+            if let Err(e) = storage::write_pointer(root, store.pointer().as_ref()) {
+                say(&format!(
+                    "note: could not write {} ({e}); pass the [storage] settings with --config to open                      the index",
+                    root.join(storage::POINTER).display()
+                ));
+            }
+        }
+        self.corpus.search = match store.passage_search(&manifest) {
+            Ok(s) => s,
+            Err(e) => {
+                say(&format!(
+                    "note: the dense strategy searches in memory in this session ({e})"
+                ));
+                None
+            }
+        };
         self.manifest = Some(manifest);
         say(&format!(
             "committed generation {generation} to {} ({:.2} s)",

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use kgrag_dense::DenseRetriever;
-use kgrag_graph_store::vector::min_max;
+use kgrag_graph_store::vector::min_max_scale;
 use kgrag_graph_store::EmbeddingStore;
 use kgrag_text::ReaderTokens;
 use kgrag_types::{
@@ -115,9 +115,11 @@ impl MethodIndex for DenseIndex {
 }
 
 /// The dense strategy searching the backend's passage vectors (pgvector) instead of the in-memory store.
-/// An exact search returns every passage's cosine, normalised as the in-memory search normalises them (the
-/// same ranking and scores); an approximate one (HNSW) returns its top k with their cosines. A generation
-/// the backend has since removed is searched in memory (the passages were loaded with it).
+/// An exact search returns the top k with the range of every passage's cosine, normalised as the in-memory
+/// search normalises them (the same ranking; scores equal up to pgvector's float arithmetic); an
+/// approximate one (HNSW) returns its top k with their cosines. A generation the backend has since removed,
+/// or a database that does not answer, is searched in memory (the passages were loaded with the
+/// generation; the context's `backend_fallback` stat says so).
 struct BackendDense {
     search: Arc<dyn PassageSearch>,
     /// The in-memory search of the same generation, for when the backend has removed it.
@@ -148,38 +150,42 @@ impl BackendDense {
         let row = q.row(0).ok_or_else(|| {
             KgragError::Model("the embedder returned no vector for the query".into())
         })?;
-        let Some(found) = self.search.nearest(row, top_k).await? else {
-            return self
-                .fallback
-                .search(query, top_k)
-                .await
-                .map_err(|e| KgragError::Model(e.to_string()));
-        };
-        if found.complete {
-            let mut cosines = vec![f32::NEG_INFINITY; self.passages.len()];
-            for &(r, c) in &found.hits {
-                if let Some(slot) = cosines.get_mut(r) {
-                    *slot = c as f32;
-                }
+        let found = match self.search.nearest(row, top_k).await {
+            Ok(Some(found)) => found,
+            // Removed from the database since it was opened, or the database is unreachable: the same
+            // generation's passages are in memory.
+            Ok(None) | Err(_) => {
+                let mut ctx = self
+                    .fallback
+                    .search(query, top_k)
+                    .await
+                    .map_err(|e| KgragError::Model(e.to_string()))?;
+                ctx.stats.insert("backend_fallback".to_owned(), 1.0);
+                return Ok(ctx);
             }
-            return kgrag_dense::ranked_context(
-                &self.passages,
-                &self.tokens,
-                &min_max(&cosines),
-                top_k,
-                self.config.qa_top_k,
-                "dense",
-            )
-            .map_err(|e| KgragError::Model(e.to_string()));
-        }
-        for &(r, c) in found.hits.iter().take(top_k) {
+        };
+        // As the in-memory search scores: f32 cosines, min-max normalised over every passage (an exact
+        // search), ties by row; an approximate search's cosines as they are.
+        let mut hits: Vec<(usize, f64)> = match found.range {
+            Some((lo, hi)) => {
+                let (lo, hi) = (f64::from(lo as f32), f64::from(hi as f32));
+                found
+                    .hits
+                    .iter()
+                    .map(|&(r, c)| (r, min_max_scale(f64::from(c as f32), lo, hi)))
+                    .collect()
+            }
+            None => found.hits,
+        };
+        hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        for &(r, score) in hits.iter().take(top_k) {
             let key = self.passages.key(r).unwrap_or_default();
             let chunk_id = ChunkId::parse(key).map_err(|_| {
                 KgragError::Index(format!(
                     "passage row {r} has the key {key:?}, not a chunk id"
                 ))
             })?;
-            ctx.passages.push(ScoredChunk { chunk_id, score: c });
+            ctx.passages.push(ScoredChunk { chunk_id, score });
         }
         kgrag_dense::render_context(&self.passages, &self.tokens, &mut ctx, self.config.qa_top_k);
         Ok(ctx)

@@ -106,9 +106,8 @@ pub trait IndexStore: Send + Sync {
 #[async_trait]
 pub trait PassageSearch: Send + Sync {
     /// The `k` passages nearest `query` by cosine, best first, as `(row of the passage store, cosine)`.
-    /// When the search is exact it returns every passage (`k` is then only a hint), so that scores can
-    /// be normalised over all of them as the in-memory search does. `None`: the generation's vectors are
-    /// no longer in the backend (replaced and removed); the caller searches its own copy.
+    /// `None`: the generation's vectors are no longer in the backend (replaced and removed); the caller
+    /// searches its own copy.
     async fn nearest(&self, query: &[f32], k: usize) -> Result<Option<Nearest>>;
 }
 
@@ -117,8 +116,9 @@ pub trait PassageSearch: Send + Sync {
 pub struct Nearest {
     /// `(row, cosine)`, best first.
     pub hits: Vec<(usize, f64)>,
-    /// Whether `hits` holds every passage (an exact scan) rather than an approximate top k.
-    pub complete: bool,
+    /// An exact search's lowest and highest cosine over every passage (the in-memory search's
+    /// normalisation); `None` for an approximate one (HNSW).
+    pub range: Option<(f64, f64)>,
 }
 
 /// What `storage.json` records: the backend and where it is, never the URL itself.
@@ -132,11 +132,13 @@ pub struct Pointer {
     pub schema: String,
 }
 
-/// The backend for a build into `root` with `config` (`kgrag index`).
+/// The backend for a build into `root` with `config` (`kgrag index`): `config`'s database when it names
+/// one; else the database `root/storage.json` names (an index in PostgreSQL stays there — remove the file
+/// to build into the folder instead); else the files of `root`.
 pub fn for_build(root: &Path, config: &StorageConfig) -> Result<Arc<dyn IndexStore>> {
     match config.backend {
-        StorageBackend::Local => Ok(Arc::new(local::LocalStore::new(root))),
         StorageBackend::Postgres => postgres_store(root, config),
+        StorageBackend::Local => for_existing(root, Some(config)),
     }
 }
 
@@ -149,10 +151,13 @@ pub fn for_existing(root: &Path, config: Option<&StorageConfig>) -> Result<Arc<d
         c.url_env = p.url_env;
         c.schema = p.schema;
         c.validate()?;
-        return for_build(root, &c);
+        return match c.backend {
+            StorageBackend::Postgres => postgres_store(root, &c),
+            StorageBackend::Local => Ok(Arc::new(local::LocalStore::new(root))),
+        };
     }
     match config {
-        Some(c) if c.backend == StorageBackend::Postgres => for_build(root, c),
+        Some(c) if c.backend == StorageBackend::Postgres => postgres_store(root, c),
         _ => Ok(Arc::new(local::LocalStore::new(root))),
     }
 }

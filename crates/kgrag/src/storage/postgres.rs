@@ -14,13 +14,15 @@
 //!
 //! A generation is written in one transaction, its `generations` row last: a reader sees the previous
 //! generation or the new one, never a mix, and a writer killed at any point leaves the previous generation
-//! as it was. Readers read the newest `generations` row, then only rows of that generation. After a commit
-//! the rows of generations older than the previous one are deleted (the previous one stays for readers
-//! that opened it just before the commit). One writer per schema: a session-level advisory lock, taken
+//! as it was. Readers read the newest `generations` row, then only rows of that generation, each load inside
+//! one read-only REPEATABLE READ snapshot that first checks the generation is still there. After a commit,
+//! generations older than the previous one that were replaced more than `replaced_grace_secs` ago are
+//! deleted in one transaction (their `generations` rows first), then their HNSW indexes concurrently. One writer per schema: a session-level advisory lock, taken
 //! at the start of a change and held to its end; the server releases it when the writer's connection
 //! ends, however it ends. The dense strategy searches the passage vectors with pgvector's cosine distance
-//! `<=>`: an HNSW index (built in the commit, for generations of at least `hnsw_min_rows` passages) or an
-//! exact scan below. HippoRAG 2's PPR graph is read from the edge table once per generation, when the
+//! `<=>`: an HNSW index (built in the commit, for generations of at least `hnsw_min_rows` passages, up to
+//! 2,000 dimensions; its own session forces the index and fills a limit in distance order) or an exact
+//! scan below, which returns the top k with the range of every cosine. HippoRAG 2's PPR graph is read from the edge table once per generation, when the
 //! method's index is loaded.
 //!
 //! The database URL comes only from the environment variable `url_env`. It is never logged and never part
@@ -29,7 +31,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Numbers the load and staging folders of every store of the process (two pipelines of one process must
@@ -93,7 +95,10 @@ const MIGRATIONS: &[(i32, &str)] = &[(
         primary key (generation, method, name));",
 )];
 
-/// The tables holding rows of a generation.
+/// The most dimensions pgvector's HNSW index takes for `vector`.
+const HNSW_MAX_DIM: usize = 2000;
+
+/// The tables holding rows of a generation (`generations` last: written last, so its row commits them).
 const GENERATION_TABLES: [&str; 8] = [
     "documents",
     "passages",
@@ -160,6 +165,16 @@ fn lock_key(what: &str) -> i64 {
     i64::from_le_bytes([d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7]])
 }
 
+/// The reader session: connected, JIT off (short queries).
+async fn reader_session(db: &tokio_postgres::Config, secrets: &Secrets) -> Result<Client> {
+    let client = connect(db, "kgrag reader", secrets).await?;
+    client
+        .batch_execute("set jit = off")
+        .await
+        .map_err(|e| secrets.err("setting up the session", e))?;
+    Ok(client)
+}
+
 /// Connects without TLS (the URL's `sslmode` is not honoured: this build has no TLS for PostgreSQL) and
 /// points the session at `schema`.
 async fn connect(
@@ -180,9 +195,61 @@ async fn connect(
     Ok(client)
 }
 
+/// The schema's version (0: no schema yet), read without creating anything.
+async fn schema_version(client: &Client, schema: &str, secrets: &Secrets) -> Result<i32> {
+    let s = quoted(schema);
+    let exists: Option<String> = col(
+        &client
+            .query_one(
+                "select to_regclass($1)::text",
+                &[&format!("{s}.schema_version")],
+            )
+            .await
+            .map_err(|e| secrets.err("reading the schema version", e))?,
+        0,
+    )?;
+    if exists.is_none() {
+        return Ok(0);
+    }
+    col(
+        &client
+            .query_one(
+                &format!("select coalesce(max(version), 0) from {s}.schema_version"),
+                &[],
+            )
+            .await
+            .map_err(|e| secrets.err("reading the schema version", e))?,
+        0,
+    )
+}
+
+/// A column of a row, or an error saying the database holds what kgrag cannot read (never a panic).
+fn col<'a, T: tokio_postgres::types::FromSql<'a>>(
+    row: &'a tokio_postgres::Row,
+    i: usize,
+) -> Result<T> {
+    row.try_get(i).map_err(|e| {
+        KgragError::Index(format!(
+            "the database holds a value kgrag cannot read (column {i}: {e}); was it written by another \
+             version, or changed by hand? Rebuild with `kgrag index --force`"
+        ))
+    })
+}
+
 /// Creates the schema and applies the migrations it lacks, under a transaction-level advisory lock (two
-/// processes migrating at once apply each migration once).
+/// processes migrating at once apply each migration once). A schema that is current is only read: a
+/// role without the right to create anything can open it.
 async fn migrate(client: &mut Client, schema: &str, secrets: &Secrets) -> Result<()> {
+    let found = schema_version(client, schema, secrets).await?;
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    if found > SCHEMA_VERSION {
+        return Err(KgragError::Database(format!(
+            "the schema {schema:?} has version {found}; this kgrag knows versions up to {SCHEMA_VERSION}: \
+             use a newer kgrag"
+        )));
+    }
     let s = quoted(schema);
     let e = |what: &'static str| move |err| secrets.err(what, err);
     let tx = client
@@ -206,14 +273,15 @@ async fn migrate(client: &mut Client, schema: &str, secrets: &Secrets) -> Result
     .map_err(e(
         "creating the schema (the pgvector extension must be installed on the server)",
     ))?;
-    let current: i32 = tx
-        .query_one(
+    let current: i32 = col(
+        &tx.query_one(
             &format!("select coalesce(max(version), 0) from {s}.schema_version"),
             &[],
         )
         .await
-        .map_err(e("reading the schema version"))?
-        .get(0);
+        .map_err(e("reading the schema version"))?,
+        0,
+    )?;
     if current > SCHEMA_VERSION {
         return Err(KgragError::Database(format!(
             "the schema {schema:?} has version {current}; this kgrag knows versions up to {SCHEMA_VERSION}: \
@@ -240,19 +308,21 @@ async fn migrate(client: &mut Client, schema: &str, secrets: &Secrets) -> Result
 
 /// PostgreSQL with pgvector. See the module docs.
 pub struct PgStore {
-    root: PathBuf,
     config: StorageConfig,
     db: tokio_postgres::Config,
     secrets: Secrets,
-    runtime: Option<tokio::runtime::Runtime>,
+    runtime: Arc<Runtime>,
     handle: tokio::runtime::Handle,
-    reader: Arc<Client>,
+    reader: std::sync::Mutex<Arc<Client>>,
 }
 
-impl Drop for PgStore {
+/// The store's runtime, shut down without blocking when its last holder (the store or a search of its
+/// passages) goes: a store may be dropped inside another runtime.
+struct Runtime(Option<tokio::runtime::Runtime>);
+
+impl Drop for Runtime {
     fn drop(&mut self) {
-        if let Some(rt) = self.runtime.take() {
-            // Never blocks (a store may be dropped inside another runtime).
+        if let Some(rt) = self.0.take() {
             rt.shutdown_background();
         }
     }
@@ -296,29 +366,44 @@ impl PgStore {
                 source,
             })?;
         let handle = runtime.handle().clone();
+        let runtime = Arc::new(Runtime(Some(runtime)));
         let (db2, secrets2, schema) = (db.clone(), secrets.clone(), config.schema.clone());
         let reader = block(&handle, async move {
-            let mut client = connect(&db2, "kgrag reader", &secrets2).await?;
+            let mut client = reader_session(&db2, &secrets2).await?;
             migrate(&mut client, &schema, &secrets2).await?;
-            client
-                .batch_execute("set jit = off")
-                .await
-                .map_err(|e| secrets2.err("setting up the session", e))?;
             Ok(client)
         })?;
         Ok(Self {
-            root: root.to_path_buf(),
             config: config.clone(),
             db,
             secrets,
-            runtime: Some(runtime),
+            runtime,
             handle,
-            reader: Arc::new(reader),
+            reader: std::sync::Mutex::new(Arc::new(reader)),
         })
     }
 
     fn s(&self) -> String {
         quoted(&self.config.schema)
+    }
+
+    /// The reader connection, connected again if the server closed it (a restart, an idle timeout).
+    fn reader(&self) -> Result<Arc<Client>> {
+        let current =
+            self.reader.lock().map(|r| r.clone()).map_err(|_| {
+                KgragError::Database("the reader connection's lock is poisoned".into())
+            })?;
+        if !current.is_closed() {
+            return Ok(current);
+        }
+        let (db, secrets) = (self.db.clone(), self.secrets.clone());
+        let fresh = Arc::new(block(&self.handle, async move {
+            reader_session(&db, &secrets).await
+        })?);
+        if let Ok(mut r) = self.reader.lock() {
+            *r = fresh.clone();
+        }
+        Ok(fresh)
     }
 
     /// Runs `f` with the reader connection on the store's runtime and waits for it.
@@ -330,8 +415,48 @@ impl PgStore {
     {
         block(
             &self.handle,
-            f(self.reader.clone(), self.secrets.clone(), self.s()),
+            f(self.reader()?, self.secrets.clone(), self.s()),
         )
+    }
+
+    /// Runs `f` inside one read-only REPEATABLE READ transaction on a connection of its own, after
+    /// checking that `generation` is still there: the rows `f` reads are all of that generation, whole,
+    /// whatever a writer commits or removes meanwhile.
+    fn snapshot<T, F, Fut>(&self, generation: u64, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Arc<Client>, Secrets, String) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<T>> + Send + 'static,
+    {
+        let (db, secrets, s) = (self.db.clone(), self.secrets.clone(), self.s());
+        let gone = self.gone(generation);
+        block(&self.handle, async move {
+            let client = Arc::new(connect(&db, "kgrag loader", &secrets).await?);
+            let e = |what: &'static str| {
+                let secrets = secrets.clone();
+                move |err| secrets.err(what, err)
+            };
+            client
+                .batch_execute("begin isolation level repeatable read read only")
+                .await
+                .map_err(e("starting a snapshot"))?;
+            let there = client
+                .query_opt(
+                    &format!("select 1 from {s}.generations where generation = $1"),
+                    &[&(generation as i64)],
+                )
+                .await
+                .map_err(e("reading the generation"))?;
+            if there.is_none() {
+                return Err(gone);
+            }
+            let out = f(client.clone(), secrets.clone(), s).await?;
+            client
+                .batch_execute("commit")
+                .await
+                .map_err(e("ending a snapshot"))?;
+            Ok(out)
+        })
     }
 
     /// The generation's rows must be there: a reader that opened a generation two commits ago finds them
@@ -360,11 +485,12 @@ impl PgStore {
         ))
         .await
         .map_err(e("locking the generations"))?;
-        let head: Option<i64> = tx
-            .query_one(&format!("select max(generation) from {s}.generations"), &[])
-            .await
-            .map_err(e("reading the committed generation"))?
-            .get(0);
+        let head: Option<i64> = col(
+            &tx.query_one(&format!("select max(generation) from {s}.generations"), &[])
+                .await
+                .map_err(e("reading the committed generation"))?,
+            0,
+        )?;
         let head = head.map(|g| g as u64);
         if let (Some(head), Some(mine)) = (head, new.opened) {
             if head != mine {
@@ -553,8 +679,15 @@ impl PgStore {
             }
         }
 
-        // The HNSW index of this generation's vectors, from the threshold up.
-        if dim > 0 && new.passages.len() >= self.config.hnsw_min_rows {
+        // The HNSW index of this generation's vectors, from the threshold up (pgvector indexes `vector`
+        // up to 2,000 dimensions; above, the search stays exact).
+        if dim > HNSW_MAX_DIM && new.passages.len() >= self.config.hnsw_min_rows {
+            crate::progress::say(&format!(
+                "note: no HNSW index: pgvector indexes at most {HNSW_MAX_DIM} dimensions, the passage vectors \
+                 have {dim}; the dense strategy searches them exactly"
+            ));
+        }
+        if dim > 0 && dim <= HNSW_MAX_DIM && new.passages.len() >= self.config.hnsw_min_rows {
             tx.batch_execute(&format!(
                 "create index {name} on {s}.passages using hnsw ((embedding::public.vector({dim})) \
                  public.vector_cosine_ops) with (m = {m}, ef_construction = {ef}) where generation = {g}",
@@ -577,52 +710,79 @@ impl PgStore {
 
         let json = serde_json::to_value(&manifest)?;
         tx.execute(
-            &format!("insert into {s}.generations (generation, manifest) values ($1, $2)"),
+            // The commit's own time (now() would be the transaction's start): the grace period of the
+            // generation it replaces counts from here.
+            &format!(
+                "insert into {s}.generations (generation, manifest, committed_at) \
+                 values ($1, $2, clock_timestamp())"
+            ),
             &[&g, &json],
         )
         .await
         .map_err(e("writing the manifest"))?;
         tx.commit().await.map_err(e("committing the generation"))?;
 
-        // Generations before the previous one that were replaced longer than the grace period ago: no
-        // reader should still be loading from them.
-        let keep = g - 1;
+        // Committed. The clean-up below only frees space: its failure is a note, not an error.
+        if let Err(err) = self.remove_replaced(&mut client, g).await {
+            crate::progress::say(&format!(
+                "note: generation {generation} is committed, but removing old generations failed ({err}); \
+                 the next commit tries again"
+            ));
+        }
+        Ok(manifest)
+    }
+
+    /// Removes the generations before the previous one (`committed - 1`) that were replaced longer than
+    /// `replaced_grace_secs` ago, in one transaction (their `generations` rows first, so no reader starts
+    /// on them), then their HNSW indexes (concurrently: readers are not blocked).
+    async fn remove_replaced(&self, client: &mut Client, committed: i64) -> Result<()> {
+        let s = self.s();
+        let secrets = &self.secrets;
+        let e = |what: &'static str| move |err| secrets.err(what, err);
         let grace = self.config.replaced_grace_secs as f64;
-        let old: Vec<i64> = client
+        let tx = client
+            .transaction()
+            .await
+            .map_err(e("starting the clean-up"))?;
+        let mut old: Vec<i64> = Vec::new();
+        for r in tx
             .query(
                 &format!(
                     "select o.generation from {s}.generations o where o.generation < $1 and exists \
                      (select 1 from {s}.generations n where n.generation > o.generation \
-                      and n.committed_at <= now() - make_interval(secs => $2))"
+                      and n.committed_at <= clock_timestamp() - make_interval(secs => $2))"
                 ),
-                &[&keep, &grace],
+                &[&(committed - 1), &grace],
             )
             .await
             .map_err(e("listing old generations"))?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        if !old.is_empty() {
-            for t in GENERATION_TABLES {
-                client
-                    .execute(
-                        &format!("delete from {s}.{t} where generation = any($1)"),
-                        &[&old],
-                    )
-                    .await
-                    .map_err(e("removing old generations"))?;
-            }
-            for o in &old {
-                client
-                    .batch_execute(&format!(
-                        "drop index if exists {s}.{}",
-                        hnsw_name(*o as u64)
-                    ))
-                    .await
-                    .map_err(e("removing an old HNSW index"))?;
-            }
+        {
+            old.push(col(&r, 0)?);
         }
-        Ok(manifest)
+        if old.is_empty() {
+            return Ok(());
+        }
+        let mut tables = GENERATION_TABLES.to_vec();
+        tables.rotate_right(1); // `generations` first
+        for t in tables {
+            tx.execute(
+                &format!("delete from {s}.{t} where generation = any($1)"),
+                &[&old],
+            )
+            .await
+            .map_err(e("removing old generations"))?;
+        }
+        tx.commit().await.map_err(e("removing old generations"))?;
+        for o in &old {
+            client
+                .batch_execute(&format!(
+                    "drop index concurrently if exists {s}.{}",
+                    hnsw_name(*o as u64)
+                ))
+                .await
+                .map_err(e("removing an old HNSW index"))?;
+        }
+        Ok(())
     }
 
     /// Writes a method's files into `dir`: blobs as stored, graphs rebuilt from their rows and written as
@@ -637,12 +797,13 @@ impl PgStore {
             Vec<(u32, u32, u32, Edge)>,
         );
         let (blobs, graphs): (Vec<(String, Vec<u8>)>, Vec<GraphRows>) =
-            self.read(|client, secrets, s| async move {
+            self.snapshot(manifest.generation, move |client, secrets, s| async move {
                 let e = |what: &'static str| {
                     let secrets = secrets.clone();
                     move |err| secrets.err(what, err)
                 };
-                let blobs = client
+                let mut blobs = Vec::new();
+                for r in client
                     .query(
                         &format!(
                             "select name, data from {s}.method_files where generation = $1 and method = $2 \
@@ -652,9 +813,9 @@ impl PgStore {
                     )
                     .await
                     .map_err(e("reading a method's index"))?
-                    .iter()
-                    .map(|r| (r.get::<_, String>(0), r.get::<_, Vec<u8>>(1)))
-                    .collect();
+                {
+                    blobs.push((col::<String>(&r, 0)?, col::<Vec<u8>>(&r, 1)?));
+                }
                 let mut graphs = Vec::new();
                 for r in client
                     .query(
@@ -667,9 +828,15 @@ impl PgStore {
                     .await
                     .map_err(e("reading a graph"))?
                 {
-                    let file: String = r.get(0);
-                    let bounds = (r.get::<_, i32>(1) as u32, r.get::<_, i32>(2) as u32);
-                    let nodes = client
+                    let file: String = col(&r, 0)?;
+                    let slots = |i: usize| -> Result<u32> {
+                        u32::try_from(col::<i32>(&r, i)?).map_err(|_| {
+                            KgragError::Index(format!("the graph {file} has a negative slot count"))
+                        })
+                    };
+                    let bounds = (slots(1)?, slots(2)?);
+                    let mut nodes = Vec::new();
+                    for r in client
                         .query(
                             &format!(
                                 "select idx, node from {s}.graph_nodes where generation = $1 and method = $2 \
@@ -679,10 +846,11 @@ impl PgStore {
                         )
                         .await
                         .map_err(e("reading a graph's nodes"))?
-                        .iter()
-                        .map(|r| (r.get::<_, i32>(0) as u32, r.get::<_, Json<Node>>(1).0))
-                        .collect();
-                    let edges = client
+                    {
+                        nodes.push((index(col(&r, 0)?)?, col::<Json<Node>>(&r, 1)?.0));
+                    }
+                    let mut edges = Vec::new();
+                    for r in client
                         .query(
                             &format!(
                                 "select idx, a, b, edge from {s}.graph_edges where generation = $1 and \
@@ -692,16 +860,27 @@ impl PgStore {
                         )
                         .await
                         .map_err(e("reading a graph's edges"))?
-                        .iter()
-                        .map(|r| {
-                            (
-                                r.get::<_, i32>(0) as u32,
-                                r.get::<_, i32>(1) as u32,
-                                r.get::<_, i32>(2) as u32,
-                                r.get::<_, Json<Edge>>(3).0,
-                            )
-                        })
-                        .collect();
+                    {
+                        edges.push((
+                            index(col(&r, 0)?)?,
+                            index(col(&r, 1)?)?,
+                            index(col(&r, 2)?)?,
+                            col::<Json<Edge>>(&r, 3)?.0,
+                        ));
+                    }
+                    // More slots than rows is what a hand-edited table looks like: refuse it before
+                    // allocating them.
+                    if bounds.0 as usize > 4 * nodes.len() + 1_000_000
+                        || bounds.1 as usize > 4 * edges.len() + 1_000_000
+                    {
+                        return Err(KgragError::Index(format!(
+                            "the graph {file} claims {} node and {} edge slots for {} nodes and {} edges",
+                            bounds.0,
+                            bounds.1,
+                            nodes.len(),
+                            edges.len()
+                        )));
+                    }
                     graphs.push((file, bounds, nodes, edges));
                 }
                 Ok((blobs, graphs))
@@ -740,6 +919,36 @@ impl PgStore {
         }
         Ok(())
     }
+}
+
+/// PostgreSQL's text cannot hold the character U+0000: a document with one is refused before anything
+/// is written, naming it (the local backend stores it).
+fn check_storable(new: &NewGeneration<'_>) -> Result<()> {
+    let bad = |what: String| {
+        Err(KgragError::Input(format!(
+            "{what} holds the character U+0000, which PostgreSQL cannot store; remove it from the document \
+             (the local backend stores it)"
+        )))
+    };
+    for d in &new.manifest.documents {
+        if d.id.contains('\0') || d.source.contains('\0') {
+            return bad(format!("the id or source of document {:?}", d.id));
+        }
+        if d.title.as_deref().is_some_and(|t| t.contains('\0')) {
+            return bad(format!("the title of document {:?}", d.id));
+        }
+    }
+    for (key, text) in new.passages.keys().iter().zip(new.passages.texts()) {
+        if text.contains('\0') {
+            return bad(format!("chunk {key}"));
+        }
+    }
+    Ok(())
+}
+
+/// A row index from the database (never negative).
+fn index(i: i32) -> Result<u32> {
+    u32::try_from(i).map_err(|_| KgragError::Index(format!("the database holds the row index {i}")))
 }
 
 /// A file name from the database must be a plain name (it becomes a path under the load folder).
@@ -936,7 +1145,7 @@ impl IndexStore for PgStore {
                 )
                 .await
                 .map_err(|e| secrets.err("reading the committed generation", e))?;
-            Ok(row.map(|r| r.get(0)))
+            row.map(|r| col(&r, 0)).transpose()
         })?;
         value
             .map(|v| {
@@ -956,11 +1165,13 @@ impl IndexStore for PgStore {
         let me = format!("kgrag writer pid {}", std::process::id());
         let (client, holder) = block(&self.handle, async move {
             let client = connect(&db, &me, &secrets).await?;
-            let got: bool = client
-                .query_one("select pg_try_advisory_lock($1)", &[&key])
-                .await
-                .map_err(|e| secrets.err("taking the writer lock", e))?
-                .get(0);
+            let got: bool = col(
+                &client
+                    .query_one("select pg_try_advisory_lock($1)", &[&key])
+                    .await
+                    .map_err(|e| secrets.err("taking the writer lock", e))?,
+                0,
+            )?;
             if got {
                 return Ok((client, None));
             }
@@ -975,7 +1186,7 @@ impl IndexStore for PgStore {
                 .await
                 .ok()
                 .flatten()
-                .map(|r| r.get(0));
+                .and_then(|r| r.try_get(0).ok());
             Ok((
                 client,
                 Some(holder.unwrap_or_else(|| "holder unknown".to_owned())),
@@ -996,27 +1207,24 @@ impl IndexStore for PgStore {
 
     fn passages(&self, manifest: &Manifest) -> Result<EmbeddingStore> {
         let g = manifest.generation as i64;
-        let rows: Vec<(String, String, Vec<f32>)> = self.read(|client, secrets, s| async move {
-            let rows = client
-                .query(
-                    &format!(
-                        "select chunk_id, body, embedding from {s}.passages where generation = $1 order by ord"
-                    ),
-                    &[&g],
-                )
-                .await
-                .map_err(|e| secrets.err("reading the passages", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| {
-                    (
-                        r.get::<_, String>(0),
-                        r.get::<_, String>(1),
-                        r.get::<_, Vector>(2).to_vec(),
+        let rows: Vec<(String, String, Vec<f32>)> =
+            self.snapshot(manifest.generation, move |client, secrets, s| async move {
+                let rows = client
+                    .query(
+                        &format!(
+                            "select chunk_id, body, embedding from {s}.passages where generation = $1 \
+                             order by ord"
+                        ),
+                        &[&g],
                     )
-                })
-                .collect())
-        })?;
+                    .await
+                    .map_err(|e| secrets.err("reading the passages", e))?;
+                let mut out = Vec::with_capacity(rows.len());
+                for r in &rows {
+                    out.push((col(r, 0)?, col(r, 1)?, col::<Vector>(r, 2)?.to_vec()));
+                }
+                Ok(out)
+            })?;
         if rows.len() != manifest.chunks {
             return Err(self.gone(manifest.generation));
         }
@@ -1045,7 +1253,7 @@ impl IndexStore for PgStore {
 
     fn triples(&self, manifest: &Manifest) -> Result<Vec<Extraction>> {
         let g = manifest.generation as i64;
-        self.read(|client, secrets, s| async move {
+        self.snapshot(manifest.generation, move |client, secrets, s| async move {
             let rows = client
                 .query(
                     &format!(
@@ -1055,10 +1263,11 @@ impl IndexStore for PgStore {
                 )
                 .await
                 .map_err(|e| secrets.err("reading the extractions", e))?;
-            Ok(rows
-                .iter()
-                .map(|r| r.get::<_, Json<Extraction>>(0).0)
-                .collect())
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                out.push(col::<Json<Extraction>>(r, 0)?.0);
+            }
+            Ok(out)
         })
     }
 
@@ -1070,9 +1279,17 @@ impl IndexStore for PgStore {
         corpus: &Corpus,
     ) -> Result<Arc<dyn MethodIndex>> {
         let n = FOLDERS.fetch_add(1, Ordering::Relaxed);
-        let dir = self
-            .root
-            .join(format!(".postgres-load-{}-{n}", std::process::id()));
+        if manifest
+            .methods
+            .get(method.name())
+            .is_some_and(|e| e.files.is_empty())
+        {
+            // Nothing stored (the dense method's index is the passage store).
+            let empty = std::env::temp_dir().join("kgrag-pg-nothing");
+            return method.load(&empty, env, corpus);
+        }
+        // Outside the index directory: a reader needs no right to write there.
+        let dir = std::env::temp_dir().join(format!("kgrag-pg-load-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let result = self
             .materialise(manifest, method.name(), &dir.join(method.name()))
@@ -1083,9 +1300,8 @@ impl IndexStore for PgStore {
 
     fn commit(&self, new: NewGeneration<'_>) -> Result<Manifest> {
         let n = FOLDERS.fetch_add(1, Ordering::Relaxed);
-        let stage = self
-            .root
-            .join(format!(".postgres-stage-{}-{n}", std::process::id()));
+        check_storable(&new)?;
+        let stage = std::env::temp_dir().join(format!("kgrag-pg-stage-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&stage);
         std::fs::create_dir_all(&stage).map_err(|source| KgragError::Io {
             path: stage.clone(),
@@ -1132,7 +1348,11 @@ impl IndexStore for PgStore {
                 .query(&sql, &[&g])
                 .await
                 .map_err(|e| secrets.err("measuring the generation", e))?;
-            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+            let mut out = Vec::with_capacity(rows.len());
+            for r in &rows {
+                out.push((col(r, 0)?, col(r, 1)?));
+            }
+            Ok(out)
         })?;
         let mut out: BTreeMap<String, u64> = parts
             .into_iter()
@@ -1179,10 +1399,11 @@ impl IndexStore for PgStore {
                 Ok(client)
             })?)
         } else {
-            self.reader.clone()
+            self.reader()?
         };
         Ok(Some(Arc::new(PgSearch {
             client,
+            _runtime: self.runtime.clone(),
             handle: self.handle.clone(),
             secrets: self.secrets.clone(),
             s: self.s(),
@@ -1195,6 +1416,8 @@ impl IndexStore for PgStore {
 /// The dense strategy's search of one generation's passage vectors with pgvector.
 struct PgSearch {
     client: Arc<Client>,
+    /// Keeps the runtime (and the connection's task) alive as long as the search.
+    _runtime: Arc<Runtime>,
     handle: tokio::runtime::Handle,
     secrets: Secrets,
     s: String,
@@ -1207,56 +1430,63 @@ impl PassageSearch for PgSearch {
     async fn nearest(&self, query: &[f32], k: usize) -> Result<Option<Nearest>> {
         let (client, secrets, s) = (self.client.clone(), self.secrets.clone(), self.s.clone());
         let (g, hnsw, dim) = (self.generation as i64, self.hnsw, query.len());
+        let limit = k.max(1) as i64;
         let q = Vector::from(query.to_vec());
         let (tx, rx) = futures_channel::oneshot::channel();
         self.handle.spawn(async move {
             let out = async {
                 let e = |err| secrets.err("searching the passage vectors", err);
-                let rows = if hnsw {
+                let mut hits = Vec::new();
+                let mut range = None;
+                if hnsw {
                     // The partial expression index of this generation: the generation and the dimension
                     // are literals of the query, as in the index's definition.
-                    client
+                    for r in client
                         .query(
                             &format!(
-                                "select ord, 1 - (embedding::public.vector({dim}) operator(public.<=>) $1::public.vector({dim})) \
-                                 from {s}.passages where generation = {g} \
-                                 order by embedding::public.vector({dim}) operator(public.<=>) $1::public.vector({dim}) limit {k}"
+                                "select ord, 1 - (embedding::public.vector({dim}) operator(public.<=>) \
+                                 $1::public.vector({dim})) from {s}.passages where generation = {g} \
+                                 order by embedding::public.vector({dim}) operator(public.<=>) \
+                                 $1::public.vector({dim}) limit $2"
                             ),
-                            &[&q],
+                            &[&q, &limit],
                         )
                         .await
                         .map_err(e)?
+                    {
+                        hits.push((index(col(&r, 0)?)? as usize, col::<f64>(&r, 1)?));
+                    }
                 } else {
-                    client
+                    // Every passage's cosine, the best k returned with the range of all of them (the
+                    // in-memory search normalises by it).
+                    for r in client
                         .query(
                             &format!(
-                                "select ord, 1 - (embedding operator(public.<=>) $1) from {s}.passages \
-                                 where generation = $2 order by embedding operator(public.<=>) $1, ord"
+                                "select ord, c, min(c) over (), max(c) over () from (select ord, \
+                                 1 - (embedding operator(public.<=>) $1) as c from {s}.passages \
+                                 where generation = $2) t order by c desc, ord limit $3"
                             ),
-                            &[&q, &g],
+                            &[&q, &g, &limit],
                         )
                         .await
                         .map_err(e)?
-                };
-                let hits: Vec<(usize, f64)> = rows
-                    .iter()
-                    .map(|r| (r.get::<_, i32>(0) as usize, r.get::<_, f64>(1)))
-                    .collect();
-                Ok::<_, KgragError>(hits)
+                    {
+                        hits.push((index(col(&r, 0)?)? as usize, col::<f64>(&r, 1)?));
+                        range = Some((col::<f64>(&r, 2)?, col::<f64>(&r, 3)?));
+                    }
+                }
+                Ok::<_, KgragError>(Nearest { hits, range })
             }
             .await;
             let _ = tx.send(out);
         });
-        let hits = rx
+        let found = rx
             .await
             .map_err(|_| KgragError::Database("the database task stopped".into()))??;
-        if hits.is_empty() {
+        if found.hits.is_empty() {
             // Replaced and removed since it was opened (a generation with passages has rows).
             return Ok(None);
         }
-        Ok(Some(Nearest {
-            hits,
-            complete: !self.hnsw,
-        }))
+        Ok(Some(found))
     }
 }

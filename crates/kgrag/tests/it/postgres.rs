@@ -402,6 +402,15 @@ async fn a_second_writer_fails_at_once_naming_the_first() {
     assert_eq!(s2.generation, 2);
     let s3 = second.insert(docs[6..7].to_vec()).await.unwrap();
     assert_eq!(s3.generation, 3);
+    // Text PostgreSQL cannot hold is refused before anything is written, naming the document.
+    let nul = SourceDoc {
+        id: "nul".into(),
+        source: "test".into(),
+        document: Document::passage("Bad", "A text with a \0 inside."),
+    };
+    let err = second.insert(vec![nul]).await.err().unwrap().to_string();
+    assert!(err.contains("U+0000") && err.contains("chunk-"), "{err}");
+    assert_eq!(second.committed().unwrap().unwrap().generation, 3);
 
     // Generation 1 is gone from the database now. Its reader still answers dense queries from the
     // passages it loaded, and is told to reopen for an index it had not loaded.
@@ -510,6 +519,27 @@ fn a_server_killed_inside_a_commit_leaves_the_previous_generation_and_no_url_is_
     let before = stats(&mut seen);
     assert_eq!(before["generation"], 1);
     assert_eq!(before["documents"], 10);
+    // With a configuration that names no database the index is found through storage.json, and a rerun
+    // on the same documents is up to date.
+    std::fs::write(
+        work.join("plain.toml"),
+        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n",
+    )
+    .unwrap();
+    let again = run(
+        &[
+            "index",
+            "corpus.jsonl",
+            "--index",
+            "idx",
+            "--config",
+            "plain.toml",
+            "--methods",
+            "dense,hipporag2",
+        ],
+        &mut seen,
+    );
+    assert!(again.contains("up to date"), "{again}");
 
     // An insert stalls inside its transaction, every row written; the server dies there.
     let mut child = kgrag(&work, &url)
