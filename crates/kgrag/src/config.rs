@@ -35,7 +35,7 @@
 //! backend = "local"                  # files in the index directory | "postgres" (feature `postgres`)
 //! url_env = "KGRAG_DATABASE_URL"     # with postgres: the variable holding the URL (never logged)
 //! schema = "kgrag"                   # with postgres: the schema of the index's tables
-//! hnsw_min_rows = 10000              # passages from which pgvector searches an HNSW index (else exact)
+//! hnsw_min_rows = 1000               # passages from which pgvector searches an HNSW index (else exact)
 //!
 //! [eval]                             # what `kgrag bench` measures with a judge
 //! baseline = "dense"                 # every method's pairwise win rate is against this one
@@ -246,7 +246,7 @@ impl Default for StorageConfig {
             backend: StorageBackend::Local,
             url_env: "KGRAG_DATABASE_URL".to_owned(),
             schema: "kgrag".to_owned(),
-            hnsw_min_rows: 10_000,
+            hnsw_min_rows: 1_000,
             hnsw_m: 16,
             hnsw_ef_construction: 64,
             hnsw_ef_search: 100,

@@ -92,7 +92,10 @@ const MIGRATIONS: &[(i32, &str)] = &[(
      create table {s}.method_files (
         generation bigint not null, method text not null, name text not null, sha256 text not null,
         data bytea not null,
-        primary key (generation, method, name));",
+        primary key (generation, method, name));
+     -- Stored as they are: vector stores and graphs barely compress, and compressing tens of MB costs
+     -- seconds per commit.
+     alter table {s}.method_files alter column data set storage external;",
 )];
 
 /// The most dimensions pgvector's HNSW index takes for `vector`.
@@ -679,6 +682,10 @@ impl PgStore {
             }
         }
 
+        // Fresh statistics for the planner (the generation's rows are new).
+        tx.batch_execute(&format!("analyze {s}.passages"))
+            .await
+            .map_err(e("analysing the passages"))?;
         // The HNSW index of this generation's vectors, from the threshold up (pgvector indexes `vector`
         // up to 2,000 dimensions; above, the search stays exact).
         if dim > HNSW_MAX_DIM && new.passages.len() >= self.config.hnsw_min_rows {
@@ -1381,8 +1388,9 @@ impl IndexStore for PgStore {
                 .map_err(|e| secrets.err("looking for the HNSW index", e))?;
             Ok(row.is_some())
         })?;
-        // HNSW searches get a session of their own, set once: the index always (a small table would
-        // otherwise be scanned, which is exact, not what was asked for), its ef_search, and strict-order
+        // HNSW searches get a session of their own, set once: the index always (no scan or sort: a small
+        // table would otherwise be scanned and sorted, which is exact, not what was asked for), its
+        // ef_search, and strict-order
         // iterative scans so that a limit above ef_search is still filled in distance order.
         let client = if hnsw {
             let (db, secrets) = (self.db.clone(), self.secrets.clone());
@@ -1391,7 +1399,7 @@ impl IndexStore for PgStore {
                 let client = connect(&db, "kgrag hnsw reader", &secrets).await?;
                 client
                     .batch_execute(&format!(
-                        "set enable_seqscan = off; set hnsw.ef_search = {ef}; \
+                        "set enable_seqscan = off; set enable_sort = off; set hnsw.ef_search = {ef}; \
                          set hnsw.iterative_scan = strict_order; set jit = off"
                     ))
                     .await
