@@ -519,13 +519,7 @@ impl PgStore {
 
         // Documents.
         {
-            let sink = tx
-                .copy_in::<_, Bytes>(&format!(
-                    "copy {s}.documents (generation, ord, id, doc_id, title, source, chunks) from stdin binary"
-                ))
-                .await
-                .map_err(e("writing the documents"))?;
-            let types = [
+            let mut copy = Copy::start(&tx, &format!("copy {s}.documents (generation, ord, id, doc_id, title, source, chunks) from stdin binary"), &[
                 Type::INT8,
                 Type::INT4,
                 Type::TEXT,
@@ -533,31 +527,22 @@ impl PgStore {
                 Type::TEXT,
                 Type::TEXT,
                 Type::TEXT_ARRAY,
-            ];
-            let writer = BinaryCopyInWriter::new(sink, &types);
-            let mut writer = std::pin::pin!(writer);
+            ], "writing the documents", secrets).await?;
             for (i, d) in manifest.documents.iter().enumerate() {
                 let chunks: Vec<&str> = d.chunks.iter().map(|c| c.as_str()).collect();
                 let ord = i as i32;
-                writer
-                    .as_mut()
-                    .write(&[
-                        &g,
-                        &ord,
-                        &d.id,
-                        &d.doc_id.as_str(),
-                        &d.title,
-                        &d.source,
-                        &chunks,
-                    ])
-                    .await
-                    .map_err(e("writing the documents"))?;
+                copy.row(&[
+                    &g,
+                    &ord,
+                    &d.id,
+                    &d.doc_id.as_str(),
+                    &d.title,
+                    &d.source,
+                    &chunks,
+                ])
+                .await?;
             }
-            writer
-                .as_mut()
-                .finish()
-                .await
-                .map_err(e("writing the documents"))?;
+            copy.finish().await?;
         }
 
         // Passages with their vectors.
@@ -571,21 +556,13 @@ impl PgStore {
             .ok_or_else(|| KgragError::Database("the vector type has no parameter".into()))?;
         let dim = new.passages.dim().unwrap_or(0);
         {
-            let sink = tx
-                .copy_in::<_, Bytes>(&format!(
-                    "copy {s}.passages (generation, ord, chunk_id, body, embedding) from stdin binary"
-                ))
-                .await
-                .map_err(e("writing the passages"))?;
-            let types = [
+            let mut copy = Copy::start(&tx, &format!("copy {s}.passages (generation, ord, chunk_id, body, embedding) from stdin binary"), &[
                 Type::INT8,
                 Type::INT4,
                 Type::TEXT,
                 Type::TEXT,
                 vector_type.clone(),
-            ];
-            let writer = BinaryCopyInWriter::new(sink, &types);
-            let mut writer = std::pin::pin!(writer);
+            ], "writing the passages", secrets).await?;
             let data = new
                 .passages
                 .index()
@@ -601,43 +578,20 @@ impl PgStore {
                 let v = Vector::from(data[row * dim..(row + 1) * dim].to_vec());
                 let ord = row as i32;
                 let body: &str = text;
-                writer
-                    .as_mut()
-                    .write(&[&g, &ord, key, &body, &v])
-                    .await
-                    .map_err(e("writing the passages"))?;
+                copy.row(&[&g, &ord, key, &body, &v]).await?;
             }
-            writer
-                .as_mut()
-                .finish()
-                .await
-                .map_err(e("writing the passages"))?;
+            copy.finish().await?;
         }
 
         // Extractions.
         {
-            let sink = tx
-                .copy_in::<_, Bytes>(&format!(
-                    "copy {s}.extractions (generation, ord, chunk_id, extraction) from stdin binary"
-                ))
-                .await
-                .map_err(e("writing the extractions"))?;
-            let types = [Type::INT8, Type::INT4, Type::TEXT, Type::JSONB];
-            let writer = BinaryCopyInWriter::new(sink, &types);
-            let mut writer = std::pin::pin!(writer);
+            let mut copy = Copy::start(&tx, &format!("copy {s}.extractions (generation, ord, chunk_id, extraction) from stdin binary"), &[Type::INT8, Type::INT4, Type::TEXT, Type::JSONB], "writing the extractions", secrets).await?;
             for (i, x) in new.triples.iter().enumerate() {
                 let ord = i as i32;
-                writer
-                    .as_mut()
-                    .write(&[&g, &ord, &x.chunk_id.as_str(), &Json(x)])
-                    .await
-                    .map_err(e("writing the extractions"))?;
+                copy.row(&[&g, &ord, &x.chunk_id.as_str(), &Json(x)])
+                    .await?;
             }
-            writer
-                .as_mut()
-                .finish()
-                .await
-                .map_err(e("writing the extractions"))?;
+            copy.finish().await?;
         }
 
         // Each method's index: its graphs as rows, its other files as checksummed blobs.
@@ -953,6 +907,50 @@ fn check_storable(new: &NewGeneration<'_>) -> Result<()> {
     Ok(())
 }
 
+/// A binary `COPY … from stdin` in progress: rows streamed to the server, errors naming what was written.
+struct Copy<'a> {
+    writer: std::pin::Pin<Box<BinaryCopyInWriter>>,
+    what: &'static str,
+    secrets: &'a Secrets,
+}
+
+impl<'a> Copy<'a> {
+    async fn start(
+        tx: &tokio_postgres::Transaction<'_>,
+        sql: &str,
+        types: &[Type],
+        what: &'static str,
+        secrets: &'a Secrets,
+    ) -> Result<Copy<'a>> {
+        let sink = tx
+            .copy_in::<_, Bytes>(sql)
+            .await
+            .map_err(|e| secrets.err(what, e))?;
+        Ok(Copy {
+            writer: Box::pin(BinaryCopyInWriter::new(sink, types)),
+            what,
+            secrets,
+        })
+    }
+
+    async fn row(&mut self, values: &[&(dyn tokio_postgres::types::ToSql + Sync)]) -> Result<()> {
+        self.writer
+            .as_mut()
+            .write(values)
+            .await
+            .map_err(|e| self.secrets.err(self.what, e))
+    }
+
+    async fn finish(mut self) -> Result<()> {
+        self.writer
+            .as_mut()
+            .finish()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.secrets.err(self.what, e))
+    }
+}
+
 /// A row index from the database (never negative).
 fn index(i: i32) -> Result<u32> {
     u32::try_from(i).map_err(|_| KgragError::Index(format!("the database holds the row index {i}")))
@@ -999,13 +997,7 @@ async fn write_graph(
     .await
     .map_err(e("writing a graph"))?;
     {
-        let sink = tx
-            .copy_in::<_, Bytes>(&format!(
-                "copy {s}.graph_nodes (generation, method, file, idx, key, kind, name, node) from stdin binary"
-            ))
-            .await
-            .map_err(e("writing a graph's nodes"))?;
-        let types = [
+        let mut copy = Copy::start(tx, &format!("copy {s}.graph_nodes (generation, method, file, idx, key, kind, name, node) from stdin binary"), &[
             Type::INT8,
             Type::TEXT,
             Type::TEXT,
@@ -1014,62 +1006,47 @@ async fn write_graph(
             Type::TEXT,
             Type::TEXT,
             Type::JSONB,
-        ];
-        let writer = BinaryCopyInWriter::new(sink, &types);
-        let mut writer = std::pin::pin!(writer);
+        ], "writing a graph's nodes", secrets).await?;
         for (i, n) in nodes {
             let idx = i as i32;
-            writer
-                .as_mut()
-                .write(&[
-                    &g,
-                    &method,
-                    &file,
-                    &idx,
-                    &n.key,
-                    &n.kind.as_str(),
-                    &n.name,
-                    &Json(n),
-                ])
-                .await
-                .map_err(e("writing a graph's nodes"))?;
+            copy.row(&[
+                &g,
+                &method,
+                &file,
+                &idx,
+                &n.key,
+                &n.kind.as_str(),
+                &n.name,
+                &Json(n),
+            ])
+            .await?;
         }
-        writer
-            .as_mut()
-            .finish()
-            .await
-            .map_err(e("writing a graph's nodes"))?;
+        copy.finish().await?;
     }
-    let sink = tx
-        .copy_in::<_, Bytes>(&format!(
+    let mut copy = Copy::start(
+        tx,
+        &format!(
             "copy {s}.graph_edges (generation, method, file, idx, a, b, edge) from stdin binary"
-        ))
-        .await
-        .map_err(e("writing a graph's edges"))?;
-    let types = [
-        Type::INT8,
-        Type::TEXT,
-        Type::TEXT,
-        Type::INT4,
-        Type::INT4,
-        Type::INT4,
-        Type::JSONB,
-    ];
-    let writer = BinaryCopyInWriter::new(sink, &types);
-    let mut writer = std::pin::pin!(writer);
+        ),
+        &[
+            Type::INT8,
+            Type::TEXT,
+            Type::TEXT,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::JSONB,
+        ],
+        "writing a graph's edges",
+        secrets,
+    )
+    .await?;
     for (i, a, b, edge) in edges {
         let (idx, a, b) = (i as i32, a as i32, b as i32);
-        writer
-            .as_mut()
-            .write(&[&g, &method, &file, &idx, &a, &b, &Json(edge)])
-            .await
-            .map_err(e("writing a graph's edges"))?;
+        copy.row(&[&g, &method, &file, &idx, &a, &b, &Json(edge)])
+            .await?;
     }
-    writer
-        .as_mut()
-        .finish()
-        .await
-        .map_err(e("writing a graph's edges"))?;
+    copy.finish().await?;
     Ok(())
 }
 

@@ -13,14 +13,14 @@ use kgrag::types::testing::HashingEmbedder;
 use kgrag::types::{Document, RetrievalRequest};
 use kgrag::Pipeline;
 
-fn tmp(name: &str) -> PathBuf {
+pub(crate) fn tmp(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("kgrag-pipe-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
 }
 
-fn fixture_docs() -> (Vec<SourceDoc>, Vec<String>) {
+pub(crate) fn fixture_docs() -> (Vec<SourceDoc>, Vec<String>) {
     let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
     let docs = ds
         .passages
@@ -36,7 +36,7 @@ fn fixture_docs() -> (Vec<SourceDoc>, Vec<String>) {
     (docs, questions)
 }
 
-fn config(cache: &Path) -> Config {
+pub(crate) fn config(cache: &Path) -> Config {
     let mut c = Config {
         cache_dir: Some(cache.to_path_buf()),
         ..Config::default()
@@ -48,7 +48,7 @@ fn config(cache: &Path) -> Config {
     c
 }
 
-fn embedder(dim: usize) -> Arc<dyn kgrag::types::Embedder> {
+pub(crate) fn embedder(dim: usize) -> Arc<dyn kgrag::types::Embedder> {
     Arc::new(HashingEmbedder::new(dim))
 }
 

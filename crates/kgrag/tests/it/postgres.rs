@@ -20,9 +20,10 @@ use std::time::{Duration, Instant};
 
 use kgrag::config::{Config, StorageBackend};
 use kgrag::documents::SourceDoc;
-use kgrag::types::testing::HashingEmbedder;
 use kgrag::types::{Document, RetrievalRequest};
 use kgrag::Pipeline;
+
+use crate::pipeline::{fixture_docs as fixture, tmp};
 
 #[path = "../../../../xtask/src/pg.rs"]
 mod pg;
@@ -43,39 +44,9 @@ fn have_server(test: &str) -> bool {
     false
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("kgrag-pg-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-fn fixture() -> (Vec<SourceDoc>, Vec<String>) {
-    let ds = kgrag::eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
-    let docs = ds
-        .passages
-        .iter()
-        .enumerate()
-        .map(|(i, p)| SourceDoc {
-            id: format!("p{i:02}"),
-            source: "fixture".into(),
-            document: Document::passage(p.title.clone(), &p.text),
-        })
-        .collect();
-    let questions = ds.questions.iter().map(|q| q.question.clone()).collect();
-    (docs, questions)
-}
-
 /// The offline configuration of the pipeline tests; with `schema`, in PostgreSQL.
 fn config(cache: &Path, schema: Option<&str>) -> Config {
-    let mut c = Config {
-        cache_dir: Some(cache.to_path_buf()),
-        ..Config::default()
-    };
-    c.index.chunking = kgrag::text::ChunkerConfig::hipporag();
-    c.openie = kgrag::config::OpenIeMode::Rules;
-    c.hirag.log_layers = false;
-    c.leanrag.log_layers = false;
+    let mut c = crate::pipeline::config(cache);
     if let Some(s) = schema {
         c.storage.backend = StorageBackend::Postgres;
         c.storage.url_env = URL_ENV.to_owned();
@@ -90,7 +61,7 @@ fn schema(name: &str) -> String {
 }
 
 fn embedder() -> Arc<dyn kgrag::types::Embedder> {
-    Arc::new(HashingEmbedder::new(64))
+    crate::pipeline::embedder(64)
 }
 
 const ALL: [&str; 4] = ["dense", "hipporag2", "hirag", "leanrag"];
