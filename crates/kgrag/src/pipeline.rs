@@ -281,6 +281,7 @@ impl Pipeline {
                 extractor: None,
                 notes: Mutex::new(Vec::new()),
                 counts: Mutex::new(BTreeMap::new()),
+                store: store.clone(),
             },
             chat_usage: None,
             cache: None,
@@ -1284,6 +1285,31 @@ pub(crate) async fn extract_chunks(
     what: &str,
 ) -> Result<Vec<Extraction>> {
     let store = ExtractionStore::open(env.cache_dir.join("extractions.redb"))?;
+    // Extractions another machine finished for this index (a database backend): into the local store
+    // first, so that the run reuses them. A failure here only costs extraction work.
+    let fingerprint = extractor.fingerprint();
+    let mut shared: HashSet<ChunkId> = HashSet::new();
+    if let Some(backend) = &env.store {
+        let mut missing = Vec::new();
+        for c in chunks {
+            if store.get(&fingerprint, &c.id)?.is_none() {
+                missing.push(c.id.clone());
+            }
+        }
+        if !missing.is_empty() {
+            match backend.shared_extractions(&fingerprint, &missing) {
+                Ok(found) => {
+                    store.put_many(&fingerprint, &found)?;
+                    env.count("shared", found.len() as u64);
+                    shared.extend(found.into_iter().map(|x| x.chunk_id));
+                }
+                Err(e) => env.note(format!(
+                    "could not read the extractions shared in {} ({e}); extracting here",
+                    backend.location()
+                )),
+            }
+        }
+    }
     let (found, summary) = run_extraction(
         extractor,
         chunks,
@@ -1294,6 +1320,20 @@ pub(crate) async fn extract_chunks(
         },
     )
     .await?;
+    if let Some(backend) = &env.store {
+        // Failed chunks are not in `found`: only finished work is shared.
+        let new: Vec<Extraction> = found
+            .iter()
+            .filter(|x| !shared.contains(&x.chunk_id))
+            .cloned()
+            .collect();
+        if let Err(e) = backend.share_extractions(&fingerprint, &new) {
+            env.note(format!(
+                "could not share the extractions in {} ({e}); other machines extract them again",
+                backend.location()
+            ));
+        }
+    }
     env.count("reused", summary.reused as u64);
     env.count("extracted", summary.extracted as u64);
     env.count("failed", summary.failed.len() as u64);

@@ -85,6 +85,24 @@ impl ExtractionStore {
         Ok(self.len()? == 0)
     }
 
+    /// Stores many extractions durably, in one transaction (a cache filled from elsewhere).
+    pub fn put_many(&self, fingerprint: &str, extractions: &[Extraction]) -> Result<()> {
+        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
+        {
+            let mut table = txn.open_table(EXTRACTIONS).map_err(|e| self.err(e))?;
+            for extraction in extractions {
+                let bytes = serde_json::to_vec(extraction).map_err(|e| self.err(e))?;
+                table
+                    .insert(
+                        key(fingerprint, &extraction.chunk_id).as_str(),
+                        bytes.as_slice(),
+                    )
+                    .map_err(|e| self.err(e))?;
+            }
+        }
+        txn.commit().map_err(|e| self.err(e))
+    }
+
     /// Stores one extraction durably.
     pub fn put(&self, fingerprint: &str, extraction: &Extraction) -> Result<()> {
         let bytes = serde_json::to_vec(extraction).map_err(|e| self.err(e))?;

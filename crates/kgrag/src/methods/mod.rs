@@ -98,6 +98,8 @@ pub struct Env {
     pub notes: std::sync::Mutex<Vec<String>>,
     /// Counts of the current build (`reused`, `extracted`, `failed` extractions).
     pub counts: std::sync::Mutex<BTreeMap<String, u64>>,
+    /// The index's backend (none in memory): finished extractions are shared through it.
+    pub store: Option<Arc<dyn crate::storage::IndexStore>>,
 }
 
 impl Env {

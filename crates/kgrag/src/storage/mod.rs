@@ -90,6 +90,23 @@ pub trait IndexStore: Send + Sync {
     /// Bytes stored per part of `manifest`'s generation (`kgrag stats`).
     fn sizes(&self, manifest: &Manifest) -> Result<BTreeMap<String, u64>>;
 
+    /// Finished extractions of `chunks` by the extractor `fingerprint` that the backend shares between
+    /// machines (a database; none for files: the cache folder has them). A build on a machine whose
+    /// cache lacks them takes them from here instead of extracting again.
+    fn shared_extractions(
+        &self,
+        _fingerprint: &str,
+        _chunks: &[kgrag_types::ChunkId],
+    ) -> Result<Vec<Extraction>> {
+        Ok(Vec::new())
+    }
+
+    /// Shares finished extractions (see [`shared_extractions`](Self::shared_extractions)); a chunk
+    /// already shared keeps its first extraction.
+    fn share_extractions(&self, _fingerprint: &str, _found: &[Extraction]) -> Result<()> {
+        Ok(())
+    }
+
     /// What `storage.json` in the index directory records (`None`: no file, the index is the directory).
     fn pointer(&self) -> Option<Pointer> {
         None

@@ -11,6 +11,7 @@
 //! | `extractions` | chunk of a generation | its triples, entities and relations (`jsonb`) |
 //! | `graphs`, `graph_nodes`, `graph_edges` | graph, node, edge | HippoRAG 2's graph with every facet (`jsonb`) |
 //! | `method_files` | other part of a method's index | HiRAG's and LeanRAG's indexes, HippoRAG 2's stores (checksummed `bytea`) |
+//! | `extraction_cache` | finished extraction (any generation) | shared by the machines that build the index |
 //!
 //! A generation is written in one transaction, its `generations` row last: a reader sees the previous
 //! generation or the new one, never a mix, and a writer killed at any point leaves the previous generation
@@ -56,10 +57,11 @@ use crate::methods::{Corpus, Env, Method, MethodIndex};
 use crate::{KgragError, Result};
 
 /// The schema version this kgrag writes; [`MIGRATIONS`] brings any older schema to it.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// `(version, SQL)`: each migration, applied in order in one transaction. `{s}` is the quoted schema.
-const MIGRATIONS: &[(i32, &str)] = &[(
+const MIGRATIONS: &[(i32, &str)] = &[
+    (
     1,
     "create table {s}.generations (
         generation bigint primary key,
@@ -96,7 +98,17 @@ const MIGRATIONS: &[(i32, &str)] = &[(
      -- Stored as they are: vector stores and graphs barely compress, and compressing tens of MB costs
      -- seconds per commit.
      alter table {s}.method_files alter column data set storage external;",
-)];
+    ),
+    (
+        2,
+        // Finished extractions shared between the machines that build the index (a cache across
+        // generations, as the local extraction store is).
+        "create table {s}.extraction_cache (
+        fingerprint text not null, chunk_id text not null, extraction jsonb not null,
+        stored_at timestamptz not null default now(),
+        primary key (fingerprint, chunk_id));",
+    ),
+];
 
 /// The most dimensions pgvector's HNSW index takes for `vector`.
 const HNSW_MAX_DIM: usize = 2000;
@@ -1346,6 +1358,64 @@ impl IndexStore for PgStore {
             out.entry(name.clone()).or_insert(0);
         }
         Ok(out)
+    }
+
+    fn shared_extractions(
+        &self,
+        fingerprint: &str,
+        chunks: &[kgrag_types::ChunkId],
+    ) -> Result<Vec<Extraction>> {
+        let fingerprint = fingerprint.to_owned();
+        let ids: Vec<String> = chunks.iter().map(|c| c.as_str().to_owned()).collect();
+        self.read(move |client, secrets, s| async move {
+            let mut out = Vec::new();
+            for r in client
+                .query(
+                    &format!(
+                        "select extraction from {s}.extraction_cache where fingerprint = $1 \
+                         and chunk_id = any($2)"
+                    ),
+                    &[&fingerprint, &ids],
+                )
+                .await
+                .map_err(|e| secrets.err("reading the shared extractions", e))?
+            {
+                let x: Extraction = col::<Json<Extraction>>(&r, 0)?.0;
+                if ids.iter().any(|id| id == x.chunk_id.as_str()) {
+                    out.push(x);
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    fn share_extractions(&self, fingerprint: &str, found: &[Extraction]) -> Result<()> {
+        if found.is_empty() {
+            return Ok(());
+        }
+        let fingerprint = fingerprint.to_owned();
+        let ids: Vec<String> = found
+            .iter()
+            .map(|x| x.chunk_id.as_str().to_owned())
+            .collect();
+        let values: Vec<serde_json::Value> = found
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<std::result::Result<_, _>>()?;
+        self.read(move |client, secrets, s| async move {
+            client
+                .execute(
+                    &format!(
+                        "insert into {s}.extraction_cache (fingerprint, chunk_id, extraction) \
+                         select $1, c, x from unnest($2::text[], $3::jsonb[]) as t(c, x) \
+                         on conflict do nothing"
+                    ),
+                    &[&fingerprint, &ids, &values],
+                )
+                .await
+                .map_err(|e| secrets.err("sharing the extractions", e))?;
+            Ok(())
+        })
     }
 
     fn passage_search(&self, manifest: &Manifest) -> Result<Option<Arc<dyn PassageSearch>>> {

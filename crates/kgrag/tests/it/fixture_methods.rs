@@ -347,7 +347,7 @@ async fn recognition_filter_and_dense_fallback() {
 }
 
 /// An extractor that counts its calls (the rule extractor underneath).
-struct Counting(std::sync::atomic::AtomicUsize);
+pub(crate) struct Counting(pub(crate) std::sync::atomic::AtomicUsize);
 
 #[async_trait]
 impl kgrag::types::Extractor for Counting {

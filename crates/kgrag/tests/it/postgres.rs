@@ -7,7 +7,9 @@
 //!   HNSW search agreeing with the exact one;
 //! - readers opening and querying in a loop while a writer commits generations: every passage of every
 //!   answer belongs to the generation the reader opened;
+//! - a schema of an older version migrated on open, one of a newer version refused;
 //! - two writers: the second fails at once, naming the first;
+//! - a second machine (its own folder and cache, the same database) extracts only what is new;
 //! - the server killed with SIGKILL inside a commit (a server of the test's own): after a restart the
 //!   previous generation is intact and the rerun completes; the database URL never appears in any output.
 
@@ -403,6 +405,127 @@ async fn a_second_writer_fails_at_once_naming_the_first() {
         .unwrap()
         .to_string();
     assert!(err.contains("open the index again"), "{err}");
+    let _ = std::fs::remove_dir_all(root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_machine_reuses_the_extractions_the_first_shared() {
+    if !have_server("a_second_machine") {
+        return;
+    }
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (docs, _) = fixture();
+    let s = schema("machines");
+    let n = docs.len();
+    // HiRAG with its own extraction: the work a second machine must not repeat.
+    let machine = |name: &str| {
+        let cache = tmp(&format!("machines-cache-{name}"));
+        let mut c = config(&cache, Some(&s));
+        c.hirag.base = kgrag::hirag::BaseSource::Extract;
+        c.hirag.extraction = kgrag::hirag::ExtractionMode::Rules;
+        (c, tmp(&format!("machines-index-{name}")))
+    };
+    let (ca, root_a) = machine("a");
+    let counted_a = Arc::new(crate::fixture_methods::Counting(AtomicUsize::new(0)));
+    let mut a = Pipeline::with_models(
+        ca.clone(),
+        ca.cache_dir.clone().unwrap(),
+        embedder(),
+        None,
+        Some(&root_a),
+        false,
+    )
+    .unwrap();
+    a.set_extractor(counted_a.clone());
+    a.index(
+        docs[..n - 1].to_vec(),
+        &["hirag".into()],
+        Default::default(),
+    )
+    .await
+    .unwrap();
+    let first = counted_a.0.load(Ordering::SeqCst);
+    assert!(first >= n - 1, "{first}");
+
+    // Another machine, its own folder and an empty cache, the same database: only the new document's
+    // chunks are extracted there.
+    let (cb, root_b) = machine("b");
+    let counted_b = Arc::new(crate::fixture_methods::Counting(AtomicUsize::new(0)));
+    let mut b = Pipeline::open_with_models(&root_b, cb, embedder(), None).unwrap();
+    b.set_extractor(counted_b.clone());
+    b.insert(docs[n - 1..].to_vec()).await.unwrap();
+    let second = counted_b.0.load(Ordering::SeqCst);
+    assert!(second >= 1 && second < first, "{second} of {first}");
+    let m = b.manifest().unwrap();
+    assert_eq!(m.extraction["shared"] as usize, first);
+    assert_eq!(m.extraction["extracted"] as usize, second);
+    for d in [root_a, root_b] {
+        let _ = std::fs::remove_dir_all(d);
+    }
+}
+
+/// `psql` of the test server's binaries on `sql` (as the superuser of the test server).
+fn psql(sql: &str) -> String {
+    let bin = PathBuf::from(std::env::var_os("KGRAG_TEST_PG_BIN").unwrap());
+    let out = Command::new(bin.join("psql"))
+        .arg(std::env::var(URL_ENV).unwrap())
+        .args(["-At", "-v", "ON_ERROR_STOP=1", "-c", sql])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "psql {sql}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_older_schema_is_migrated_and_a_newer_one_refused() {
+    if !have_server("an_older_schema") {
+        return;
+    }
+    let (docs, questions) = fixture();
+    let cache = tmp("migrate-cache");
+    let root = tmp("migrate-index");
+    let s = schema("migrate");
+    let c = config(&cache, Some(&s));
+    build(&docs[..6], &root, c.clone(), &["dense", "hipporag2"]).await;
+    assert_eq!(
+        psql(&format!(
+            "select string_agg(version::text, ',' order by version) from {s}.schema_version"
+        ))
+        .trim(),
+        "1,2"
+    );
+    // Back to version 1, as an index written by the previous kgrag.
+    psql(&format!(
+        "drop table {s}.extraction_cache; delete from {s}.schema_version where version = 2"
+    ));
+    let mut p = Pipeline::open_with_models(&root, c.clone(), embedder(), None).unwrap();
+    assert_eq!(
+        psql(&format!("select max(version) from {s}.schema_version")).trim(),
+        "2"
+    );
+    assert_eq!(
+        psql(&format!("select count(*) from {s}.extraction_cache")).trim(),
+        "0"
+    );
+    let a = p.answer(&questions[0], "hipporag2", 5).await.unwrap();
+    assert_eq!(a.passages.len(), 5);
+    p.insert(docs[6..7].to_vec()).await.unwrap();
+    // A schema from a newer kgrag is refused, saying so.
+    psql(&format!(
+        "insert into {s}.schema_version (version) values (99)"
+    ));
+    let err = Pipeline::open_with_models(&root, c, embedder(), None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("version 99") && err.contains("newer kgrag"),
+        "{err}"
+    );
     let _ = std::fs::remove_dir_all(root);
 }
 
