@@ -12,6 +12,7 @@
 //! | `graphs`, `graph_nodes`, `graph_edges` | graph, node, edge | HippoRAG 2's graph with every facet (`jsonb`) |
 //! | `method_files` | other part of a method's index | HiRAG's and LeanRAG's indexes, HippoRAG 2's stores (checksummed `bytea`) |
 //! | `extraction_cache` | finished extraction (any generation) | shared by the machines that build the index |
+//! | `hierarchy_nodes`, `hierarchy_relations`, `communities` | layer node, relation, community | HiRAG's and LeanRAG's layers, HiRAG's communities and reports, for SQL (the methods load `method_files`) |
 //!
 //! A generation is written in one transaction, its `generations` row last: a reader sees the previous
 //! generation or the new one, never a mix, and a writer killed at any point leaves the previous generation
@@ -57,7 +58,7 @@ use crate::methods::{Corpus, Env, Method, MethodIndex};
 use crate::{KgragError, Result};
 
 /// The schema version this kgrag writes; [`MIGRATIONS`] brings any older schema to it.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// `(version, SQL)`: each migration, applied in order in one transaction. `{s}` is the quoted schema.
 const MIGRATIONS: &[(i32, &str)] = &[
@@ -108,13 +109,34 @@ const MIGRATIONS: &[(i32, &str)] = &[
         stored_at timestamptz not null default now(),
         primary key (fingerprint, chunk_id));",
     ),
+    (
+        3,
+        // HiRAG's and LeanRAG's layers and HiRAG's communities with their reports, as rows to query
+        // (the methods load their index from `method_files`; these are written beside it).
+        "create table {s}.hierarchy_nodes (
+        generation bigint not null, method text not null, layer integer not null, idx integer not null,
+        name text not null, kind text not null, node jsonb not null,
+        primary key (generation, method, layer, idx));
+     create table {s}.hierarchy_relations (
+        generation bigint not null, method text not null, idx integer not null,
+        a_layer integer not null, a_idx integer not null, b_layer integer not null, b_idx integer not null,
+        relation jsonb not null,
+        primary key (generation, method, idx));
+     create table {s}.communities (
+        generation bigint not null, method text not null, id integer not null, level integer not null,
+        title text not null, parent integer, report text not null, community jsonb not null,
+        primary key (generation, method, id));",
+    ),
 ];
 
 /// The most dimensions pgvector's HNSW index takes for `vector`.
 const HNSW_MAX_DIM: usize = 2000;
 
 /// The tables holding rows of a generation (`generations` last: written last, so its row commits them).
-const GENERATION_TABLES: [&str; 8] = [
+const GENERATION_TABLES: [&str; 11] = [
+    "hierarchy_nodes",
+    "hierarchy_relations",
+    "communities",
     "documents",
     "passages",
     "extractions",
@@ -646,6 +668,7 @@ impl PgStore {
             if let Some(entry) = manifest.methods.get_mut(name) {
                 entry.files = files;
             }
+            write_projections(&tx, &s, g, name, index.as_ref(), secrets).await?;
         }
 
         // Fresh statistics for the planner (the generation's rows are new).
@@ -987,6 +1010,129 @@ fn safe_name(name: &str) -> Result<()> {
 
 fn hnsw_name(generation: u64) -> String {
     format!("passages_hnsw_g{generation}")
+}
+
+/// HiRAG's and LeanRAG's hierarchy (every layer's nodes, the relations) and HiRAG's communities with
+/// their reports, as rows of `hierarchy_nodes`, `hierarchy_relations` and `communities`.
+async fn write_projections(
+    tx: &tokio_postgres::Transaction<'_>,
+    s: &str,
+    g: i64,
+    method: &str,
+    index: &dyn MethodIndex,
+    secrets: &Secrets,
+) -> Result<()> {
+    let hirag = crate::methods::hirag_index(index);
+    let hierarchy = match (hirag, crate::methods::leanrag_index(index)) {
+        (Some(h), _) => h.hierarchy(),
+        (None, Some(l)) => l.hierarchy(),
+        (None, None) => return Ok(()),
+    };
+    let mut copy = Copy::start(
+        tx,
+        &format!(
+            "copy {s}.hierarchy_nodes (generation, method, layer, idx, name, kind, node) from stdin binary"
+        ),
+        &[
+            Type::INT8,
+            Type::TEXT,
+            Type::INT4,
+            Type::INT4,
+            Type::TEXT,
+            Type::TEXT,
+            Type::JSONB,
+        ],
+        "writing the hierarchy's nodes",
+        secrets,
+    )
+    .await?;
+    for n in hierarchy.layers.iter().flatten() {
+        let kind = serde_json::to_value(n.kind)?;
+        let kind = kind.as_str().unwrap_or_default();
+        let (layer, idx) = (n.id.layer as i32, n.id.idx as i32);
+        copy.row(&[&g, &method, &layer, &idx, &n.name, &kind, &Json(n)])
+            .await?;
+    }
+    copy.finish().await?;
+    let mut copy = Copy::start(
+        tx,
+        &format!(
+            "copy {s}.hierarchy_relations (generation, method, idx, a_layer, a_idx, b_layer, b_idx, \
+             relation) from stdin binary"
+        ),
+        &[
+            Type::INT8,
+            Type::TEXT,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::INT4,
+            Type::JSONB,
+        ],
+        "writing the hierarchy's relations",
+        secrets,
+    )
+    .await?;
+    for (i, r) in hierarchy.relations.iter().enumerate() {
+        let ids = [
+            i as i32,
+            r.a.layer as i32,
+            r.a.idx as i32,
+            r.b.layer as i32,
+            r.b.idx as i32,
+        ];
+        copy.row(&[
+            &g,
+            &method,
+            &ids[0],
+            &ids[1],
+            &ids[2],
+            &ids[3],
+            &ids[4],
+            &Json(r),
+        ])
+        .await?;
+    }
+    copy.finish().await?;
+    if let Some(h) = hirag {
+        let mut copy = Copy::start(
+            tx,
+            &format!(
+                "copy {s}.communities (generation, method, id, level, title, parent, report, community) \
+                 from stdin binary"
+            ),
+            &[
+                Type::INT8,
+                Type::TEXT,
+                Type::INT4,
+                Type::INT4,
+                Type::TEXT,
+                Type::INT4,
+                Type::TEXT,
+                Type::JSONB,
+            ],
+            "writing the communities",
+            secrets,
+        )
+        .await?;
+        for c in h.communities() {
+            let (id, level, parent) = (c.id as i32, c.level as i32, c.parent.map(|p| p as i32));
+            copy.row(&[
+                &g,
+                &method,
+                &id,
+                &level,
+                &c.title,
+                &parent,
+                &c.report_string,
+                &Json(c),
+            ])
+            .await?;
+        }
+        copy.finish().await?;
+    }
+    Ok(())
 }
 
 async fn write_graph(

@@ -206,6 +206,45 @@ async fn postgres_and_local_rank_and_count_alike_through_build_insert_and_delete
     assert!(root_p.join("storage.json").is_file());
     assert!(!root_p.join("manifest.json").exists());
     assert_eq!(method_checksums(&local), method_checksums(&pgp));
+    // HiRAG's and LeanRAG's layers and HiRAG's communities are rows to query as well.
+    {
+        let hi = pgp.method_index("hirag").unwrap();
+        let h = kgrag::methods::hirag_index(hi.as_ref()).unwrap();
+        let li = pgp.method_index("leanrag").unwrap();
+        let l = kgrag::methods::leanrag_index(li.as_ref()).unwrap();
+        let count = |table: &str, method: &str| -> usize {
+            psql(&format!(
+                "select count(*) from {s}.{table} where generation = 1 and method = '{method}'"
+            ))
+            .trim()
+            .parse()
+            .unwrap()
+        };
+        assert!(!h.communities().is_empty());
+        assert_eq!(count("communities", "hirag"), h.communities().len());
+        let nodes = |layers: &[Vec<_>]| layers.iter().map(Vec::len).sum::<usize>();
+        assert_eq!(
+            count("hierarchy_nodes", "hirag"),
+            nodes(&h.hierarchy().layers)
+        );
+        assert_eq!(
+            count("hierarchy_nodes", "leanrag"),
+            nodes(&l.hierarchy().layers)
+        );
+        assert_eq!(
+            count("hierarchy_relations", "leanrag"),
+            l.hierarchy().relations.len()
+        );
+        let c = &h.communities()[0];
+        assert_eq!(
+            psql(&format!(
+                "select report from {s}.communities where generation = 1 and method = 'hirag' and id = {}",
+                c.id
+            ))
+            .trim_end_matches('\n'),
+            c.report_string
+        );
+    }
     // Opened again: everything read back from the database.
     let reopen = |root: &Path, schema: Option<&str>| {
         let cache = if schema.is_some() { &cache_p } else { &cache_l };
@@ -496,16 +535,20 @@ async fn an_older_schema_is_migrated_and_a_newer_one_refused() {
             "select string_agg(version::text, ',' order by version) from {s}.schema_version"
         ))
         .trim(),
-        "1,2"
+        "1,2,3"
     );
-    // Back to version 1, as an index written by the previous kgrag.
+    // Back to version 1, as an index written by an earlier kgrag.
     psql(&format!(
-        "drop table {s}.extraction_cache; delete from {s}.schema_version where version = 2"
+        "drop table {s}.extraction_cache, {s}.hierarchy_nodes, {s}.hierarchy_relations, {s}.communities; \
+         delete from {s}.schema_version where version > 1"
     ));
     let mut p = Pipeline::open_with_models(&root, c.clone(), embedder(), None).unwrap();
     assert_eq!(
-        psql(&format!("select max(version) from {s}.schema_version")).trim(),
-        "2"
+        psql(&format!(
+            "select string_agg(version::text, ',' order by version) from {s}.schema_version"
+        ))
+        .trim(),
+        "1,2,3"
     );
     assert_eq!(
         psql(&format!("select count(*) from {s}.extraction_cache")).trim(),
