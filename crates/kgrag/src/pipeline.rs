@@ -1289,7 +1289,8 @@ pub(crate) async fn extract_chunks(
     // first, so that the run reuses them. A failure here only costs extraction work.
     let fingerprint = extractor.fingerprint();
     let mut shared: HashSet<ChunkId> = HashSet::new();
-    if let Some(backend) = &env.store {
+    let backend = env.store.as_ref().filter(|b| b.shares_extractions());
+    if let Some(backend) = backend {
         let mut missing = Vec::new();
         for c in chunks {
             if store.get(&fingerprint, &c.id)?.is_none() {
@@ -1297,14 +1298,24 @@ pub(crate) async fn extract_chunks(
             }
         }
         if !missing.is_empty() {
-            match backend.shared_extractions(&fingerprint, &missing) {
+            let pulled = backend
+                .shared_extractions(&fingerprint, &missing)
+                .and_then(|found| {
+                    if !found.is_empty() {
+                        store.put_many(&fingerprint, &found)?;
+                    }
+                    Ok(found)
+                });
+            match pulled {
                 Ok(found) => {
-                    store.put_many(&fingerprint, &found)?;
-                    env.count("shared", found.len() as u64);
+                    if !found.is_empty() {
+                        // Counted among `reused` too: the run finds them in the local store.
+                        env.count("shared", found.len() as u64);
+                    }
                     shared.extend(found.into_iter().map(|x| x.chunk_id));
                 }
                 Err(e) => env.note(format!(
-                    "could not read the extractions shared in {} ({e}); extracting here",
+                    "could not take the extractions shared in {} ({e}); extracting here",
                     backend.location()
                 )),
             }
@@ -1320,8 +1331,9 @@ pub(crate) async fn extract_chunks(
         },
     )
     .await?;
-    if let Some(backend) = &env.store {
-        // Failed chunks are not in `found`: only finished work is shared.
+    if let Some(backend) = backend {
+        // Failed chunks are not in `found`: only finished work is shared (the backend uploads what it
+        // lacks).
         let new: Vec<Extraction> = found
             .iter()
             .filter(|x| !shared.contains(&x.chunk_id))

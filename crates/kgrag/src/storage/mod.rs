@@ -90,6 +90,12 @@ pub trait IndexStore: Send + Sync {
     /// Bytes stored per part of `manifest`'s generation (`kgrag stats`).
     fn sizes(&self, manifest: &Manifest) -> Result<BTreeMap<String, u64>>;
 
+    /// Whether the backend shares finished extractions between machines (see
+    /// [`shared_extractions`](Self::shared_extractions)).
+    fn shares_extractions(&self) -> bool {
+        false
+    }
+
     /// Finished extractions of `chunks` by the extractor `fingerprint` that the backend shares between
     /// machines (a database; none for files: the cache folder has them). A build on a machine whose
     /// cache lacks them takes them from here instead of extracting again.
@@ -101,8 +107,8 @@ pub trait IndexStore: Send + Sync {
         Ok(Vec::new())
     }
 
-    /// Shares finished extractions (see [`shared_extractions`](Self::shared_extractions)); a chunk
-    /// already shared keeps its first extraction.
+    /// Shares finished extractions (see [`shared_extractions`](Self::shared_extractions)): those of
+    /// chunks not shared yet are stored; a chunk already shared keeps its first extraction.
     fn share_extractions(&self, _fingerprint: &str, _found: &[Extraction]) -> Result<()> {
         Ok(())
     }

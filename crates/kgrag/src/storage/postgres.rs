@@ -129,6 +129,10 @@ const MIGRATIONS: &[(i32, &str)] = &[
     ),
 ];
 
+/// Extractions per statement when they are shared (a statement's parameters stay far below PostgreSQL's
+/// 1 GB).
+const SHARE_BATCH: usize = 1000;
+
 /// The most dimensions pgvector's HNSW index takes for `vector`.
 const HNSW_MAX_DIM: usize = 2000;
 
@@ -671,10 +675,6 @@ impl PgStore {
             write_projections(&tx, &s, g, name, index.as_ref(), secrets).await?;
         }
 
-        // Fresh statistics for the planner (the generation's rows are new).
-        tx.batch_execute(&format!("analyze {s}.passages"))
-            .await
-            .map_err(e("analysing the passages"))?;
         // The HNSW index of this generation's vectors, from the threshold up (pgvector indexes `vector`
         // up to 2,000 dimensions; above, the search stays exact).
         if dim > HNSW_MAX_DIM && new.passages.len() >= self.config.hnsw_min_rows {
@@ -1050,7 +1050,12 @@ async fn write_projections(
         let kind = serde_json::to_value(n.kind)?;
         let kind = kind.as_str().unwrap_or_default();
         let (layer, idx) = (n.id.layer as i32, n.id.idx as i32);
-        copy.row(&[&g, &method, &layer, &idx, &n.name, &kind, &Json(n)])
+        // Without its vector: no use in SQL, and the index in `method_files` has it.
+        let mut row = serde_json::to_value(n)?;
+        if let Some(o) = row.as_object_mut() {
+            o.remove("embedding");
+        }
+        copy.row(&[&g, &method, &layer, &idx, &n.name, &kind, &row])
             .await?;
     }
     copy.finish().await?;
@@ -1483,7 +1488,10 @@ impl IndexStore for PgStore {
                  union all select method, sum(b)::bigint from (
                     select method, pg_column_size(t.*) as b from {s}.method_files t where generation = $1
                     union all select method, pg_column_size(t.*) from {s}.graph_nodes t where generation = $1
-                    union all select method, pg_column_size(t.*) from {s}.graph_edges t where generation = $1) x
+                    union all select method, pg_column_size(t.*) from {s}.graph_edges t where generation = $1
+                    union all select method, pg_column_size(t.*) from {s}.hierarchy_nodes t where generation = $1
+                    union all select method, pg_column_size(t.*) from {s}.hierarchy_relations t where generation = $1
+                    union all select method, pg_column_size(t.*) from {s}.communities t where generation = $1) x
                    group by method"
             );
             let rows = client
@@ -1506,6 +1514,10 @@ impl IndexStore for PgStore {
         Ok(out)
     }
 
+    fn shares_extractions(&self) -> bool {
+        true
+    }
+
     fn shared_extractions(
         &self,
         fingerprint: &str,
@@ -1513,26 +1525,46 @@ impl IndexStore for PgStore {
     ) -> Result<Vec<Extraction>> {
         let fingerprint = fingerprint.to_owned();
         let ids: Vec<String> = chunks.iter().map(|c| c.as_str().to_owned()).collect();
-        self.read(move |client, secrets, s| async move {
-            let mut out = Vec::new();
-            for r in client
-                .query(
-                    &format!(
-                        "select extraction from {s}.extraction_cache where fingerprint = $1 \
-                         and chunk_id = any($2)"
-                    ),
-                    &[&fingerprint, &ids],
-                )
-                .await
-                .map_err(|e| secrets.err("reading the shared extractions", e))?
-            {
-                let x: Extraction = col::<Json<Extraction>>(&r, 0)?.0;
-                if ids.iter().any(|id| id == x.chunk_id.as_str()) {
-                    out.push(x);
+        let (found, unreadable) = self.read(move |client, secrets, s| async move {
+            let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+            let (mut out, mut unreadable) = (Vec::new(), 0usize);
+            for part in ids.chunks(SHARE_BATCH) {
+                for r in client
+                    .query(
+                        &format!(
+                            "select chunk_id, extraction from {s}.extraction_cache where fingerprint = $1 \
+                             and chunk_id = any($2)"
+                        ),
+                        &[&fingerprint, &part],
+                    )
+                    .await
+                    .map_err(|e| secrets.err("reading the shared extractions", e))?
+                {
+                    // A row another version wrote, or one changed by hand, is skipped (extracted
+                    // here), as the local store skips an entry it cannot read.
+                    let x = col::<String>(&r, 0).and_then(|id| {
+                        let v: serde_json::Value = col(&r, 1)?;
+                        let x: Extraction = serde_json::from_value(v)?;
+                        Ok((id, x))
+                    });
+                    match x {
+                        Ok((id, x)) if wanted.contains(id.as_str()) && x.chunk_id.as_str() == id => {
+                            out.push(x)
+                        }
+                        _ => unreadable += 1,
+                    }
                 }
             }
-            Ok(out)
-        })
+            Ok((out, unreadable))
+        })?;
+        if unreadable > 0 {
+            crate::progress::say(&format!(
+                "note: {unreadable} shared extractions in {} could not be read; those chunks are extracted \
+                 here",
+                self.location()
+            ));
+        }
+        Ok(found)
     }
 
     fn share_extractions(&self, fingerprint: &str, found: &[Extraction]) -> Result<()> {
@@ -1540,26 +1572,53 @@ impl IndexStore for PgStore {
             return Ok(());
         }
         let fingerprint = fingerprint.to_owned();
-        let ids: Vec<String> = found
-            .iter()
-            .map(|x| x.chunk_id.as_str().to_owned())
-            .collect();
-        let values: Vec<serde_json::Value> = found
-            .iter()
-            .map(serde_json::to_value)
-            .collect::<std::result::Result<_, _>>()?;
+        let mut rows: Vec<(String, serde_json::Value)> = Vec::with_capacity(found.len());
+        for x in found {
+            rows.push((x.chunk_id.as_str().to_owned(), serde_json::to_value(x)?));
+        }
+        // One order for every writer (no deadlock between two machines sharing overlapping chunks).
+        rows.sort_by(|a, b| a.0.cmp(&b.0));
         self.read(move |client, secrets, s| async move {
-            client
-                .execute(
-                    &format!(
-                        "insert into {s}.extraction_cache (fingerprint, chunk_id, extraction) \
-                         select $1, c, x from unnest($2::text[], $3::jsonb[]) as t(c, x) \
-                         on conflict do nothing"
-                    ),
-                    &[&fingerprint, &ids, &values],
-                )
-                .await
-                .map_err(|e| secrets.err("sharing the extractions", e))?;
+            let e = |what: &'static str| {
+                let secrets = secrets.clone();
+                move |err| secrets.err(what, err)
+            };
+            for part in rows.chunks(SHARE_BATCH) {
+                let ids: Vec<&str> = part.iter().map(|(id, _)| id.as_str()).collect();
+                let mut present = std::collections::HashSet::new();
+                for r in client
+                    .query(
+                        &format!(
+                            "select chunk_id from {s}.extraction_cache where fingerprint = $1 \
+                             and chunk_id = any($2)"
+                        ),
+                        &[&fingerprint, &ids],
+                    )
+                    .await
+                    .map_err(e("reading the shared extractions"))?
+                {
+                    present.insert(col::<String>(&r, 0)?);
+                }
+                let (ids, values): (Vec<&str>, Vec<&serde_json::Value>) = part
+                    .iter()
+                    .filter(|(id, _)| !present.contains(id))
+                    .map(|(id, v)| (id.as_str(), v))
+                    .unzip();
+                if ids.is_empty() {
+                    continue;
+                }
+                client
+                    .execute(
+                        &format!(
+                            "insert into {s}.extraction_cache (fingerprint, chunk_id, extraction) \
+                             select $1, c, x from unnest($2::text[], $3::jsonb[]) as t(c, x) \
+                             on conflict do nothing"
+                        ),
+                        &[&fingerprint, &ids, &values],
+                    )
+                    .await
+                    .map_err(e("sharing the extractions"))?;
+            }
             Ok(())
         })
     }

@@ -35,12 +35,14 @@ const URL_ENV: &str = "KGRAG_TEST_DATABASE_URL";
 
 /// Whether the server is there; without it the test is skipped, unless the run requires it.
 fn have_server(test: &str) -> bool {
-    if std::env::var_os(URL_ENV).is_some() {
+    // The server and its binaries (psql, and a second server for the kill test).
+    if std::env::var_os(URL_ENV).is_some() && std::env::var_os("KGRAG_TEST_PG_BIN").is_some() {
         return true;
     }
     assert!(
         std::env::var_os("KGRAG_REQUIRE_PG_SERVER").is_none(),
-        "{URL_ENV} is not set but KGRAG_REQUIRE_PG_SERVER is: `cargo xtask test` starts the server"
+        "{URL_ENV} or KGRAG_TEST_PG_BIN is not set but KGRAG_REQUIRE_PG_SERVER is: `cargo xtask test` \
+         starts the server"
     );
     eprintln!("{test}: skipped (no PostgreSQL: run it through `cargo xtask test`)");
     false
@@ -241,7 +243,8 @@ async fn postgres_and_local_rank_and_count_alike_through_build_insert_and_delete
                 "select report from {s}.communities where generation = 1 and method = 'hirag' and id = {}",
                 c.id
             ))
-            .trim_end_matches('\n'),
+            .strip_suffix('\n')
+            .unwrap(),
             c.report_string
         );
     }
@@ -550,13 +553,15 @@ async fn an_older_schema_is_migrated_and_a_newer_one_refused() {
         .trim(),
         "1,2,3"
     );
-    assert_eq!(
-        psql(&format!("select count(*) from {s}.extraction_cache")).trim(),
-        "0"
-    );
     let a = p.answer(&questions[0], "hipporag2", 5).await.unwrap();
     assert_eq!(a.passages.len(), 5);
     p.insert(docs[6..7].to_vec()).await.unwrap();
+    // The table migration 2 created is in use: the insert shared its new chunk's extraction.
+    let shared: usize = psql(&format!("select count(*) from {s}.extraction_cache"))
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(shared >= 1, "{shared}");
     // A schema from a newer kgrag is refused, saying so.
     psql(&format!(
         "insert into {s}.schema_version (version) values (99)"
