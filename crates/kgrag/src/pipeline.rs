@@ -206,7 +206,6 @@ impl Pipeline {
     /// index directory (none: in memory, as the bench runs). Nothing is read from `root` here: see
     /// [`Pipeline::open`].
     pub fn new(config: Config, root: Option<&Path>, progress: bool) -> Result<Self> {
-        config.validate()?;
         let store = root
             .map(|r| storage::for_build(r, &config.storage))
             .transpose()?;
@@ -243,7 +242,6 @@ impl Pipeline {
         root: Option<&Path>,
         progress: bool,
     ) -> Result<Self> {
-        config.validate()?;
         let store = root
             .map(|r| storage::for_build(r, &config.storage))
             .transpose()?;

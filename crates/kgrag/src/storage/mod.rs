@@ -168,20 +168,15 @@ pub fn for_build(root: &Path, config: &StorageConfig) -> Result<Arc<dyn IndexSto
 /// The backend of the index in `root`: the one its `storage.json` names, else `config`'s database if it
 /// names one, else the files of `root`.
 pub fn for_existing(root: &Path, config: Option<&StorageConfig>) -> Result<Arc<dyn IndexStore>> {
+    let mut c = config.cloned().unwrap_or_default();
     if let Some(p) = read_pointer(root)? {
-        let mut c = config.cloned().unwrap_or_default();
         c.backend = p.backend;
         c.url_env = p.url_env;
         c.schema = p.schema;
-        c.validate()?;
-        return match c.backend {
-            StorageBackend::Postgres => postgres_store(root, &c),
-            StorageBackend::Local => Ok(Arc::new(local::LocalStore::new(root))),
-        };
     }
-    match config {
-        Some(c) if c.backend == StorageBackend::Postgres => postgres_store(root, c),
-        _ => Ok(Arc::new(local::LocalStore::new(root))),
+    match c.backend {
+        StorageBackend::Postgres => postgres_store(root, &c),
+        StorageBackend::Local => Ok(Arc::new(local::LocalStore::new(root))),
     }
 }
 
