@@ -105,18 +105,7 @@ impl ExtractionStore {
 
     /// Stores one extraction durably.
     pub fn put(&self, fingerprint: &str, extraction: &Extraction) -> Result<()> {
-        let bytes = serde_json::to_vec(extraction).map_err(|e| self.err(e))?;
-        let txn = self.db.begin_write().map_err(|e| self.err(e))?;
-        {
-            let mut table = txn.open_table(EXTRACTIONS).map_err(|e| self.err(e))?;
-            table
-                .insert(
-                    key(fingerprint, &extraction.chunk_id).as_str(),
-                    bytes.as_slice(),
-                )
-                .map_err(|e| self.err(e))?;
-        }
-        txn.commit().map_err(|e| self.err(e))
+        self.put_many(fingerprint, std::slice::from_ref(extraction))
     }
 }
 
