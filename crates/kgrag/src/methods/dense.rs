@@ -9,11 +9,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kgrag_dense::DenseRetriever;
 use kgrag_graph_store::vector::min_max_scale;
-use kgrag_graph_store::EmbeddingStore;
-use kgrag_text::ReaderTokens;
-use kgrag_types::{
-    ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever, ScoredChunk,
-};
+use kgrag_types::{RetrievalRequest, RetrievedContext, Retriever};
 
 use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
 use crate::config::Config;
@@ -76,15 +72,11 @@ impl MethodIndex for DenseIndex {
         if let Some(search) = &corpus.search {
             return Ok(Box::new(BackendDense {
                 search: search.clone(),
-                fallback: DenseRetriever::new(
+                dense: DenseRetriever::new(
                     corpus.passages.clone(),
                     env.embedder.clone(),
                     env.config.dense.clone(),
                 ),
-                tokens: ReaderTokens::new(corpus.passages.len()),
-                passages: corpus.passages.clone(),
-                embedder: env.embedder.clone(),
-                config: env.config.dense.clone(),
             }));
         }
         Ok(Box::new(DenseRetriever::new(
@@ -122,44 +114,27 @@ impl MethodIndex for DenseIndex {
 /// generation; the context's `backend_fallback` stat says so).
 struct BackendDense {
     search: Arc<dyn PassageSearch>,
-    /// The in-memory search of the same generation, for when the backend has removed it.
-    fallback: DenseRetriever,
-    passages: Arc<EmbeddingStore>,
-    embedder: Arc<dyn Embedder>,
-    config: kgrag_dense::DenseConfig,
-    tokens: ReaderTokens,
+    /// The same generation in memory: it embeds the query, renders the context, and searches when the
+    /// backend cannot.
+    dense: DenseRetriever,
 }
 
 impl BackendDense {
     async fn search(&self, query: &str, top_k: usize) -> Result<RetrievedContext> {
-        let mut ctx = RetrievedContext {
-            method: "dense".to_owned(),
-            ..RetrievedContext::default()
-        };
-        if self.passages.is_empty() {
-            return Ok(ctx);
+        let model = |e: kgrag_dense::DenseError| KgragError::Model(e.to_string());
+        if self.dense.passages().is_empty() {
+            return Ok(RetrievedContext {
+                method: "dense".to_owned(),
+                ..RetrievedContext::default()
+            });
         }
-        let kind = EmbedKind::Query {
-            instruction: self.config.query_instruction.clone(),
-        };
-        let q = self
-            .embedder
-            .embed(&[query.to_owned()], &kind)
-            .await
-            .map_err(|e| KgragError::Model(format!("embedding the query: {e}")))?;
-        let row = q.row(0).ok_or_else(|| {
-            KgragError::Model("the embedder returned no vector for the query".into())
-        })?;
-        let found = match self.search.nearest(row, top_k).await {
+        let q = self.dense.query_vector(query).await.map_err(model)?;
+        let found = match self.search.nearest(&q, top_k).await {
             Ok(Some(found)) => found,
             // Removed from the database since it was opened, or the database is unreachable: the same
             // generation's passages are in memory.
             Ok(None) | Err(_) => {
-                let mut ctx = self
-                    .fallback
-                    .search(query, top_k)
-                    .await
-                    .map_err(|e| KgragError::Model(e.to_string()))?;
+                let mut ctx = self.dense.search_vector(&q, top_k).map_err(model)?;
                 ctx.stats.insert("backend_fallback".to_owned(), 1.0);
                 return Ok(ctx);
             }
@@ -178,17 +153,8 @@ impl BackendDense {
             None => found.hits,
         };
         hits.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        for &(r, score) in hits.iter().take(top_k) {
-            let key = self.passages.key(r).unwrap_or_default();
-            let chunk_id = ChunkId::parse(key).map_err(|_| {
-                KgragError::Index(format!(
-                    "passage row {r} has the key {key:?}, not a chunk id"
-                ))
-            })?;
-            ctx.passages.push(ScoredChunk { chunk_id, score });
-        }
-        kgrag_dense::render_context(&self.passages, &self.tokens, &mut ctx, self.config.qa_top_k);
-        Ok(ctx)
+        hits.truncate(top_k);
+        self.dense.context_of(&hits).map_err(model)
     }
 }
 

@@ -104,11 +104,13 @@ impl DenseRetriever {
         }
     }
 
-    /// The min-max normalised cosine of `query` to every passage, in store order.
-    pub async fn scores(&self, query: &str) -> Result<Vec<f64>> {
-        if self.passages.is_empty() {
-            return Ok(Vec::new());
-        }
+    /// The passage store searched.
+    pub fn passages(&self) -> &EmbeddingStore {
+        &self.passages
+    }
+
+    /// `query` embedded as the search embeds it (with the configured instruction).
+    pub async fn query_vector(&self, query: &str) -> Result<Vec<f32>> {
         let kind = EmbedKind::Query {
             instruction: self.config.query_instruction.clone(),
         };
@@ -117,12 +119,46 @@ impl DenseRetriever {
             .embed(&[query.to_owned()], &kind)
             .await
             .map_err(DenseError::Embed)?;
-        let row = q.row(0).ok_or_else(|| {
+        q.row(0).map(<[f32]>::to_vec).ok_or_else(|| {
             DenseError::Embed(kgrag_types::Error::InvalidInput(
                 "the embedder returned no vector for the query".to_owned(),
             ))
-        })?;
-        Ok(min_max(&self.passages.scores(row)?))
+        })
+    }
+
+    /// The min-max normalised cosine of `query` to every passage, in store order.
+    pub async fn scores(&self, query: &str) -> Result<Vec<f64>> {
+        if self.passages.is_empty() {
+            return Ok(Vec::new());
+        }
+        Ok(min_max(
+            &self.passages.scores(&self.query_vector(query).await?)?,
+        ))
+    }
+
+    /// The top `top_k` passages of a query already embedded ([`query_vector`](Self::query_vector)).
+    pub fn search_vector(&self, query: &[f32], top_k: usize) -> Result<RetrievedContext> {
+        let scores = min_max(&self.passages.scores(query)?);
+        ranked_context(
+            &self.passages,
+            &self.reader_tokens,
+            &scores,
+            top_k,
+            self.config.qa_top_k,
+            "dense",
+        )
+    }
+
+    /// A context of passages ranked elsewhere (a database's vector search): `(store row, score)` best
+    /// first, rendered for the reader as [`search`](Self::search) renders its own.
+    pub fn context_of(&self, hits: &[(usize, f64)]) -> Result<RetrievedContext> {
+        context_of_rows(
+            &self.passages,
+            &self.reader_tokens,
+            hits.iter().copied(),
+            self.config.qa_top_k,
+            "dense",
+        )
     }
 
     /// The top `top_k` passages of `query` as a context.
@@ -150,17 +186,28 @@ pub fn ranked_context(
     qa_top_k: usize,
     method: &str,
 ) -> Result<RetrievedContext> {
+    let rows = top_k_desc(scores, top_k)
+        .into_iter()
+        .map(|r| (r, scores[r]));
+    context_of_rows(passages, tokens, rows, qa_top_k, method)
+}
+
+/// A context of `(store row, score)` in the given order, the first `qa_top_k` rendered for a reader.
+fn context_of_rows(
+    passages: &EmbeddingStore,
+    tokens: &ReaderTokens,
+    rows: impl Iterator<Item = (usize, f64)>,
+    qa_top_k: usize,
+    method: &str,
+) -> Result<RetrievedContext> {
     let mut ctx = RetrievedContext {
         method: method.to_owned(),
         ..RetrievedContext::default()
     };
-    for row in top_k_desc(scores, top_k) {
+    for (row, score) in rows {
         let key = passages.key(row).unwrap_or_default();
         let chunk_id = ChunkId::parse(key).map_err(|_| DenseError::BadKey(key.to_owned()))?;
-        ctx.passages.push(ScoredChunk {
-            chunk_id,
-            score: scores[row],
-        });
+        ctx.passages.push(ScoredChunk { chunk_id, score });
     }
     render_context(passages, tokens, &mut ctx, qa_top_k);
     Ok(ctx)
