@@ -350,16 +350,14 @@ impl Pipeline {
     /// method's index settings): a difference is an error naming the keys. Nothing is embedded or rebuilt:
     /// the passage store is read now, each method's index when first asked for.
     pub fn open(root: &Path, config: Option<Config>, progress: bool) -> Result<Self> {
-        let mut store = storage::for_existing(root, config.as_ref().map(|c| &c.storage))?;
+        let store = storage::for_existing(root, config.as_ref().map(|c| &c.storage))?;
         let manifest = committed_manifest(root, store.as_ref())?;
         let config = match config {
             Some(c) => c,
             None => {
                 let stored = stored_config(store.as_ref(), &manifest)?;
-                if store.pointer().is_some() {
-                    // The database's own settings (search, clean-up) as the index was built with them.
-                    store = storage::for_existing(root, Some(&stored.storage))?;
-                }
+                // The backend's own settings (search, clean-up) as the index was built with them.
+                store.adopt_settings(&stored.storage);
                 stored
             }
         };
@@ -372,12 +370,10 @@ impl Pipeline {
     /// any model: its embedder is a stand-in with the index's name and dimension that refuses to embed, so
     /// queries, inserts and deletes fail; every method index loads as usual.
     pub fn inspect(root: &Path) -> Result<Self> {
-        let mut store = storage::for_existing(root, None)?;
+        let store = storage::for_existing(root, None)?;
         let manifest = committed_manifest(root, store.as_ref())?;
         let mut config = stored_config(store.as_ref(), &manifest)?;
-        if store.pointer().is_some() {
-            store = storage::for_existing(root, Some(&config.storage))?;
-        }
+        store.adopt_settings(&config.storage);
         // No models here: nothing is read or answered.
         config.reader = ReaderMode::None;
         let cache_dir = config.cache_dir_or(&root.join("cache"));

@@ -113,6 +113,10 @@ pub trait IndexStore: Send + Sync {
         Ok(())
     }
 
+    /// Takes the settings an index was built with (search, clean-up; not where it is) when it is opened
+    /// without a configuration.
+    fn adopt_settings(&self, _stored: &StorageConfig) {}
+
     /// What `storage.json` in the index directory records (`None`: no file, the index is the directory).
     fn pointer(&self) -> Option<Pointer> {
         None

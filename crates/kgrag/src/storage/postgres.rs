@@ -169,6 +169,11 @@ impl Secrets {
         out
     }
 
+    /// [`err`](Self::err) for `map_err`.
+    fn on(&self, what: &'static str) -> impl FnOnce(tokio_postgres::Error) -> KgragError + '_ {
+        move |e| self.err(what, e)
+    }
+
     /// A database error with what was being done, the server's message (and detail), scrubbed.
     fn err(&self, what: &str, e: tokio_postgres::Error) -> KgragError {
         let text = match e.as_db_error() {
@@ -212,7 +217,7 @@ async fn reader_session(db: &tokio_postgres::Config, secrets: &Secrets) -> Resul
     client
         .batch_execute("set jit = off")
         .await
-        .map_err(|e| secrets.err("setting up the session", e))?;
+        .map_err(secrets.on("setting up the session"))?;
     Ok(client)
 }
 
@@ -228,7 +233,7 @@ async fn connect(
     let (client, connection) = config
         .connect(NoTls)
         .await
-        .map_err(|e| secrets.err("connecting", e))?;
+        .map_err(secrets.on("connecting"))?;
     tokio::spawn(async move {
         // Ends when the client is dropped or the server goes away; requests then fail with the cause.
         let _ = connection.await;
@@ -246,7 +251,7 @@ async fn schema_version(client: &Client, schema: &str, secrets: &Secrets) -> Res
                 &[&format!("{s}.schema_version")],
             )
             .await
-            .map_err(|e| secrets.err("reading the schema version", e))?,
+            .map_err(secrets.on("reading the schema version"))?,
         0,
     )?;
     if exists.is_none() {
@@ -259,7 +264,7 @@ async fn schema_version(client: &Client, schema: &str, secrets: &Secrets) -> Res
                 &[],
             )
             .await
-            .map_err(|e| secrets.err("reading the schema version", e))?,
+            .map_err(secrets.on("reading the schema version"))?,
         0,
     )
 }
@@ -292,17 +297,16 @@ async fn migrate(client: &mut Client, schema: &str, secrets: &Secrets) -> Result
         )));
     }
     let s = quoted(schema);
-    let e = |what: &'static str| move |err| secrets.err(what, err);
     let tx = client
         .transaction()
         .await
-        .map_err(e("starting the migration"))?;
+        .map_err(secrets.on("starting the migration"))?;
     tx.execute(
         "select pg_advisory_xact_lock($1)",
         &[&lock_key("kgrag migrate")],
     )
     .await
-    .map_err(e("locking for the migration"))?;
+    .map_err(secrets.on("locking for the migration"))?;
     tx.batch_execute(&format!(
         "create extension if not exists vector with schema public;
          create schema if not exists {s};
@@ -311,16 +315,16 @@ async fn migrate(client: &mut Client, schema: &str, secrets: &Secrets) -> Result
             applied_at timestamptz not null default now());"
     ))
     .await
-    .map_err(e(
-        "creating the schema (the pgvector extension must be installed on the server)",
-    ))?;
+    .map_err(
+        secrets.on("creating the schema (the pgvector extension must be installed on the server)"),
+    )?;
     let current: i32 = col(
         &tx.query_one(
             &format!("select coalesce(max(version), 0) from {s}.schema_version"),
             &[],
         )
         .await
-        .map_err(e("reading the schema version"))?,
+        .map_err(secrets.on("reading the schema version"))?,
         0,
     )?;
     if current > SCHEMA_VERSION {
@@ -335,21 +339,26 @@ async fn migrate(client: &mut Client, schema: &str, secrets: &Secrets) -> Result
         }
         tx.batch_execute(&sql.replace("{s}", &s))
             .await
-            .map_err(e("migrating the schema"))?;
+            .map_err(secrets.on("migrating the schema"))?;
         tx.execute(
             &format!("insert into {s}.schema_version (version) values ($1)"),
             &[version],
         )
         .await
-        .map_err(e("recording the schema version"))?;
+        .map_err(secrets.on("recording the schema version"))?;
     }
-    tx.commit().await.map_err(e("committing the migration"))?;
+    tx.commit()
+        .await
+        .map_err(secrets.on("committing the migration"))?;
     Ok(())
 }
 
 /// PostgreSQL with pgvector. See the module docs.
 pub struct PgStore {
+    /// Where the index is (schema, variable): fixed.
     config: StorageConfig,
+    /// The settings of search and clean-up: the stored ones once the index is opened.
+    tuning: std::sync::Mutex<StorageConfig>,
     db: tokio_postgres::Config,
     secrets: Secrets,
     runtime: Arc<Runtime>,
@@ -416,12 +425,20 @@ impl PgStore {
         })?;
         Ok(Self {
             config: config.clone(),
+            tuning: std::sync::Mutex::new(config.clone()),
             db,
             secrets,
             runtime,
             handle,
             reader: std::sync::Mutex::new(Arc::new(reader)),
         })
+    }
+
+    fn tuning(&self) -> StorageConfig {
+        self.tuning
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_else(|_| self.config.clone())
     }
 
     fn s(&self) -> String {
@@ -473,21 +490,17 @@ impl PgStore {
         let gone = self.gone(generation);
         block(&self.handle, async move {
             let client = Arc::new(connect(&db, "kgrag loader", &secrets).await?);
-            let e = |what: &'static str| {
-                let secrets = secrets.clone();
-                move |err| secrets.err(what, err)
-            };
             client
                 .batch_execute("begin isolation level repeatable read read only")
                 .await
-                .map_err(e("starting a snapshot"))?;
+                .map_err(secrets.on("starting a snapshot"))?;
             let there = client
                 .query_opt(
                     &format!("select 1 from {s}.generations where generation = $1"),
                     &[&(generation as i64)],
                 )
                 .await
-                .map_err(e("reading the generation"))?;
+                .map_err(secrets.on("reading the generation"))?;
             if there.is_none() {
                 return Err(gone);
             }
@@ -495,7 +508,7 @@ impl PgStore {
             client
                 .batch_execute("commit")
                 .await
-                .map_err(e("ending a snapshot"))?;
+                .map_err(secrets.on("ending a snapshot"))?;
             Ok(out)
         })
     }
@@ -515,21 +528,20 @@ impl PgStore {
     async fn write(&self, new: &NewGeneration<'_>, stage: &Path) -> Result<Manifest> {
         let s = self.s();
         let secrets = &self.secrets;
-        let e = |what: &'static str| move |err| secrets.err(what, err);
         let mut client = connect(&self.db, "kgrag writer", secrets).await?;
         let tx = client
             .transaction()
             .await
-            .map_err(e("starting the commit"))?;
+            .map_err(secrets.on("starting the commit"))?;
         tx.batch_execute(&format!(
             "set local search_path = {s}, public; lock table {s}.generations in exclusive mode"
         ))
         .await
-        .map_err(e("locking the generations"))?;
+        .map_err(secrets.on("locking the generations"))?;
         let head: Option<i64> = col(
             &tx.query_one(&format!("select max(generation) from {s}.generations"), &[])
                 .await
-                .map_err(e("reading the committed generation"))?,
+                .map_err(secrets.on("reading the committed generation"))?,
             0,
         )?;
         let head = head.map(|g| g as u64);
@@ -549,7 +561,7 @@ impl PgStore {
         for t in GENERATION_TABLES {
             tx.execute(&format!("delete from {s}.{t} where generation = $1"), &[&g])
                 .await
-                .map_err(e("clearing the generation"))?;
+                .map_err(secrets.on("clearing the generation"))?;
         }
         let mut manifest = new.manifest.clone();
         manifest.generation = generation;
@@ -587,7 +599,7 @@ impl PgStore {
         let vector_type = tx
             .prepare("select $1::public.vector")
             .await
-            .map_err(e("looking up the vector type"))?
+            .map_err(secrets.on("looking up the vector type"))?
             .params()
             .first()
             .cloned()
@@ -665,7 +677,7 @@ impl PgStore {
                         &[&g, name, &f, &sha, &bytes],
                     )
                     .await
-                    .map_err(e("writing a method's index"))?;
+                    .map_err(secrets.on("writing a method's index"))?;
                 }
                 let _ = std::fs::remove_file(&path);
             }
@@ -677,22 +689,22 @@ impl PgStore {
 
         // The HNSW index of this generation's vectors, from the threshold up (pgvector indexes `vector`
         // up to 2,000 dimensions; above, the search stays exact).
-        if dim > HNSW_MAX_DIM && new.passages.len() >= self.config.hnsw_min_rows {
+        if dim > HNSW_MAX_DIM && new.passages.len() >= self.tuning().hnsw_min_rows {
             crate::progress::say(&format!(
                 "note: no HNSW index: pgvector indexes at most {HNSW_MAX_DIM} dimensions, the passage vectors \
                  have {dim}; the dense strategy searches them exactly"
             ));
         }
-        if dim > 0 && dim <= HNSW_MAX_DIM && new.passages.len() >= self.config.hnsw_min_rows {
+        if dim > 0 && dim <= HNSW_MAX_DIM && new.passages.len() >= self.tuning().hnsw_min_rows {
             tx.batch_execute(&format!(
                 "create index {name} on {s}.passages using hnsw ((embedding::public.vector({dim})) \
                  public.vector_cosine_ops) with (m = {m}, ef_construction = {ef}) where generation = {g}",
                 name = hnsw_name(generation),
-                m = self.config.hnsw_m,
-                ef = self.config.hnsw_ef_construction,
+                m = self.tuning().hnsw_m,
+                ef = self.tuning().hnsw_ef_construction,
             ))
             .await
-            .map_err(e("building the HNSW index"))?;
+            .map_err(secrets.on("building the HNSW index"))?;
         }
 
         if let Some(ms) = std::env::var("KGRAG_TEST_PG_STALL_MS")
@@ -715,8 +727,10 @@ impl PgStore {
             &[&g, &json],
         )
         .await
-        .map_err(e("writing the manifest"))?;
-        tx.commit().await.map_err(e("committing the generation"))?;
+        .map_err(secrets.on("writing the manifest"))?;
+        tx.commit()
+            .await
+            .map_err(secrets.on("committing the generation"))?;
 
         // Committed. The clean-up below only frees space: its failure is a note, not an error.
         if let Err(err) = self.remove_replaced(&mut client, g).await {
@@ -734,12 +748,11 @@ impl PgStore {
     async fn remove_replaced(&self, client: &mut Client, committed: i64) -> Result<()> {
         let s = self.s();
         let secrets = &self.secrets;
-        let e = |what: &'static str| move |err| secrets.err(what, err);
-        let grace = self.config.replaced_grace_secs as f64;
+        let grace = self.tuning().replaced_grace_secs as f64;
         let tx = client
             .transaction()
             .await
-            .map_err(e("starting the clean-up"))?;
+            .map_err(secrets.on("starting the clean-up"))?;
         let mut old: Vec<i64> = Vec::new();
         for r in tx
             .query(
@@ -751,7 +764,7 @@ impl PgStore {
                 &[&(committed - 1), &grace],
             )
             .await
-            .map_err(e("listing old generations"))?
+            .map_err(secrets.on("listing old generations"))?
         {
             old.push(col(&r, 0)?);
         }
@@ -766,9 +779,11 @@ impl PgStore {
                 &[&old],
             )
             .await
-            .map_err(e("removing old generations"))?;
+            .map_err(secrets.on("removing old generations"))?;
         }
-        tx.commit().await.map_err(e("removing old generations"))?;
+        tx.commit()
+            .await
+            .map_err(secrets.on("removing old generations"))?;
         for o in &old {
             client
                 .batch_execute(&format!(
@@ -776,7 +791,7 @@ impl PgStore {
                     hnsw_name(*o as u64)
                 ))
                 .await
-                .map_err(e("removing an old HNSW index"))?;
+                .map_err(secrets.on("removing an old HNSW index"))?;
         }
         Ok(())
     }
@@ -794,10 +809,6 @@ impl PgStore {
         );
         let (blobs, graphs): (Vec<(String, Vec<u8>)>, Vec<GraphRows>) =
             self.snapshot(manifest.generation, move |client, secrets, s| async move {
-                let e = |what: &'static str| {
-                    let secrets = secrets.clone();
-                    move |err| secrets.err(what, err)
-                };
                 let mut blobs = Vec::new();
                 for r in client
                     .query(
@@ -808,7 +819,7 @@ impl PgStore {
                         &[&g, &m],
                     )
                     .await
-                    .map_err(e("reading a method's index"))?
+                    .map_err(secrets.on("reading a method's index"))?
                 {
                     blobs.push((col::<String>(&r, 0)?, col::<Vec<u8>>(&r, 1)?));
                 }
@@ -822,7 +833,7 @@ impl PgStore {
                         &[&g, &m],
                     )
                     .await
-                    .map_err(e("reading a graph"))?
+                    .map_err(secrets.on("reading a graph"))?
                 {
                     let file: String = col(&r, 0)?;
                     let slots = |i: usize| -> Result<u32> {
@@ -841,7 +852,7 @@ impl PgStore {
                             &[&g, &m, &file],
                         )
                         .await
-                        .map_err(e("reading a graph's nodes"))?
+                        .map_err(secrets.on("reading a graph's nodes"))?
                     {
                         nodes.push((index(col(&r, 0)?)?, col::<Json<Node>>(&r, 1)?.0));
                     }
@@ -855,7 +866,7 @@ impl PgStore {
                             &[&g, &m, &file],
                         )
                         .await
-                        .map_err(e("reading a graph's edges"))?
+                        .map_err(secrets.on("reading a graph's edges"))?
                     {
                         edges.push((
                             index(col(&r, 0)?)?,
@@ -960,7 +971,7 @@ impl<'a> Copy<'a> {
         let sink = tx
             .copy_in::<_, Bytes>(sql)
             .await
-            .map_err(|e| secrets.err(what, e))?;
+            .map_err(secrets.on(what))?;
         Ok(Copy {
             writer: Box::pin(BinaryCopyInWriter::new(sink, types)),
             what,
@@ -973,7 +984,7 @@ impl<'a> Copy<'a> {
             .as_mut()
             .write(values)
             .await
-            .map_err(|e| self.secrets.err(self.what, e))
+            .map_err(self.secrets.on(self.what))
     }
 
     async fn finish(mut self) -> Result<()> {
@@ -982,7 +993,7 @@ impl<'a> Copy<'a> {
             .finish()
             .await
             .map(|_| ())
-            .map_err(|e| self.secrets.err(self.what, e))
+            .map_err(self.secrets.on(self.what))
     }
 }
 
@@ -1149,7 +1160,6 @@ async fn write_graph(
     graph: &KnowledgeGraph,
     secrets: &Secrets,
 ) -> Result<()> {
-    let e = |what: &'static str| move |err| secrets.err(what, err);
     let (bounds, nodes, edges) = graph.rows();
     tx.execute(
         &format!(
@@ -1158,7 +1168,7 @@ async fn write_graph(
         &[&g, &method, &file, &(bounds.0 as i32), &(bounds.1 as i32)],
     )
     .await
-    .map_err(e("writing a graph"))?;
+    .map_err(secrets.on("writing a graph"))?;
     {
         let mut copy = Copy::start(tx, &format!("copy {s}.graph_nodes (generation, method, file, idx, key, kind, name, node) from stdin binary"), &[
             Type::INT8,
@@ -1269,8 +1279,22 @@ impl IndexStore for PgStore {
             "schema": self.config.schema,
             "url_env": self.config.url_env,
             "schema_version": SCHEMA_VERSION,
-            "hnsw_min_rows": self.config.hnsw_min_rows,
+            "hnsw_min_rows": self.tuning().hnsw_min_rows,
         })
+    }
+
+    fn adopt_settings(&self, stored: &StorageConfig) {
+        if stored.validate().is_err() {
+            return; // a hand-edited manifest: the defaults stay
+        }
+        if let Ok(mut t) = self.tuning.lock() {
+            *t = StorageConfig {
+                backend: self.config.backend,
+                url_env: self.config.url_env.clone(),
+                schema: self.config.schema.clone(),
+                ..stored.clone()
+            };
+        }
     }
 
     fn pointer(&self) -> Option<Pointer> {
@@ -1291,7 +1315,7 @@ impl IndexStore for PgStore {
                     &[],
                 )
                 .await
-                .map_err(|e| secrets.err("reading the committed generation", e))?;
+                .map_err(secrets.on("reading the committed generation"))?;
             row.map(|r| col(&r, 0)).transpose()
         })?;
         value
@@ -1316,7 +1340,7 @@ impl IndexStore for PgStore {
                 &client
                     .query_one("select pg_try_advisory_lock($1)", &[&key])
                     .await
-                    .map_err(|e| secrets.err("taking the writer lock", e))?,
+                    .map_err(secrets.on("taking the writer lock"))?,
                 0,
             )?;
             if got {
@@ -1365,7 +1389,7 @@ impl IndexStore for PgStore {
                         &[&g],
                     )
                     .await
-                    .map_err(|e| secrets.err("reading the passages", e))?;
+                    .map_err(secrets.on("reading the passages"))?;
                 let mut out = Vec::with_capacity(rows.len());
                 for r in &rows {
                     out.push((col(r, 0)?, col(r, 1)?, col::<Vector>(r, 2)?.to_vec()));
@@ -1409,7 +1433,7 @@ impl IndexStore for PgStore {
                     &[&g],
                 )
                 .await
-                .map_err(|e| secrets.err("reading the extractions", e))?;
+                .map_err(secrets.on("reading the extractions"))?;
             let mut out = Vec::with_capacity(rows.len());
             for r in &rows {
                 out.push(col::<Json<Extraction>>(r, 0)?.0);
@@ -1497,7 +1521,7 @@ impl IndexStore for PgStore {
             let rows = client
                 .query(&sql, &[&g])
                 .await
-                .map_err(|e| secrets.err("measuring the generation", e))?;
+                .map_err(secrets.on("measuring the generation"))?;
             let mut out = Vec::with_capacity(rows.len());
             for r in &rows {
                 out.push((col(r, 0)?, col(r, 1)?));
@@ -1538,7 +1562,7 @@ impl IndexStore for PgStore {
                         &[&fingerprint, &part],
                     )
                     .await
-                    .map_err(|e| secrets.err("reading the shared extractions", e))?
+                    .map_err(secrets.on("reading the shared extractions"))?
                 {
                     // A row another version wrote, or one changed by hand, is skipped (extracted
                     // here), as the local store skips an entry it cannot read.
@@ -1579,10 +1603,6 @@ impl IndexStore for PgStore {
         // One order for every writer (no deadlock between two machines sharing overlapping chunks).
         rows.sort_by(|a, b| a.0.cmp(&b.0));
         self.read(move |client, secrets, s| async move {
-            let e = |what: &'static str| {
-                let secrets = secrets.clone();
-                move |err| secrets.err(what, err)
-            };
             for part in rows.chunks(SHARE_BATCH) {
                 let ids: Vec<&str> = part.iter().map(|(id, _)| id.as_str()).collect();
                 let mut present = std::collections::HashSet::new();
@@ -1595,7 +1615,7 @@ impl IndexStore for PgStore {
                         &[&fingerprint, &ids],
                     )
                     .await
-                    .map_err(e("reading the shared extractions"))?
+                    .map_err(secrets.on("reading the shared extractions"))?
                 {
                     present.insert(col::<String>(&r, 0)?);
                 }
@@ -1617,7 +1637,7 @@ impl IndexStore for PgStore {
                         &[&fingerprint, &ids, &values],
                     )
                     .await
-                    .map_err(e("sharing the extractions"))?;
+                    .map_err(secrets.on("sharing the extractions"))?;
             }
             Ok(())
         })
@@ -1637,7 +1657,7 @@ impl IndexStore for PgStore {
                     &[&schema, &name],
                 )
                 .await
-                .map_err(|e| secrets.err("looking for the HNSW index", e))?;
+                .map_err(secrets.on("looking for the HNSW index"))?;
             Ok(row.is_some())
         })?;
         // HNSW searches get a session of their own, set once: the index always (no scan or sort: a small
@@ -1646,7 +1666,7 @@ impl IndexStore for PgStore {
         // iterative scans so that a limit above ef_search is still filled in distance order.
         let client = if hnsw {
             let (db, secrets) = (self.db.clone(), self.secrets.clone());
-            let ef = self.config.hnsw_ef_search;
+            let ef = self.tuning().hnsw_ef_search;
             Arc::new(block(&self.handle, async move {
                 let client = connect(&db, "kgrag hnsw reader", &secrets).await?;
                 client
@@ -1655,7 +1675,7 @@ impl IndexStore for PgStore {
                          set hnsw.iterative_scan = strict_order; set jit = off"
                     ))
                     .await
-                    .map_err(|e| secrets.err("setting up the HNSW session", e))?;
+                    .map_err(secrets.on("setting up the HNSW session"))?;
                 Ok(client)
             })?)
         } else {
