@@ -24,15 +24,12 @@ use kgrag_eval::{Dataset, ExtractionSource, MethodAccumulator, QuestionResult, R
 use kgrag_graph_store::EmbeddingStore;
 use kgrag_openie::read_openie_file;
 use kgrag_text::Encoding;
-use kgrag_types::{
-    ChatModel, ChunkId, DocId, Document, EmbedKind, Embedder, Extraction, RetrievalRequest,
-    Retriever,
-};
+use kgrag_types::{ChatModel, ChunkId, DocId, Document, Extraction, RetrievalRequest, Retriever};
 
 use crate::config::Config;
 use crate::documents::SourceDoc;
 use crate::progress::Stages;
-use crate::{KgragError, Pipeline, Result};
+use crate::{Index, KgragError, Result, Searcher};
 
 /// Methods (query strategies) `kgrag bench` can run today, in report order: every strategy of
 /// [`crate::methods::registry`].
@@ -337,7 +334,7 @@ pub async fn run_with_judge(
             Some(c) if !answers.is_empty() => {
                 let cache = match cache {
                     Some(c) => Some(c),
-                    None => crate::pipeline::open_response_cache(&config, None)?.1,
+                    None => crate::index::open_response_cache(&config, None, None)?.1,
                 };
                 Some(kgrag_llm::build_chat(c, cache)? as Arc<dyn ChatModel>)
             }
@@ -525,47 +522,54 @@ async fn run_methods(
     let documents = docs.len() as u64;
     let prefilled = dataset_extractions(dataset)?;
 
-    let mut pipeline = Pipeline::new(config.clone(), None, args.progress)?;
+    let index = Index::options()
+        .config(config.clone())
+        .progress(args.progress)
+        .in_memory()?;
     let methods = methods_for(strategies);
-    pipeline.index(docs, &methods, prefilled).await?;
-    for (stage, secs) in pipeline.stages() {
+    let mut writer = index.writer()?;
+    writer.rebuild(docs, &methods, prefilled).await?;
+    writer.commit().await?;
+    drop(writer);
+    let searcher = index.reader()?.searcher();
+    for (stage, secs) in searcher.stages() {
         stages.secs_mut().insert(stage.clone(), *secs);
     }
     let counts = ["hipporag2", "hirag", "leanrag"]
         .iter()
         .filter(|m| methods.iter().any(|x| x == *m))
-        .find_map(|m| pipeline.method_index(m).ok().map(|i| i.counts()))
+        .find_map(|m| searcher.method_index(m).ok().map(|i| i.counts()))
         .unwrap_or_default();
-    let llm_stages = pipeline.llm_usage().clone();
+    let llm_stages = searcher.llm_usage().clone();
     let mut index_usage = kgrag_eval::LlmReport::default();
     for u in llm_stages.values() {
         index_usage.add(u);
     }
     let mut method_stats = BTreeMap::new();
     for m in &methods {
-        if let Ok(index) = pipeline.method_index(m) {
+        if let Ok(index) = searcher.method_index(m) {
             method_stats.insert(m.clone(), index.stats());
         }
     }
-    let passages = pipeline.corpus().passages.clone();
+    let passages = searcher.corpus().passages.clone();
 
     // Methods.
     let mut reports = BTreeMap::new();
     let mut answers = BTreeMap::new();
     for strategy in strategies {
-        let retriever = pipeline.retriever(strategy)?;
-        let before = pipeline.chat_usage_now();
+        let retriever = searcher.retriever(strategy)?;
+        let before = index.chat_usage();
         let (mut report, list) = run_method(
             retriever.as_ref(),
             strategy,
             dataset,
             &passages,
             config,
-            &mut pipeline,
+            &searcher,
             args.progress,
         )
         .await?;
-        report.llm = Some(pipeline.chat_usage_now().since(&before));
+        report.llm = Some(index.chat_usage().since(&before));
         if !dataset.has_gold_passages() {
             report.recall.clear();
         }
@@ -574,7 +578,7 @@ async fn run_methods(
             answers.insert(strategy.clone(), list);
         }
     }
-    notes.extend(pipeline.notes());
+    notes.extend(index.notes());
 
     for (name, m) in &reports {
         if let Some(rate) = m.stats.get("filter_error").filter(|r| **r > 0.0) {
@@ -609,7 +613,7 @@ async fn run_methods(
         },
         reports,
         answers,
-        cache: pipeline.response_cache(),
+        cache: index.response_cache(),
     })
 }
 
@@ -640,7 +644,7 @@ async fn run_method(
     dataset: &Dataset,
     store: &EmbeddingStore,
     config: &Config,
-    pipeline: &mut Pipeline,
+    searcher: &Searcher,
     progress: bool,
 ) -> Result<(kgrag_eval::MethodReport, Vec<Option<String>>)> {
     let gold_answers = dataset.has_gold_answers();
@@ -688,7 +692,7 @@ async fn run_method(
                 .stats
                 .insert("context_tokens_o200k".into(), o200k as f64);
         }
-        match pipeline.read(strategy, &q.question, &ctx).await {
+        match searcher.read(strategy, &q.question, &ctx).await {
             Ok(Some(prediction)) => {
                 if gold_answers {
                     result = result.with_answer(prediction.clone(), q.answers.clone());
@@ -709,7 +713,7 @@ async fn run_method(
         acc.add(&result);
         bar.inc(1);
     }
-    bar.finish_and_clear();
+    drop(bar);
     crate::progress::say(&format!(
         "{name:<16} {:>9.2} s for {} questions",
         started.elapsed().as_secs_f64(),
@@ -722,60 +726,4 @@ async fn run_method(
         crate::progress::say(&format!("{name}: … {} failures in all", failures.len()));
     }
     Ok((acc.finish(), answers))
-}
-
-/// The offline kit's extractive answer for HippoRAG 2 (spec §10): the single sentence of the top passages
-/// with the highest cosine to the passage-instruction query vector (ties: first sentence).
-pub async fn extractive_answer(
-    embedder: &dyn Embedder,
-    question: &str,
-    passages: &[String],
-    config: &kgrag_hipporag::HippoConfig,
-) -> Result<String> {
-    let mut sentences: Vec<String> = Vec::new();
-    for p in passages {
-        let body = p.split_once('\n').map_or(p.as_str(), |(_, text)| text);
-        for s in kgrag_openie::rules::sentences(body) {
-            let s = s.trim();
-            if !s.is_empty() && !sentences.iter().any(|x| x == s) {
-                sentences.push(s.to_owned());
-            }
-        }
-    }
-    if sentences.is_empty() {
-        return Ok(String::new());
-    }
-    let q = embedder
-        .embed(
-            &[question.to_owned()],
-            &EmbedKind::Query {
-                instruction: Some(config.query_instruction_passage.clone()),
-            },
-        )
-        .await
-        .map_err(|e| KgragError::Model(format!("embedding the question: {e}")))?;
-    // Embedded shortest first, so that each batch pads to similar lengths; scored in sentence order.
-    let mut order: Vec<usize> = (0..sentences.len()).collect();
-    order.sort_by_key(|&i| (sentences[i].len(), i));
-    let by_length: Vec<String> = order.iter().map(|&i| sentences[i].clone()).collect();
-    let v = embedder
-        .embed(&by_length, &EmbedKind::Document)
-        .await
-        .map_err(|e| KgragError::Model(format!("embedding answer sentences: {e}")))?;
-    let qv = q.row(0).ok_or_else(|| {
-        KgragError::Model("the embedder returned no vector for the question".into())
-    })?;
-    let norm = |x: &[f32]| x.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
-    let qn = norm(qv);
-    let mut scores = vec![f32::NEG_INFINITY; sentences.len()];
-    for (&i, row) in order.iter().zip(v.rows()) {
-        scores[i] = row.iter().zip(qv).map(|(a, b)| a * b).sum::<f32>() / (norm(row) * qn);
-    }
-    let mut best = (0usize, f32::NEG_INFINITY);
-    for (i, &s) in scores.iter().enumerate() {
-        if s > best.1 {
-            best = (i, s);
-        }
-    }
-    Ok(sentences.swap_remove(best.0))
 }

@@ -29,6 +29,18 @@ pub struct SourceDoc {
     pub document: Document,
 }
 
+impl SourceDoc {
+    /// A document given in code: `text` under the id `id` (also its source), no title.
+    pub fn text(id: impl Into<String>, text: impl Into<String>) -> Self {
+        let id = id.into();
+        Self {
+            source: id.clone(),
+            id,
+            document: Document::new(text),
+        }
+    }
+}
+
 fn bad(path: &Path, what: impl std::fmt::Display) -> KgragError {
     KgragError::Input(format!("{}: {what}", path.display()))
 }

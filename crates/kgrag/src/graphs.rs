@@ -2,7 +2,7 @@
 //! and LeanRAG's, whose base graph G0 is HiRAG's base layer (`[leanrag] g0 = "hirag"`: HiRAG's chunks,
 //! extraction, merge and description summaries are made once for both) or LeanRAG's own (`g0 = "native"`).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -11,7 +11,10 @@ use kgrag_leanrag::{BaseGraph, G0Source, LeanragIndex};
 use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
 use kgrag_types::{Chunk, ChunkId, Document, Entity, Extraction, Extractor, Relation};
 
+use kgrag_openie::{run_extraction, ExtractionStore, RunnerConfig};
+
 use crate::methods::{Corpus, Env};
+use crate::progress::say;
 use crate::{KgragError, Result};
 
 /// The chunks of every passage (each passage a document), in passage order.
@@ -56,7 +59,7 @@ async fn extract(
         }
         (None, ExtractionMode::Rules, _) => Arc::new(kgrag_openie::RuleExtractor),
     };
-    crate::pipeline::extract_chunks(env, extractor.as_ref(), chunks, "entities").await
+    extract_chunks(env, extractor.as_ref(), chunks, "entities").await
 }
 
 /// G0 from HiRAG's index: its base-layer nodes and the edges among them (spec leanrag §4.1).
@@ -262,4 +265,95 @@ pub(crate) async fn build_leanrag(
         s.entities, s.base_relations, s.nodes_per_layer, s.relations_by_kind, s.seed_vectors
     ));
     Ok((index, g0_secs))
+}
+
+/// Extracts `chunks` with `extractor` through the resumable runner (the extraction store in the cache
+/// folder: a finished chunk is never extracted again); chunks that fail get nothing (`what` names it in
+/// the note) and a rerun retries them.
+pub(crate) async fn extract_chunks(
+    env: &Env,
+    extractor: &dyn Extractor,
+    chunks: &[kgrag_types::Chunk],
+    what: &str,
+) -> Result<Vec<Extraction>> {
+    let store = ExtractionStore::open(env.cache_dir.join("extractions.redb"))?;
+    // Extractions another machine finished for this index (a database backend): into the local store
+    // first, so that the run reuses them. A failure here only costs extraction work.
+    let fingerprint = extractor.fingerprint();
+    let mut shared: HashSet<ChunkId> = HashSet::new();
+    let backend = env.store.as_ref().filter(|b| b.shares_extractions());
+    if let Some(backend) = backend {
+        let mut missing = Vec::new();
+        for c in chunks {
+            if store.get(&fingerprint, &c.id)?.is_none() {
+                missing.push(c.id.clone());
+            }
+        }
+        if !missing.is_empty() {
+            let pulled = backend
+                .shared_extractions(&fingerprint, &missing)
+                .and_then(|found| {
+                    if !found.is_empty() {
+                        store.put_many(&fingerprint, &found)?;
+                    }
+                    Ok(found)
+                });
+            match pulled {
+                Ok(found) => {
+                    if !found.is_empty() {
+                        // Counted among `reused` too: the run finds them in the local store.
+                        env.count("shared", found.len() as u64);
+                    }
+                    shared.extend(found.into_iter().map(|x| x.chunk_id));
+                }
+                Err(e) => env.note(format!(
+                    "could not take the extractions shared in {} ({e}); extracting here",
+                    backend.location()
+                )),
+            }
+        }
+    }
+    let (found, summary) = run_extraction(
+        extractor,
+        chunks,
+        &store,
+        &RunnerConfig {
+            progress: env.progress && !crate::progress::quiet(),
+            ..RunnerConfig::default()
+        },
+    )
+    .await?;
+    if let Some(backend) = backend {
+        // Failed chunks are not in `found`: only finished work is shared (the backend uploads what it
+        // lacks).
+        let new: Vec<Extraction> = found
+            .iter()
+            .filter(|x| !shared.contains(&x.chunk_id))
+            .cloned()
+            .collect();
+        if let Err(e) = backend.share_extractions(&fingerprint, &new) {
+            env.note(format!(
+                "could not share the extractions in {} ({e}); other machines extract them again",
+                backend.location()
+            ));
+        }
+    }
+    env.count("reused", summary.reused as u64);
+    env.count("extracted", summary.extracted as u64);
+    env.count("failed", summary.failed.len() as u64);
+    say(&format!(
+        "extraction ({what}): {} chunks, {} from the store, {} extracted, {} failed",
+        summary.chunks,
+        summary.reused,
+        summary.extracted,
+        summary.failed.len()
+    ));
+    if !summary.failed.is_empty() {
+        env.note(format!(
+            "extraction failed for {} of {} chunks; they have no {what} (a rerun retries them)",
+            summary.failed.len(),
+            chunks.len()
+        ));
+    }
+    Ok(found)
 }

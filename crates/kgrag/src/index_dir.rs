@@ -216,13 +216,14 @@ pub fn commit(root: &Path, manifest: &Manifest) -> Result<()> {
     Ok(())
 }
 
-/// After `generation` is committed: removes every generation folder except it and the one before (kept
-/// for readers that opened it just before the commit).
-pub fn remove_old_generations(root: &Path, generation: u64) -> Result<()> {
-    let keep = [
+/// After `generation` is committed: removes every generation folder except it, the one before (kept for
+/// readers that opened it just before the commit) and those in `also` (held by readers of this process).
+pub fn remove_old_generations(root: &Path, generation: u64, also: &[u64]) -> Result<()> {
+    let mut keep = vec![
         generation_dir(generation),
         generation_dir(generation.saturating_sub(1)),
     ];
+    keep.extend(also.iter().map(|g| generation_dir(*g)));
     remove_generations(root, &keep)
 }
 

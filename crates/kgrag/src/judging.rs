@@ -209,7 +209,7 @@ pub async fn judge_methods(
                 let bar = stages.bar(jobs.len(), &format!("judge {name}"));
                 let outcomes: Vec<PairOutcome> = stream::iter(jobs)
                     .map(|(i, q, a, b)| {
-                        let bar = bar.clone();
+                        let bar = &bar;
                         async move {
                             let o = judge_pair(judge, i, q, a, b).await;
                             bar.inc(1);
@@ -219,7 +219,7 @@ pub async fn judge_methods(
                     .buffered(eval.concurrency.max(1))
                     .collect()
                     .await;
-                bar.finish_and_clear();
+                drop(bar);
                 report
                     .pairwise
                     .insert(name.clone(), pairwise_report(&outcomes));
@@ -242,7 +242,7 @@ pub async fn judge_methods(
             let bar = stages.bar(jobs.len(), &format!("score {name}"));
             let outcomes: Vec<(usize, ScoreOutcome)> = stream::iter(jobs)
                 .map(|(i, q, a)| {
-                    let bar = bar.clone();
+                    let bar = &bar;
                     async move {
                         let o =
                             score_answer(judge, q, a, eval.score_repeats, eval.score_retries).await;
@@ -253,7 +253,7 @@ pub async fn judge_methods(
                 .buffered(eval.concurrency.max(1))
                 .collect()
                 .await;
-            bar.finish_and_clear();
+            drop(bar);
             let plain: Vec<ScoreOutcome> = outcomes.iter().map(|(_, o)| o.clone()).collect();
             scores.insert(name.clone(), score_summaries(&plain));
             score_outcomes.insert(name.clone(), outcomes);

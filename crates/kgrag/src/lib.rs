@@ -19,6 +19,7 @@ pub mod bench;
 pub mod config;
 pub mod documents;
 pub(crate) mod graphs;
+pub mod index;
 pub mod index_dir;
 pub mod judging;
 pub mod methods;
@@ -26,6 +27,10 @@ pub mod pipeline;
 pub mod progress;
 pub mod storage;
 
+pub use index::{
+    ChangeSummary, Index, IndexOptions, IndexReader, IndexWriter, PassageHit, QueryAnswer,
+    ReloadPolicy, Searcher,
+};
 pub use pipeline::Pipeline;
 
 pub use kgrag_dense as dense;

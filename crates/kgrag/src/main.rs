@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use kgrag::bench::{run, BenchArgs, METHODS};
 use kgrag::config::Config;
-use kgrag::Pipeline;
+use kgrag::{Index, ReloadPolicy};
+
+mod terminal;
 
 #[derive(Parser)]
 #[command(
@@ -198,6 +200,15 @@ fn config_arg(path: Option<&Path>) -> kgrag::Result<Option<Config>> {
     }
 }
 
+/// Opens the index in `dir` with `config` (else the one it was built with).
+fn open(dir: &Path, config: Option<Config>, progress: bool) -> kgrag::Result<Index> {
+    let mut options = Index::options().progress(progress);
+    if let Some(c) = config {
+        options = options.config(c);
+    }
+    options.open(dir)
+}
+
 fn progress(quiet: bool) -> bool {
     !quiet && std::io::stderr().is_terminal()
 }
@@ -220,13 +231,16 @@ async fn run_index(
         }
     }
     let config = config_arg(config.as_deref())?.unwrap_or_default();
-    let mut pipeline = Pipeline::new(config.clone(), Some(&index), progress(quiet))?;
-    if let Some(manifest) = pipeline
+    let handle = Index::options()
+        .config(config.clone())
+        .progress(progress(quiet))
+        .open_or_create(&index)?;
+    if let Some(manifest) = handle
         .committed()
         .or_else(|e| if force { Ok(None) } else { Err(e) })?
     {
         if !force {
-            pipeline.check_compatible(&manifest)?;
+            handle.check_compatible(&manifest)?;
             let methods_now: Vec<String> = if methods.is_empty() {
                 config.index.methods.clone()
             } else {
@@ -262,11 +276,15 @@ async fn run_index(
             }
         }
     }
-    let generation = pipeline.index(docs, &methods, prefilled).await?;
+    let mut writer = handle.writer()?;
+    writer.rebuild(docs, &methods, prefilled).await?;
+    let generation = writer.commit().await?;
+    drop(writer);
+    let searcher = handle.reader_with(ReloadPolicy::Manual)?.searcher();
     println!(
         "indexed {} documents ({} chunks) into {} — generation {generation}",
-        pipeline.documents().len(),
-        pipeline.corpus().chunks.len(),
+        searcher.documents().len(),
+        searcher.corpus().chunks.len(),
         index.display()
     );
     Ok(())
@@ -283,12 +301,13 @@ async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
         config,
     } = args;
     let config = config_arg(config.as_deref())?;
-    let mut pipeline = Pipeline::open(&index, config, progress(quiet))?;
-    let strategy = strategy.unwrap_or_else(|| pipeline.config().retriever.strategy.clone());
-    let top_k = top_k.map_or(pipeline.config().retriever.top_k, |k| {
+    let handle = open(&index, config, progress(quiet))?;
+    let strategy = strategy.unwrap_or_else(|| handle.config().retriever.strategy.clone());
+    let top_k = top_k.map_or(handle.config().retriever.top_k, |k| {
         usize::try_from(k).unwrap_or(usize::MAX)
     });
-    let a = pipeline.answer(&question, &strategy, top_k).await?;
+    let searcher = handle.reader_with(ReloadPolicy::Manual)?.searcher();
+    let a = searcher.answer(&question, &strategy, top_k).await?;
     if json {
         let mut v = serde_json::json!({
             "strategy": a.strategy,
@@ -357,10 +376,12 @@ async fn run_change(
         None => None,
     };
     let config = config_arg(config.as_deref())?;
-    let mut pipeline = Pipeline::open(&index, config, progress(quiet))?;
+    let handle = open(&index, config, progress(quiet))?;
+    let mut writer = handle.writer()?;
     match (docs, delete) {
         (Some(docs), _) => {
-            let s = pipeline.insert(docs).await?;
+            let mut s = writer.add_documents(docs).await?;
+            s.generation = writer.commit().await?;
             println!(
                 "inserted {} documents ({} new chunks){} — generation {}",
                 s.documents,
@@ -378,7 +399,8 @@ async fn run_change(
             );
         }
         (None, Some(ids)) => {
-            let s = pipeline.delete(&ids).await?;
+            let mut s = writer.delete_documents(&ids).await?;
+            s.generation = writer.commit().await?;
             println!(
                 "deleted {} documents ({} chunks){} — generation {}",
                 s.documents,
@@ -397,10 +419,12 @@ async fn run_change(
 }
 
 fn run_stats(index: PathBuf, json: bool, documents: bool) -> kgrag::Result<()> {
-    let pipeline = Pipeline::inspect(&index)?;
-    let mut s = pipeline.stats()?;
+    let searcher = Index::inspect(&index)?
+        .reader_with(ReloadPolicy::Manual)?
+        .searcher();
+    let mut s = searcher.stats()?;
     if documents {
-        s["document_list"] = serde_json::to_value(pipeline.documents())?;
+        s["document_list"] = serde_json::to_value(searcher.documents())?;
     }
     if json {
         println!("{}", serde_json::to_string_pretty(&s)?);
@@ -430,7 +454,7 @@ fn run_stats(index: PathBuf, json: bool, documents: bool) -> kgrag::Result<()> {
         s["last_build_stages"], s["last_build_extraction"]
     );
     if documents {
-        for d in pipeline.documents() {
+        for d in searcher.documents() {
             println!("  {}\t{} chunks\t{}", d.id, d.chunks.len(), d.source);
         }
     }
@@ -438,8 +462,10 @@ fn run_stats(index: PathBuf, json: bool, documents: bool) -> kgrag::Result<()> {
 }
 
 fn run_export(index: PathBuf, output: PathBuf, method: Option<String>) -> kgrag::Result<()> {
-    let mut pipeline = Pipeline::inspect(&index)?;
-    let (name, graphml) = pipeline.graphml(method.as_deref())?;
+    let searcher = Index::inspect(&index)?
+        .reader_with(ReloadPolicy::Manual)?
+        .searcher();
+    let (name, graphml) = searcher.graphml(method.as_deref())?;
     kgrag::graph_store::persist::write_atomic(&output, graphml.as_bytes())?;
     println!("wrote the {name} graph to {}", output.display());
     Ok(())
@@ -458,6 +484,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing();
     kgrag::progress::set_quiet(cli.quiet);
+    terminal::install();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -1,16 +1,51 @@
-//! Progress on the terminal: a bar per stage when stderr is a terminal, one line per finished stage
-//! (`kgrag: <stage> <secs> s`) unless `--quiet`, and the same events through `tracing`.
+//! Progress reporting without terminal code: the library says what it does through [`say`] (a line) and
+//! [`Stages`] (a counter per stage, seconds per finished stage). Every line is a `tracing` `info` event;
+//! a program that wants them on a terminal installs a [`Progress`] sink with [`set_sink`] (the `kgrag`
+//! binary draws bars with it). Without a sink nothing is printed.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{Arc, RwLock};
 
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use kgrag_hipporag::IndexProgress;
 
 static QUIET: AtomicBool = AtomicBool::new(false);
+static SINK: RwLock<Option<Arc<dyn Progress>>> = RwLock::new(None);
 
-/// Silences the stage lines and notes on stderr (`--quiet`); `tracing` still gets them.
+/// Where progress goes: lines for the user and counters for long stages.
+pub trait Progress: Send + Sync {
+    /// One line for the user.
+    fn line(&self, line: &str);
+
+    /// A counter of `total` items named `name` (a bar on a terminal).
+    fn counter(&self, total: u64, name: &str) -> Box<dyn Counter>;
+}
+
+/// A counter of a stage's items. Dropped when the stage ends.
+pub trait Counter: Send + Sync {
+    /// `n` more items done.
+    fn inc(&self, n: u64);
+}
+
+/// A counter that shows nothing.
+struct Hidden;
+
+impl Counter for Hidden {
+    fn inc(&self, _n: u64) {}
+}
+
+/// Installs the process's progress sink (replacing any earlier one).
+pub fn set_sink(sink: Arc<dyn Progress>) {
+    if let Ok(mut s) = SINK.write() {
+        *s = Some(sink);
+    }
+}
+
+fn sink() -> Option<Arc<dyn Progress>> {
+    SINK.read().ok().and_then(|s| s.clone())
+}
+
+/// Silences the lines and counters (`--quiet`); `tracing` still gets the lines.
 pub fn set_quiet(quiet: bool) {
     QUIET.store(quiet, Ordering::Relaxed);
 }
@@ -20,50 +55,49 @@ pub fn quiet() -> bool {
     QUIET.load(Ordering::Relaxed)
 }
 
-/// One line for the user on stderr (unless quiet), and an `info` event.
+/// One line for the user: an `info` event, and the sink's line unless quiet.
 pub fn say(line: &str) {
     tracing::info!("{line}");
     if !quiet() {
-        eprintln!("kgrag: {line}");
+        if let Some(s) = sink() {
+            s.line(line);
+        }
     }
 }
 
-/// Progress of one stage at a time: a bar on a terminal, then a one-line summary; seconds per stage.
+/// A counter of `total` items for stage `name` (shown only when `show`, a sink is installed and not
+/// quiet).
+pub fn counter(show: bool, total: usize, name: &str) -> Box<dyn Counter> {
+    match sink() {
+        Some(s) if show && !quiet() => s.counter(total as u64, name),
+        _ => Box::new(Hidden),
+    }
+}
+
+/// Progress of one stage at a time: a counter while it runs, then a one-line summary; seconds per stage.
 pub struct Stages {
     show: bool,
     print: bool,
-    bar: Option<ProgressBar>,
+    current: Option<Box<dyn Counter>>,
     secs: BTreeMap<String, f64>,
     order: Vec<String>,
 }
 
 impl Stages {
-    /// `show`: draw bars; `print`: a line per finished stage.
+    /// `show`: counters (bars); `print`: a line per finished stage.
     pub fn new(show: bool, print: bool) -> Self {
         Self {
-            show: show && !quiet(),
+            show,
             print,
-            bar: None,
+            current: None,
             secs: BTreeMap::new(),
             order: Vec::new(),
         }
     }
 
-    /// A bar of `total` items (hidden when bars are off).
-    pub fn bar(&self, total: usize, prefix: &str) -> ProgressBar {
-        let bar = if self.show {
-            ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr())
-        } else {
-            ProgressBar::hidden()
-        };
-        let style =
-            ProgressStyle::with_template("{prefix:>16} [{bar:30}] {pos}/{len} {per_sec} eta {eta}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> ");
-        bar.set_style(style);
-        bar.set_prefix(prefix.to_owned());
-        bar.enable_steady_tick(Duration::from_millis(250));
-        bar
+    /// A counter of `total` items (hidden when counters are off).
+    pub fn bar(&self, total: usize, name: &str) -> Box<dyn Counter> {
+        counter(self.show, total, name)
     }
 
     /// Adds `secs` to `stage`.
@@ -98,19 +132,17 @@ impl Stages {
 
 impl IndexProgress for Stages {
     fn start(&mut self, stage: &str, total: usize) {
-        self.bar = Some(self.bar(total, stage));
+        self.current = Some(self.bar(total, stage));
     }
 
     fn advance(&mut self, n: usize) {
-        if let Some(b) = &self.bar {
+        if let Some(b) = &self.current {
             b.inc(n as u64);
         }
     }
 
     fn finish(&mut self, stage: &str, secs: f64) {
-        if let Some(b) = self.bar.take() {
-            b.finish_and_clear();
-        }
+        self.current = None;
         self.record(stage, secs);
     }
 }

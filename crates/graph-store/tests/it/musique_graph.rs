@@ -36,10 +36,12 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn musique_hipporag_graph() {
-    let docs = read_openie_file(&data_file(
-        "musique-hipporag/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json",
-    ))
-    .unwrap();
+    let Some(path) =
+        data_file("musique-hipporag/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json")
+    else {
+        return;
+    };
+    let docs = read_openie_file(&path).unwrap();
     let chunks: Vec<HippoChunk> = docs
         .iter()
         .map(|d| {

@@ -34,10 +34,10 @@ struct Corpus {
     text: Arc<ExtractiveSummarizer>,
 }
 
-async fn corpus() -> Corpus {
+async fn corpus() -> Option<Corpus> {
     let docs = read_openie_file(&data_file(
         "musique-hipporag/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json",
-    ))
+    )?)
     .unwrap();
     let chunks: Vec<HippoChunk> = docs
         .iter()
@@ -191,7 +191,9 @@ fn print_layers(name: &str, h: &Hierarchy, secs: f64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn musique_hierarchies_build() {
-    let c = corpus().await;
+    let Some(c) = corpus().await else {
+        return;
+    };
     assert_eq!(c.base.len(), 16_234, "16,235 phrases minus the empty one");
     let summarizer = ExtractiveClusterSummarizer::new(c.text.clone());
 

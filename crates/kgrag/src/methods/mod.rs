@@ -14,10 +14,12 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use kgrag_graph_store::EmbeddingStore;
 use kgrag_text::ExtractiveSummarizer;
-use kgrag_types::{ChatModel, ChunkId, Embedder, Extraction, RetrievedContext, Retriever};
+use kgrag_types::{
+    ChatModel, ChunkId, EmbedKind, Embedder, Extraction, RetrievedContext, Retriever,
+};
 
 use crate::config::{Config, ReaderMode};
-use crate::Result;
+use crate::{KgragError, Result};
 
 mod dense;
 mod hipporag2;
@@ -239,6 +241,27 @@ pub trait MethodIndex: Send + Sync {
     }
 }
 
+/// The settings an index with `methods` depends on.
+pub fn settings(config: &Config, methods: &[&str]) -> BTreeMap<String, serde_json::Value> {
+    let mut out = BTreeMap::new();
+    // The embedder's keys that change its vectors (not where its files are, its batch or its limits).
+    out.insert(
+        "embedder".to_owned(),
+        json_without(
+            &config.embedder,
+            &["model_dir", "limits", "batch_size", "api_key_env"],
+        ),
+    );
+    out.insert("chunking".to_owned(), json(&config.index.chunking));
+    out.insert("openie".to_owned(), json(&config.openie));
+    for m in registry() {
+        if methods.contains(&m.name()) {
+            out.insert(m.name().to_owned(), m.settings(config));
+        }
+    }
+    out
+}
+
 /// HippoRAG 2's QA reader (also the dense baseline's) or the offline kit's extractive answer over the top
 /// `qa_top_k` passages of `ctx`.
 pub(crate) async fn passage_answer(
@@ -266,16 +289,66 @@ pub(crate) async fn passage_answer(
             Ok(Some(a.answer))
         }
         (ReaderMode::Extractive, _) | (ReaderMode::Llm, None) | (ReaderMode::Auto, _) => Ok(Some(
-            crate::bench::extractive_answer(
-                env.embedder.as_ref(),
-                question,
-                &top,
-                &env.config.hipporag,
-            )
-            .await?,
+            extractive_answer(env.embedder.as_ref(), question, &top, &env.config.hipporag).await?,
         )),
         (ReaderMode::None, _) => Ok(None),
     }
+}
+
+/// The offline kit's extractive answer for HippoRAG 2 (spec §10): the single sentence of the top passages
+/// with the highest cosine to the passage-instruction query vector (ties: first sentence).
+pub async fn extractive_answer(
+    embedder: &dyn Embedder,
+    question: &str,
+    passages: &[String],
+    config: &kgrag_hipporag::HippoConfig,
+) -> Result<String> {
+    let mut sentences: Vec<String> = Vec::new();
+    for p in passages {
+        let body = p.split_once('\n').map_or(p.as_str(), |(_, text)| text);
+        for s in kgrag_openie::rules::sentences(body) {
+            let s = s.trim();
+            if !s.is_empty() && !sentences.iter().any(|x| x == s) {
+                sentences.push(s.to_owned());
+            }
+        }
+    }
+    if sentences.is_empty() {
+        return Ok(String::new());
+    }
+    let q = embedder
+        .embed(
+            &[question.to_owned()],
+            &EmbedKind::Query {
+                instruction: Some(config.query_instruction_passage.clone()),
+            },
+        )
+        .await
+        .map_err(|e| KgragError::Model(format!("embedding the question: {e}")))?;
+    // Embedded shortest first, so that each batch pads to similar lengths; scored in sentence order.
+    let mut order: Vec<usize> = (0..sentences.len()).collect();
+    order.sort_by_key(|&i| (sentences[i].len(), i));
+    let by_length: Vec<String> = order.iter().map(|&i| sentences[i].clone()).collect();
+    let v = embedder
+        .embed(&by_length, &EmbedKind::Document)
+        .await
+        .map_err(|e| KgragError::Model(format!("embedding answer sentences: {e}")))?;
+    let qv = q.row(0).ok_or_else(|| {
+        KgragError::Model("the embedder returned no vector for the question".into())
+    })?;
+    let norm = |x: &[f32]| x.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+    let qn = norm(qv);
+    let mut scores = vec![f32::NEG_INFINITY; sentences.len()];
+    for (&i, row) in order.iter().zip(v.rows()) {
+        scores[i] = row.iter().zip(qv).map(|(a, b)| a * b).sum::<f32>() / (norm(row) * qn);
+    }
+    let mut best = (0usize, f32::NEG_INFINITY);
+    for (i, &s) in scores.iter().enumerate() {
+        if s > best.1 {
+            best = (i, s);
+        }
+    }
+    Ok(sentences.swap_remove(best.0))
 }
 
 /// `serde_json::to_value` that cannot fail on our plain data (errors become a string value).

@@ -125,6 +125,7 @@ impl IndexStore for LocalStore {
                 triples: new.triples,
             },
         )?;
+        let new_keep = new.keep;
         let mut manifest = new.manifest;
         manifest.generation = generation;
         manifest.files = vec![
@@ -144,7 +145,7 @@ impl IndexStore for LocalStore {
         }
         index_dir::sync_dirs(&gdir)?;
         index_dir::commit(root, &manifest)?;
-        if let Err(e) = index_dir::remove_old_generations(root, generation) {
+        if let Err(e) = index_dir::remove_old_generations(root, generation, &new_keep) {
             // The new generation is committed; a leftover folder only costs space.
             crate::progress::say(&format!("note: could not remove an old generation ({e})"));
         }

@@ -1,6 +1,6 @@
 //! The storage seam: where an index's generations live and how they are written, read and searched.
 //!
-//! [`IndexStore`] is what the [`Pipeline`](crate::pipeline::Pipeline) asks of a backend: the committed
+//! [`IndexStore`] is what an [`Index`](crate::Index) asks of a backend: the committed
 //! [`Manifest`], the one-writer lock, the passage store, the chunks' triples, each method's index, and the
 //! commit of a new generation (all of it visible at once, or none of it). Two backends implement it:
 //!
@@ -49,6 +49,8 @@ pub struct NewGeneration<'a> {
     pub triples: &'a [Extraction],
     /// The methods' indexes.
     pub methods: &'a BTreeMap<String, Arc<dyn MethodIndex>>,
+    /// Generations still read in this process: a backend that removes old generations keeps these.
+    pub keep: Vec<u64>,
 }
 
 /// The writer lock of an index: released when dropped (and by the system or the server when its holder

@@ -388,7 +388,7 @@ async fn leanrag_g0_is_hirag_base_layer_extracted_once() {
         false,
     )
     .unwrap();
-    pipeline.set_extractor(extractor.clone());
+    pipeline.set_extractor(extractor.clone()).unwrap();
     let docs: Vec<kgrag::documents::SourceDoc> = ds
         .passages
         .iter()

@@ -6,6 +6,7 @@ mod cli;
 mod config_file;
 mod faults;
 mod fixture_methods;
+mod index_api;
 mod pipeline;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -478,7 +478,7 @@ async fn a_second_machine_reuses_the_extractions_the_first_shared() {
         false,
     )
     .unwrap();
-    a.set_extractor(counted_a.clone());
+    a.set_extractor(counted_a.clone()).unwrap();
     a.index(
         docs[..n - 1].to_vec(),
         &["hirag".into()],
@@ -494,7 +494,7 @@ async fn a_second_machine_reuses_the_extractions_the_first_shared() {
     let (cb, root_b) = machine("b");
     let counted_b = Arc::new(crate::fixture_methods::Counting(AtomicUsize::new(0)));
     let mut b = Pipeline::open_with_models(&root_b, cb, embedder(), None).unwrap();
-    b.set_extractor(counted_b.clone());
+    b.set_extractor(counted_b.clone()).unwrap();
     b.insert(docs[n - 1..].to_vec()).await.unwrap();
     let second = counted_b.0.load(Ordering::SeqCst);
     assert!(second >= 1 && second < first, "{second} of {first}");

@@ -10,10 +10,12 @@ use kgrag_types::{ChunkId, Normalisation};
 
 #[test]
 fn musique_openie_counts_match_the_spec() {
-    let docs = read_openie_file(&data_file(
-        "musique-hipporag/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json",
-    ))
-    .unwrap();
+    let Some(path) =
+        data_file("musique-hipporag/openie_musique_train_results_ner_gpt-3.5-turbo-1106_1890.json")
+    else {
+        return;
+    };
+    let docs = read_openie_file(&path).unwrap();
     assert_eq!(docs.len(), 1890);
 
     let triples: usize = docs.iter().map(|d| d.extraction.triples.len()).sum();
@@ -63,10 +65,10 @@ fn musique_openie_counts_match_the_spec() {
         title: String,
         text: String,
     }
-    let corpus: Vec<Entry> = serde_json::from_slice(
-        &std::fs::read(data_file("musique-hipporag/musique_train_corpus.json")).unwrap(),
-    )
-    .unwrap();
+    let Some(corpus_file) = data_file("musique-hipporag/musique_train_corpus.json") else {
+        return;
+    };
+    let corpus: Vec<Entry> = serde_json::from_slice(&std::fs::read(corpus_file).unwrap()).unwrap();
     for (d, e) in docs.iter().zip(&corpus) {
         assert_eq!(
             d.extraction.chunk_id,

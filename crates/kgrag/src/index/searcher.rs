@@ -1,0 +1,357 @@
+//! [`IndexReader`] and [`Searcher`]: queries against one committed generation, from any number of threads.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+use kgrag_openie::ExtractionStore;
+use kgrag_types::{ChunkId, RetrievalRequest, RetrievedContext, Retriever};
+use serde::{Deserialize, Serialize};
+
+use super::{Generation, Shared};
+use crate::config::Config;
+use crate::index_dir::{DocRecord, Manifest, UsageEntry};
+use crate::methods::{self, Corpus, MethodIndex};
+use crate::{KgragError, Result};
+
+/// When an [`IndexReader`] moves to a newer generation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReloadPolicy {
+    /// [`IndexReader::searcher`] returns the newest generation committed through this index (any clone,
+    /// any thread); [`IndexReader::reload`] also picks up other processes' commits.
+    #[default]
+    OnCommit,
+    /// The reader stays on its generation until [`IndexReader::reload`].
+    Manual,
+}
+
+/// Hands out [`Searcher`]s. Cheap to clone; clones share the generation they are on.
+#[derive(Clone)]
+pub struct IndexReader {
+    shared: Arc<Shared>,
+    policy: ReloadPolicy,
+    pinned: Arc<RwLock<Arc<Generation>>>,
+}
+
+impl IndexReader {
+    pub(crate) fn new(shared: Arc<Shared>, policy: ReloadPolicy, at: Arc<Generation>) -> Self {
+        Self {
+            shared,
+            policy,
+            pinned: Arc::new(RwLock::new(at)),
+        }
+    }
+
+    /// A searcher on the reader's generation (with [`ReloadPolicy::OnCommit`], the newest committed
+    /// through this index). Never blocks on a writer or a query.
+    pub fn searcher(&self) -> Searcher {
+        let mut generation = self
+            .pinned
+            .read()
+            .map(|g| g.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
+        if self.policy == ReloadPolicy::OnCommit {
+            if let Some(newest) = self.shared.latest_known() {
+                if newest.number > generation.number {
+                    if let Ok(mut pinned) = self.pinned.write() {
+                        if newest.number > pinned.number {
+                            *pinned = newest.clone();
+                        }
+                    }
+                    generation = newest;
+                }
+            }
+        }
+        Searcher {
+            shared: self.shared.clone(),
+            generation,
+        }
+    }
+
+    /// Moves to the generation committed in the backend now (another process may have committed);
+    /// returns its number.
+    pub fn reload(&self) -> Result<u64> {
+        let newest = self.shared.refresh()?;
+        let number = newest.number;
+        if let Ok(mut pinned) = self.pinned.write() {
+            *pinned = newest;
+        }
+        Ok(number)
+    }
+
+    /// The reload policy.
+    pub fn policy(&self) -> ReloadPolicy {
+        self.policy
+    }
+}
+
+/// One ranked passage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PassageHit {
+    /// Rank, from 1.
+    pub rank: usize,
+    /// The chunk.
+    pub chunk_id: ChunkId,
+    /// The method's score.
+    pub score: f64,
+    /// Ids of the documents holding the chunk.
+    pub documents: Vec<String>,
+    /// The chunk's text.
+    pub text: String,
+}
+
+/// What [`Searcher::answer`] returns.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct QueryAnswer {
+    /// The strategy used.
+    pub strategy: String,
+    /// The question.
+    pub question: String,
+    /// The reader's answer (`None` with `reader = "none"`).
+    pub answer: Option<String>,
+    /// The ranked passages.
+    pub passages: Vec<PassageHit>,
+    /// The full retrieval output (rendered context, entities, paths, stats).
+    pub context: RetrievedContext,
+    /// Milliseconds in `retrieve` (query embedding included).
+    pub retrieve_ms: f64,
+    /// Milliseconds in the reader.
+    pub answer_ms: f64,
+    /// The generation that answered.
+    pub generation: u64,
+}
+
+/// An immutable snapshot of one generation: every query method takes `&self`, and clones (cheap: two
+/// `Arc`s) can be sent to other threads. A method's index is loaded the first time a query needs it and
+/// then shared by every searcher of the generation.
+#[derive(Clone)]
+pub struct Searcher {
+    shared: Arc<Shared>,
+    generation: Arc<Generation>,
+}
+
+impl Searcher {
+    /// The generation's number (0: nothing committed).
+    pub fn generation(&self) -> u64 {
+        self.generation.number
+    }
+
+    /// The generation's manifest (`None` in memory or with nothing committed).
+    pub fn manifest(&self) -> Option<&Manifest> {
+        self.generation.manifest.as_ref()
+    }
+
+    /// The documents of the generation.
+    pub fn documents(&self) -> &[DocRecord] {
+        &self.generation.documents
+    }
+
+    /// The corpus: chunks and passage vectors (the triples only in memory).
+    pub fn corpus(&self) -> &Corpus {
+        &self.generation.corpus
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &Config {
+        &self.shared.env.config
+    }
+
+    /// The methods indexed in this generation, in registry order.
+    pub fn methods(&self) -> Vec<String> {
+        self.generation.method_names()
+    }
+
+    /// The strategies this generation answers, in report order.
+    pub fn strategies(&self) -> Vec<&'static str> {
+        self.generation.strategies()
+    }
+
+    /// Seconds per stage of the build that made this generation.
+    pub fn stages(&self) -> &[(String, f64)] {
+        &self.generation.stages
+    }
+
+    /// Model usage per stage, over every build of the index.
+    pub fn llm_usage(&self) -> &BTreeMap<String, UsageEntry> {
+        &self.generation.llm
+    }
+
+    /// `method`'s index (loaded on first use).
+    pub fn method_index(&self, method: &str) -> Result<Arc<dyn MethodIndex>> {
+        self.generation.method(method)
+    }
+
+    /// The retriever of `strategy` (built once per generation and shared).
+    pub fn retriever(&self, strategy: &str) -> Result<Arc<dyn Retriever>> {
+        self.generation.retriever(strategy)
+    }
+
+    /// The full retrieval output of `strategy` for `query`: the ranked passages (at most `top_k`), the
+    /// rendered context the reader sees, the method's entities, paths and statistics.
+    pub async fn context(
+        &self,
+        query: &str,
+        strategy: &str,
+        top_k: usize,
+    ) -> Result<RetrievedContext> {
+        let retriever = self.retriever(strategy)?;
+        retriever
+            .retrieve(&RetrievalRequest {
+                query: query.to_owned(),
+                top_k,
+            })
+            .await
+            .map_err(|e| KgragError::Model(format!("{strategy}: retrieval failed: {e}")))
+    }
+
+    /// The `top_k` passages `strategy` ranks highest for `query`, with their documents and texts.
+    pub async fn search(
+        &self,
+        query: &str,
+        strategy: &str,
+        top_k: usize,
+    ) -> Result<Vec<PassageHit>> {
+        let ctx = self.context(query, strategy, top_k).await?;
+        Ok(self.hits(&ctx, top_k))
+    }
+
+    /// The reader's answer to `question` from `ctx` (retrieved with `strategy`); `None` with
+    /// `reader = "none"`.
+    pub async fn read(
+        &self,
+        strategy: &str,
+        question: &str,
+        ctx: &RetrievedContext,
+    ) -> Result<Option<String>> {
+        let method = methods::method_of(strategy)
+            .ok_or_else(|| KgragError::Config(format!("unknown strategy {strategy:?}")))?;
+        let index = self.generation.method(method.name())?;
+        index
+            .answer(
+                strategy,
+                &self.shared.env,
+                &self.generation.corpus,
+                question,
+                ctx,
+            )
+            .await
+    }
+
+    /// Retrieves `top_k` passages for `question` with `strategy` and reads the answer.
+    pub async fn answer(
+        &self,
+        question: &str,
+        strategy: &str,
+        top_k: usize,
+    ) -> Result<QueryAnswer> {
+        let t = Instant::now();
+        let ctx = self.context(question, strategy, top_k).await?;
+        let retrieve_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let answer = self.read(strategy, question, &ctx).await?;
+        let answer_ms = t.elapsed().as_secs_f64() * 1e3;
+        let passages = self.hits(&ctx, top_k);
+        Ok(QueryAnswer {
+            strategy: strategy.to_owned(),
+            question: question.to_owned(),
+            answer,
+            passages,
+            context: ctx,
+            retrieve_ms,
+            answer_ms,
+            generation: self.generation.number,
+        })
+    }
+
+    fn hits(&self, ctx: &RetrievedContext, top_k: usize) -> Vec<PassageHit> {
+        ctx.passages
+            .iter()
+            .take(top_k)
+            .enumerate()
+            .map(|(i, p)| PassageHit {
+                rank: i + 1,
+                chunk_id: p.chunk_id.clone(),
+                score: p.score,
+                documents: self.generation.documents_of(&p.chunk_id),
+                text: self
+                    .generation
+                    .corpus
+                    .passages
+                    .text_of(p.chunk_id.as_str())
+                    .unwrap_or_default()
+                    .to_owned(),
+            })
+            .collect()
+    }
+
+    /// The graph of `method` (default: `hipporag2`, else `hirag`) as GraphML, with the method's name.
+    pub fn graphml(&self, method: Option<&str>) -> Result<(String, String)> {
+        let candidates: Vec<String> = match method {
+            Some(m) => vec![m.to_owned()],
+            None => {
+                let have = self.generation.method_names();
+                ["hipporag2", "hirag"]
+                    .iter()
+                    .filter(|m| have.iter().any(|h| h == *m))
+                    .map(|m| (*m).to_owned())
+                    .collect()
+            }
+        };
+        for m in &candidates {
+            let index = self.generation.method(m)?;
+            if let Some(g) = index.graphml() {
+                return Ok((m.clone(), g));
+            }
+        }
+        Err(KgragError::Config(format!(
+            "no graph to export{}: GraphML comes from hipporag2 or hirag",
+            method.map(|m| format!(" from {m}")).unwrap_or_default()
+        )))
+    }
+
+    /// Everything `kgrag stats` prints: documents, chunks, per-method statistics, bytes by part, caches,
+    /// model usage per stage.
+    pub fn stats(&self) -> Result<serde_json::Value> {
+        let Some(m) = &self.generation.manifest else {
+            return Err(KgragError::Index("the index is not committed".into()));
+        };
+        let (parts, storage) = match &self.shared.store {
+            Some(store) => (store.sizes(m)?, store.info()),
+            None => (BTreeMap::new(), serde_json::Value::Null),
+        };
+        let (chat_entries, embedding_entries, cache_error) =
+            match self.shared.cache.as_ref().map(|c| c.entries()) {
+                Some(Ok((a, b))) => (a, b, None),
+                Some(Err(e)) => (0, 0, Some(e.to_string())),
+                None => (0, 0, Some("the response cache is not open".to_owned())),
+            };
+        let cache_dir = &self.shared.env.cache_dir;
+        let extraction_entries = ExtractionStore::open(cache_dir.join("extractions.redb"))
+            .ok()
+            .and_then(|s| s.len().ok())
+            .unwrap_or(0);
+        Ok(serde_json::json!({
+            "generation": m.generation,
+            "kgrag_version": m.kgrag_version,
+            "config_hash": m.config_hash,
+            "embedder": m.embedder,
+            "documents": m.documents.len(),
+            "chunks": m.chunks,
+            "methods": m.methods.iter().map(|(k, v)| (k.clone(), v.stats.clone())).collect::<BTreeMap<_, _>>(),
+            "bytes_by_part": parts,
+            "bytes_total": parts.values().sum::<u64>(),
+            "storage": storage,
+            "cache": {
+                "dir": cache_dir,
+                "chat_replies": chat_entries,
+                "embeddings": embedding_entries,
+                "extractions": extraction_entries,
+                "error": cache_error,
+            },
+            "llm_by_stage": m.llm,
+            "last_build_stages": m.stages,
+            "last_build_extraction": m.extraction,
+            "notes": m.notes,
+        }))
+    }
+}

@@ -1,0 +1,801 @@
+//! [`IndexWriter`]: the one writer of an index. It changes its own copy of the committed generation —
+//! chunking, extraction, embedding and every method's index — and [`commit`](IndexWriter::commit) makes
+//! the result the next generation, in the backend and for the readers.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Instant;
+
+use kgrag_graph_store::EmbeddingStore;
+use kgrag_openie::HippoOpenIe;
+use kgrag_text::{Chunker, ChunkerConfig};
+use kgrag_types::{ChunkId, Extraction, Extractor};
+use serde::{Deserialize, Serialize};
+
+use super::generation::{empty_corpus, Committed};
+use super::{Generation, Shared, WritingGuard};
+use crate::config::OpenIeMode;
+use crate::documents::SourceDoc;
+use crate::index_dir::{self, DocRecord, EmbedderInfo, Manifest, MethodEntry, UsageEntry};
+use crate::methods::{self, Change, Corpus, Env, MethodIndex};
+use crate::progress::{say, Stages};
+use crate::storage::{self, NewGeneration, WriterLock};
+use crate::{KgragError, Result};
+
+/// A chunk of the corpus: its id and its text, shared with the passage store (never held twice).
+type Passage = (ChunkId, Arc<str>);
+
+/// What an add or delete did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChangeSummary {
+    /// Documents added or removed.
+    pub documents: usize,
+    /// Documents skipped (already present with the same text) or ids not found.
+    pub skipped: Vec<String>,
+    /// Chunks added or removed.
+    pub chunks: usize,
+    /// The generation that holds the change once committed (0 until then).
+    pub generation: u64,
+}
+
+/// The writer's own copy of the index: what the next commit writes.
+struct Work {
+    /// The committed manifest this copy started from (`None`: nothing committed, or in memory).
+    manifest: Option<Manifest>,
+    /// The generation this copy started from (0: none).
+    opened: u64,
+    documents: Vec<DocRecord>,
+    corpus: Corpus,
+    triples_loaded: bool,
+    methods: BTreeMap<String, Arc<dyn MethodIndex>>,
+    stages: Vec<(String, f64)>,
+    llm: BTreeMap<String, UsageEntry>,
+}
+
+impl Work {
+    fn copy(&self) -> Self {
+        Self {
+            manifest: self.manifest.clone(),
+            opened: self.opened,
+            documents: self.documents.clone(),
+            corpus: Corpus {
+                chunks: self.corpus.chunks.clone(),
+                triples: self.corpus.triples.clone(),
+                passages: self.corpus.passages.clone(),
+                search: self.corpus.search.clone(),
+            },
+            triples_loaded: self.triples_loaded,
+            methods: self.methods.clone(),
+            stages: self.stages.clone(),
+            llm: self.llm.clone(),
+        }
+    }
+}
+
+/// The one writer of an index. See the module docs. Its futures are not `Send` (the methods' builds run
+/// on the calling thread); run it with `block_on` or on a local task.
+pub struct IndexWriter {
+    shared: Arc<Shared>,
+    _lock: Option<WriterLock>,
+    _writing: WritingGuard,
+    /// The generation the writer's copy is based on, when loaded (its methods load lazily).
+    base: Option<Arc<Generation>>,
+    /// Whether `work` holds the base generation's contents yet (loaded on the first add or delete).
+    loaded: bool,
+    work: Work,
+    /// Changed since the last commit.
+    dirty: bool,
+}
+
+impl IndexWriter {
+    pub(crate) fn open(shared: Arc<Shared>) -> Result<Self> {
+        let writing = WritingGuard::take(&shared)?;
+        let lock = shared.store.as_ref().map(|s| s.lock()).transpose()?;
+        // Under the lock: the backend's generation is the one this writer changes.
+        let (manifest, base) = match &shared.store {
+            Some(store) => {
+                let m = store.committed()?;
+                let base = match (&m, shared.latest_known()) {
+                    (Some(m), Some(k)) if k.number == m.generation => Some(k),
+                    _ => None,
+                };
+                (m, base)
+            }
+            None => (None, shared.latest_known().filter(|g| g.number > 0)),
+        };
+        let opened = manifest
+            .as_ref()
+            .map(|m| m.generation)
+            .or_else(|| base.as_ref().map(|b| b.number))
+            .unwrap_or(0);
+        let mut writer = Self {
+            shared,
+            _lock: lock,
+            _writing: writing,
+            base,
+            loaded: false,
+            work: Work {
+                manifest,
+                opened,
+                documents: Vec::new(),
+                corpus: empty_corpus(),
+                triples_loaded: true,
+                methods: BTreeMap::new(),
+                stages: Vec::new(),
+                llm: BTreeMap::new(),
+            },
+            dirty: false,
+        };
+        if writer.work.opened == 0 {
+            writer.loaded = true;
+        }
+        Ok(writer)
+    }
+
+    fn env(&self) -> &Env {
+        &self.shared.env
+    }
+
+    /// The generation the writer's changes start from (0: none).
+    pub fn opened(&self) -> u64 {
+        self.work.opened
+    }
+
+    /// The documents of the writer's copy (the committed ones until the first change is made).
+    pub fn documents(&self) -> Result<Vec<DocRecord>> {
+        if self.loaded {
+            return Ok(self.work.documents.clone());
+        }
+        Ok(match (&self.base, &self.work.manifest) {
+            (Some(b), _) => b.documents.clone(),
+            (None, Some(m)) => m.documents.clone(),
+            (None, None) => Vec::new(),
+        })
+    }
+
+    /// Puts the committed generation's contents into the writer's copy (once).
+    fn ensure_loaded(&mut self) -> Result<()> {
+        if self.loaded {
+            return Ok(());
+        }
+        let base = match self.base.clone() {
+            Some(b) => b,
+            None => {
+                let Some(m) = self.work.manifest.clone() else {
+                    self.loaded = true;
+                    return Ok(());
+                };
+                let _loading =
+                    self.shared.loading.lock().map_err(|_| {
+                        KgragError::Index("a thread loading the index panicked".into())
+                    })?;
+                let g = Arc::new(Generation::load(&self.shared, m)?);
+                self.shared.publish(g.clone());
+                self.base = Some(g.clone());
+                g
+            }
+        };
+        let corpus = Corpus {
+            chunks: base.corpus.chunks.clone(),
+            triples: if base.triples_loaded {
+                base.corpus.triples.clone()
+            } else {
+                let (Some(store), Some(m)) = (&self.shared.store, &base.manifest) else {
+                    return Err(KgragError::Index("the index's triples are missing".into()));
+                };
+                store.triples(m)?
+            },
+            passages: base.corpus.passages.clone(),
+            search: base.corpus.search.clone(),
+        };
+        let mut methods = BTreeMap::new();
+        for name in base.method_names() {
+            methods.insert(name.clone(), base.method(&name)?);
+        }
+        self.work = Work {
+            manifest: base.manifest.clone(),
+            opened: base.number,
+            documents: base.documents.clone(),
+            corpus,
+            triples_loaded: true,
+            methods,
+            stages: base.stages.clone(),
+            llm: base.llm.clone(),
+        };
+        self.loaded = true;
+        Ok(())
+    }
+
+    /// Replaces the whole index with `docs`, indexed for `methods` (names of [`methods::METHOD_NAMES`];
+    /// empty: `[index] methods`), reusing the caches (finished extractions, embeddings, reports).
+    /// `prefilled` holds triples known already (a dataset's OpenIE cache), by chunk id. On failure the
+    /// writer's copy is as it was.
+    pub async fn rebuild(
+        &mut self,
+        docs: Vec<SourceDoc>,
+        methods: &[String],
+        prefilled: HashMap<ChunkId, Extraction>,
+    ) -> Result<()> {
+        let saved = self.work.copy();
+        let was_loaded = self.loaded;
+        self.loaded = true;
+        match self.rebuild_inner(docs, methods, prefilled).await {
+            Ok(()) => {
+                self.dirty = true;
+                Ok(())
+            }
+            Err(e) => {
+                self.work = saved;
+                self.loaded = was_loaded;
+                Err(e)
+            }
+        }
+    }
+
+    /// Adds documents: new chunks are extracted and embedded, HippoRAG 2 is updated incrementally, HiRAG
+    /// and LeanRAG are rebuilt from the stored extractions (reports and summaries reused). A document
+    /// whose id is present with the same text is skipped; with another text it is an error (delete it
+    /// first). On an index with nothing in it, this builds the `[index] methods`. On failure the writer's
+    /// copy is as it was.
+    pub async fn add_documents(&mut self, docs: Vec<SourceDoc>) -> Result<ChangeSummary> {
+        self.ensure_loaded()?;
+        if self.work.methods.is_empty() && self.work.documents.is_empty() {
+            self.rebuild(docs, &[], HashMap::new()).await?;
+            return Ok(ChangeSummary {
+                documents: self.work.documents.len(),
+                skipped: Vec::new(),
+                chunks: self.work.corpus.chunks.len(),
+                generation: 0,
+            });
+        }
+        let saved = self.work.copy();
+        match self.add_inner(docs).await {
+            Ok(s) => {
+                self.dirty |= s.documents > 0;
+                Ok(s)
+            }
+            Err(e) => {
+                self.work = saved;
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes documents by id (the user's id or the content hash): their chunks that no other document
+    /// holds leave the passage store and every method (HippoRAG 2 as its spec's delete; HiRAG and LeanRAG
+    /// rebuilt). Ids that match nothing are listed in the summary; when none matches it is an error. On
+    /// failure the writer's copy is as it was.
+    pub async fn delete_documents(&mut self, ids: &[String]) -> Result<ChangeSummary> {
+        self.ensure_loaded()?;
+        let saved = self.work.copy();
+        match self.delete_inner(ids).await {
+            Ok(s) => {
+                self.dirty = true;
+                Ok(s)
+            }
+            Err(e) => {
+                self.work = saved;
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops every change since the last commit (or since the writer was opened).
+    pub fn rollback(&mut self) {
+        self.loaded = self.work.opened == 0 && self.base.is_none();
+        self.work = Work {
+            manifest: self.work.manifest.clone(),
+            opened: self.work.opened,
+            documents: Vec::new(),
+            corpus: empty_corpus(),
+            triples_loaded: true,
+            methods: BTreeMap::new(),
+            stages: Vec::new(),
+            llm: BTreeMap::new(),
+        };
+        self.dirty = false;
+    }
+
+    /// Writes the changes as a new generation (one atomic commit in the backend) and hands it to the
+    /// readers; returns its number. Without changes nothing is written and the current number is
+    /// returned.
+    pub async fn commit(&mut self) -> Result<u64> {
+        if !self.dirty {
+            return Ok(self.work.opened);
+        }
+        let generation = match self.shared.store.clone() {
+            Some(store) => self.commit_to(store.as_ref())?,
+            None => self.work.opened + 1,
+        };
+        self.dirty = false;
+        self.work.opened = generation;
+        // The readers' copy: the writer keeps its own for further changes.
+        let committed = Committed {
+            number: generation,
+            manifest: self.work.manifest.clone(),
+            documents: self.work.documents.clone(),
+            corpus: Corpus {
+                chunks: self.work.corpus.chunks.clone(),
+                // In memory the next writer takes them from here; a backend stores them.
+                triples: if self.shared.store.is_none() {
+                    self.work.corpus.triples.clone()
+                } else {
+                    Vec::new()
+                },
+                passages: self.work.corpus.passages.clone(),
+                search: self.work.corpus.search.clone(),
+            },
+            triples_loaded: self.shared.store.is_none(),
+            stages: self.work.stages.clone(),
+            llm: self.work.llm.clone(),
+            methods: self.work.methods.clone(),
+        };
+        let g = Arc::new(Generation::committed(&self.shared, committed));
+        self.shared.publish(g.clone());
+        self.base = Some(g);
+        Ok(generation)
+    }
+
+    fn commit_to(&mut self, store: &dyn storage::IndexStore) -> Result<u64> {
+        let t = Instant::now();
+        let env = &self.shared.env;
+        let entries = self
+            .work
+            .methods
+            .iter()
+            .map(|(name, index)| {
+                (
+                    name.clone(),
+                    MethodEntry {
+                        files: Vec::new(),
+                        stats: index.stats(),
+                    },
+                )
+            })
+            .collect();
+        let names: Vec<&str> = self.work.methods.keys().map(String::as_str).collect();
+        let settings = methods::settings(&env.config, &names);
+        let extraction = env.counts.lock().map(|c| c.clone()).unwrap_or_default();
+        let manifest = Manifest {
+            format: index_dir::FORMAT,
+            kgrag_version: env!("CARGO_PKG_VERSION").to_owned(),
+            generation: 0,
+            config_hash: index_dir::settings_hash(&settings),
+            settings,
+            config: serde_json::to_value(&env.config)?,
+            embedder: EmbedderInfo {
+                name: env.embedder.model_name().to_owned(),
+                dimension: self
+                    .work
+                    .corpus
+                    .passages
+                    .dim()
+                    .unwrap_or_else(|| env.embedder.dimension()),
+            },
+            documents: self.work.documents.clone(),
+            chunks: self.work.corpus.chunks.len(),
+            files: Vec::new(),
+            methods: entries,
+            llm: self.work.llm.clone(),
+            stages: self.work.stages.clone(),
+            extraction,
+            notes: env.notes(),
+        };
+        let manifest = store.commit(NewGeneration {
+            opened: self.work.manifest.as_ref().map(|m| m.generation),
+            manifest,
+            passages: &self.work.corpus.passages,
+            triples: &self.work.corpus.triples,
+            methods: &self.work.methods,
+            keep: self.shared.live_generations(),
+        })?;
+        // Committed: nothing below may turn that into a failure.
+        let generation = manifest.generation;
+        if let Some(root) = &self.shared.root {
+            if let Err(e) = storage::write_pointer(root, store.pointer().as_ref()) {
+                say(&format!(
+                    "note: could not write {} ({e}); pass the [storage] settings with --config to open \
+                     the index",
+                    root.join(storage::POINTER).display()
+                ));
+            }
+        }
+        self.work.corpus.search = match store.passage_search(&manifest) {
+            Ok(s) => s,
+            Err(e) => {
+                say(&format!(
+                    "note: the dense strategy searches in memory in this session ({e})"
+                ));
+                None
+            }
+        };
+        self.work.manifest = Some(manifest);
+        say(&format!(
+            "committed generation {generation} to {} ({:.2} s)",
+            store.location(),
+            t.elapsed().as_secs_f64()
+        ));
+        Ok(generation)
+    }
+
+    fn add_usage(&mut self, stage: &str, before: UsageEntry) {
+        let used = self.shared.usage().since(&before);
+        self.work
+            .llm
+            .entry(stage.to_owned())
+            .or_default()
+            .add(&used);
+    }
+
+    fn reset_counts(&self) {
+        if let Ok(mut c) = self.env().counts.lock() {
+            c.clear();
+        }
+    }
+
+    /// Chunks `docs` into records; returns the records and the chunks not yet in `known`, in order. Each
+    /// document is dropped once chunked and each chunk's text moved, so that the corpus is never held
+    /// twice (as documents and as chunks).
+    fn chunk_docs(
+        &self,
+        docs: Vec<SourceDoc>,
+        known: &HashSet<ChunkId>,
+    ) -> Result<(Vec<DocRecord>, Vec<Passage>)> {
+        let chunker = Chunker::new(self.env().config.index.chunking)?;
+        let mut records = Vec::with_capacity(docs.len());
+        let mut fresh = Vec::new();
+        let mut seen: HashSet<ChunkId> = known.clone();
+        for d in docs {
+            let chunks = chunker
+                .chunk(&d.document)
+                .map_err(|e| KgragError::Input(format!("{}: chunking failed: {e}", d.source)))?;
+            let mut ids = Vec::with_capacity(chunks.len());
+            for c in chunks {
+                if seen.insert(c.id.clone()) {
+                    fresh.push((c.id.clone(), Arc::from(c.text)));
+                }
+                ids.push(c.id);
+            }
+            records.push(DocRecord {
+                id: d.id,
+                doc_id: d.document.id,
+                title: d.document.title,
+                source: d.source,
+                chunks: ids,
+            });
+        }
+        Ok((records, fresh))
+    }
+
+    fn needs_triples(&self, methods: &[String]) -> bool {
+        methods::registry()
+            .iter()
+            .any(|m| methods.iter().any(|x| x == m.name()) && m.needs_triples(&self.env().config))
+    }
+
+    /// The triples of `chunks`: from `prefilled` (a dataset's OpenIE cache), else the configured
+    /// extractor through the resumable extraction store.
+    async fn triples_for(
+        &self,
+        chunks: &[Passage],
+        prefilled: &mut HashMap<ChunkId, Extraction>,
+    ) -> Result<Vec<Extraction>> {
+        let env = self.env();
+        let missing: Vec<&Passage> = chunks
+            .iter()
+            .filter(|(id, _)| !prefilled.contains_key(id))
+            .collect();
+        if !missing.is_empty() {
+            let extractor: Box<dyn Extractor> = match (env.config.openie, env.chat.clone()) {
+                (OpenIeMode::CacheOnly, _) => {
+                    return Err(KgragError::Config(format!(
+                        "{} of {} chunks have no cached OpenIE triples (first: {}); set openie = \"rules\" \
+                         (offline), \"llm\" (with a [chat] model) or \"auto\"",
+                        missing.len(),
+                        chunks.len(),
+                        missing[0].0
+                    )))
+                }
+                (OpenIeMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
+                (OpenIeMode::Llm, Some(chat)) | (OpenIeMode::Auto, Some(chat)) => {
+                    Box::new(HippoOpenIe::new(chat))
+                }
+                (OpenIeMode::Llm, None) => {
+                    return Err(KgragError::Config(
+                        "openie = \"llm\" needs a [chat] model".to_owned(),
+                    ))
+                }
+                (OpenIeMode::Auto, None) => {
+                    env.note(
+                        "no [chat] model configured: running offline — triples and entities by the rule \
+                         extractor, summaries and answers extractive",
+                    );
+                    Box::new(kgrag_openie::RuleExtractor)
+                }
+            };
+            let docs =
+                crate::graphs::chunk_passages(missing.iter().copied(), ChunkerConfig::hipporag())?;
+            let found =
+                crate::graphs::extract_chunks(env, extractor.as_ref(), &docs, "triples").await?;
+            for e in found {
+                prefilled.entry(e.chunk_id.clone()).or_insert(e);
+            }
+        }
+        Ok(chunks
+            .iter()
+            .filter_map(|(id, _)| prefilled.get(id).cloned())
+            .collect())
+    }
+
+    /// `base` with the passages of `fresh` embedded into it (a copy; `base` when nothing is new).
+    async fn embed_passages(
+        &self,
+        base: &Arc<EmbeddingStore>,
+        fresh: &[Passage],
+        stages: &mut Stages,
+    ) -> Result<Arc<EmbeddingStore>> {
+        if fresh.is_empty() {
+            return Ok(base.clone());
+        }
+        let t = Instant::now();
+        let mut store = base.as_ref().clone();
+        let bar = stages.bar(fresh.len(), "embed_passages");
+        store
+            .insert(
+                fresh,
+                self.env().embedder.as_ref(),
+                self.env().config.hipporag.embed_batch,
+                |n| bar.inc(n as u64),
+            )
+            .await?;
+        drop(bar);
+        stages.record("embed_passages", t.elapsed().as_secs_f64());
+        Ok(Arc::new(store))
+    }
+
+    fn method_list(&self, methods: &[String]) -> Result<Vec<String>> {
+        let asked: Vec<String> = if methods.is_empty() {
+            self.env().config.index.methods.clone()
+        } else {
+            methods.to_vec()
+        };
+        for m in &asked {
+            if !methods::METHOD_NAMES.contains(&m.as_str()) {
+                return Err(KgragError::Config(format!(
+                    "unknown method {m:?}; methods: {}",
+                    methods::METHOD_NAMES.join(", ")
+                )));
+            }
+        }
+        if asked.is_empty() {
+            return Err(KgragError::Config("no method to index".into()));
+        }
+        Ok(methods::METHOD_NAMES
+            .iter()
+            .filter(|m| asked.iter().any(|a| a == *m))
+            .map(|m| (*m).to_owned())
+            .collect())
+    }
+
+    async fn rebuild_inner(
+        &mut self,
+        docs: Vec<SourceDoc>,
+        methods: &[String],
+        mut prefilled: HashMap<ChunkId, Extraction>,
+    ) -> Result<()> {
+        let methods = self.method_list(methods)?;
+        self.reset_counts();
+        if docs.is_empty() {
+            return Err(KgragError::Input("no documents to index".into()));
+        }
+        let mut stages = Stages::new(self.env().progress, true);
+        let t = Instant::now();
+        let (records, chunks) = self.chunk_docs(docs, &HashSet::new())?;
+        stages.record("chunking", t.elapsed().as_secs_f64());
+        say(&format!(
+            "{} documents, {} chunks ({})",
+            records.len(),
+            chunks.len(),
+            chunking_name(&self.env().config.index.chunking)
+        ));
+        let triples = if self.needs_triples(&methods) {
+            let before = self.shared.usage();
+            let t = Instant::now();
+            let tr = self.triples_for(&chunks, &mut prefilled).await?;
+            stages.record("extraction", t.elapsed().as_secs_f64());
+            self.add_usage("extraction", before);
+            tr
+        } else {
+            Vec::new()
+        };
+        let empty = Arc::new(EmbeddingStore::new("passages"));
+        let passages = self.embed_passages(&empty, &chunks, &mut stages).await?;
+        self.work.corpus = Corpus {
+            chunks,
+            triples,
+            passages,
+            search: None,
+        };
+        self.work.triples_loaded = true;
+        self.work.documents = records;
+        self.work.methods.clear();
+        self.build_methods(&methods, &Change::Full, &mut stages)
+            .await?;
+        self.work.stages = stages.into_secs();
+        Ok(())
+    }
+
+    async fn build_methods(
+        &mut self,
+        methods: &[String],
+        change: &Change,
+        stages: &mut Stages,
+    ) -> Result<()> {
+        let mut built: BTreeMap<String, Arc<dyn MethodIndex>> = BTreeMap::new();
+        for m in methods::registry() {
+            if !methods.iter().any(|x| x == m.name()) {
+                continue;
+            }
+            let previous = self.work.methods.get(m.name()).cloned();
+            let before = self.shared.usage();
+            let t = Instant::now();
+            let out = m
+                .build(
+                    &self.shared.env,
+                    &self.work.corpus,
+                    &built,
+                    previous,
+                    change,
+                )
+                .await?;
+            for (stage, secs) in &out.stages {
+                stages.record(stage, *secs);
+            }
+            tracing::info!(
+                method = m.name(),
+                secs = t.elapsed().as_secs_f64(),
+                "method built"
+            );
+            self.add_usage(m.name(), before);
+            built.insert(m.name().to_owned(), Arc::from(out.index));
+        }
+        self.work.methods = built;
+        Ok(())
+    }
+
+    /// The methods of the writer's copy, in registry order.
+    fn indexed_methods(&self) -> Vec<String> {
+        methods::METHOD_NAMES
+            .iter()
+            .filter(|m| self.work.methods.contains_key(**m))
+            .map(|m| (*m).to_owned())
+            .collect()
+    }
+
+    async fn add_inner(&mut self, docs: Vec<SourceDoc>) -> Result<ChangeSummary> {
+        let methods = self.indexed_methods();
+        self.reset_counts();
+        let mut summary = ChangeSummary::default();
+        let by_id: HashMap<&str, &DocRecord> = self
+            .work
+            .documents
+            .iter()
+            .map(|d| (d.id.as_str(), d))
+            .collect();
+        let mut new_docs = Vec::new();
+        for d in docs {
+            match by_id.get(d.id.as_str()) {
+                Some(old) if old.doc_id == d.document.id => summary.skipped.push(d.id.clone()),
+                Some(_) => {
+                    return Err(KgragError::Input(format!(
+                        "{}: the index already has a document {:?} with another text; `kgrag delete {}` first \
+                         (an edit is a delete and an insert)",
+                        d.source, d.id, d.id
+                    )))
+                }
+                None => new_docs.push(d),
+            }
+        }
+        if new_docs.is_empty() {
+            return Ok(summary);
+        }
+        let mut stages = Stages::new(self.env().progress, true);
+        let known: HashSet<ChunkId> = self
+            .work
+            .corpus
+            .chunks
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect();
+        let (records, fresh) = self.chunk_docs(new_docs, &known)?;
+        if self.needs_triples(&methods) {
+            let before = self.shared.usage();
+            let t = Instant::now();
+            let mut none = HashMap::new();
+            let tr = self.triples_for(&fresh, &mut none).await?;
+            stages.record("extraction", t.elapsed().as_secs_f64());
+            self.add_usage("extraction", before);
+            self.work.corpus.triples.extend(tr);
+        }
+        let passages = self
+            .embed_passages(&self.work.corpus.passages, &fresh, &mut stages)
+            .await?;
+        self.work.corpus.passages = passages;
+        self.work.corpus.chunks.extend(fresh.iter().cloned());
+        summary.documents = records.len();
+        summary.chunks = fresh.len();
+        self.work.documents.extend(records);
+        let change = Change::Insert(fresh.iter().map(|(id, _)| id.clone()).collect());
+        self.build_methods(&methods, &change, &mut stages).await?;
+        self.work.stages = stages.into_secs();
+        Ok(summary)
+    }
+
+    async fn delete_inner(&mut self, ids: &[String]) -> Result<ChangeSummary> {
+        let methods = self.indexed_methods();
+        self.reset_counts();
+        let mut summary = ChangeSummary::default();
+        let wanted: HashSet<&str> = ids.iter().map(String::as_str).collect();
+        let (gone, keep): (Vec<DocRecord>, Vec<DocRecord>) =
+            self.work.documents.iter().cloned().partition(|d| {
+                wanted.contains(d.id.as_str()) || wanted.contains(d.doc_id.as_str())
+            });
+        for id in ids {
+            if !gone.iter().any(|d| &d.id == id || d.doc_id.as_str() == id) {
+                summary.skipped.push(id.clone());
+            }
+        }
+        if gone.is_empty() {
+            let sample: Vec<&str> = self
+                .work
+                .documents
+                .iter()
+                .take(5)
+                .map(|d| d.id.as_str())
+                .collect();
+            return Err(KgragError::Input(format!(
+                "no document with the id(s) {}; the index has {} documents (e.g. {})",
+                ids.join(", "),
+                self.work.documents.len(),
+                sample.join(", ")
+            )));
+        }
+        let still: HashSet<&ChunkId> = keep.iter().flat_map(|d| d.chunks.iter()).collect();
+        let removed: BTreeSet<ChunkId> = gone
+            .iter()
+            .flat_map(|d| d.chunks.iter())
+            .filter(|c| !still.contains(c))
+            .cloned()
+            .collect();
+        let mut stages = Stages::new(self.env().progress, true);
+        let mut store = self.work.corpus.passages.as_ref().clone();
+        store.remove_where(|k| ChunkId::parse(k).is_ok_and(|c| removed.contains(&c)));
+        self.work.corpus.passages = Arc::new(store);
+        self.work
+            .corpus
+            .chunks
+            .retain(|(id, _)| !removed.contains(id));
+        self.work
+            .corpus
+            .triples
+            .retain(|e| !removed.contains(&e.chunk_id));
+        summary.documents = gone.len();
+        summary.chunks = removed.len();
+        self.work.documents = keep;
+        let change = Change::Delete(removed.into_iter().collect());
+        self.build_methods(&methods, &change, &mut stages).await?;
+        self.work.stages = stages.into_secs();
+        Ok(summary)
+    }
+}
+
+fn chunking_name(c: &ChunkerConfig) -> String {
+    match c {
+        ChunkerConfig::Passage { .. } => "one chunk per document".into(),
+        ChunkerConfig::TokenWindow {
+            encoding,
+            size,
+            overlap,
+        } => format!("{size}-token windows overlapping by {overlap}, {encoding:?}"),
+    }
+}
