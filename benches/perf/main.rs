@@ -803,11 +803,11 @@ fn modularity(dir: &Path, name: &str, file: &Path) -> Result<Value> {
 /// Cases `hirag_query_musique` and `leanrag_query_musique`: `kgrag bench` on musique-100 with the HiRAG and
 /// LeanRAG methods (offline, through the default response cache); their p50 query latency.
 async fn method_query(dir: &Path) -> Result<Value> {
-    let mut args = kgrag::bench::BenchArgs::new(data_dir());
+    let mut args = kgrag_bench::BenchArgs::new(data_dir());
     args.dataset = Some("musique-100".to_owned());
     args.methods = vec!["hirag".to_owned(), "leanrag".to_owned()];
     args.out = Some(dir.join("bench"));
-    let outcome = kgrag::bench::run(&args).await?;
+    let outcome = kgrag_bench::run(&args).await?;
     let mut out = Map::new();
     for (method, case) in [
         ("hirag", "hirag_query_musique"),
@@ -842,12 +842,12 @@ async fn index_full(dir: &Path) -> Result<Value> {
         &config,
         format!("cache_dir = {:?}\n", cache.to_string_lossy()),
     )?;
-    let mut args = kgrag::bench::BenchArgs::new(data_dir());
+    let mut args = kgrag_bench::BenchArgs::new(data_dir());
     args.dataset = Some("musique-100".to_owned());
     args.out = Some(full.join("bench"));
     args.config = Some(config);
     let t = Instant::now();
-    let outcome = kgrag::bench::run(&args).await?;
+    let outcome = kgrag_bench::run(&args).await?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let stages: Map<String, Value> = outcome
         .report

@@ -478,7 +478,7 @@ fn bench(extra: &[OsString]) -> TaskResult {
     let release = extra.iter().any(|a| a == "--release");
     let args: Vec<&OsString> = extra.iter().filter(|a| *a != "--release").collect();
     let mut command = cargo_command();
-    command.args(["run", "-p", "kgrag"]);
+    command.args(["run", "-p", "kgrag-cli"]);
     if release {
         command.arg("--release");
     }
@@ -521,7 +521,7 @@ fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
         let mut c = cargo_command();
         clippy
             .apply(&mut c)
-            .args(["run", "-p", "kgrag", "--all-features", "--"]);
+            .args(["run", "-p", "kgrag-cli", "--all-features", "--"]);
         c
     };
     command

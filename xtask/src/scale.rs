@@ -207,8 +207,8 @@ pub fn run(args: &[OsString]) -> TaskResult {
     )
     .map_err(|e| fail(format!("{}: {e}", config.display())))?;
     run_step(
-        "cargo build --release -p kgrag",
-        cargo_command().args(["build", "--release", "-p", "kgrag"]),
+        "cargo build --release -p kgrag-cli",
+        cargo_command().args(["build", "--release", "-p", "kgrag-cli"]),
     )?;
     let binary = workspace_root().join("target/release/kgrag");
     let out = dir.join("out");

@@ -220,7 +220,7 @@ fn file_parsers(dir: &Path, bytes: &[u8]) {
     let (q, c) = (write("questions.json"), write("corpus.json"));
     let _ = dataset::load_hipporag("fuzz", &q, &c, None);
     let _ = judge::read_verdict_file(&write("verdicts.jsonl"));
-    let _ = kgrag::judging::read_answer_file(&write("answers.jsonl"), &questions());
+    let _ = kgrag_bench::judging::read_answer_file(&write("answers.jsonl"), &questions());
     for name in ["doc.jsonl", "doc.json", "doc.txt", "doc.md"] {
         let _ = kgrag::documents::read_inputs(&[write(name)]);
     }

@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use kgrag::types::RetrievalRequest;
-use kgrag::Pipeline;
+use kgrag::Index;
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -51,7 +51,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .collect();
 
     let t = Instant::now();
-    let mut p = Pipeline::open(&PathBuf::from(index), None, false)?;
+    let p = Index::open(&PathBuf::from(index))?.reader()?.searcher();
     let open_ms = t.elapsed().as_secs_f64() * 1e3;
     let mut report = serde_json::json!({
         "index": index,
@@ -94,7 +94,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     }
     if let Some(other) = option("--against") {
-        let mut o = Pipeline::open(&PathBuf::from(&other), None, false)?;
+        let o = Index::open(&PathBuf::from(&other))?.reader()?.searcher();
         let retriever = o.retriever(&strategies[0])?;
         let mut overlap = 0.0;
         let mut identical = 0;

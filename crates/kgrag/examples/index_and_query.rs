@@ -1,4 +1,5 @@
-//! Index a folder of documents and query it with two strategies.
+//! Index a folder of documents and query it with two strategies, through the index API: a writer commits
+//! a generation, a reader's searcher answers from it.
 //!
 //! ```sh
 //! cargo run -p kgrag --example index_and_query -- path/to/folder "your question"
@@ -12,7 +13,7 @@ use std::path::PathBuf;
 
 use kgrag::config::Config;
 use kgrag::documents::read_inputs;
-use kgrag::Pipeline;
+use kgrag::Index;
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -46,19 +47,20 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut config = Config::default();
     config.index.methods = vec!["dense".into(), "hipporag2".into()];
     let index_dir = work.join("index");
-    let mut pipeline = Pipeline::new(config, Some(&index_dir), false)?;
-    let generation = pipeline
-        .index(read_inputs(&[folder])?, &[], Default::default())
-        .await?;
+    let index = Index::create(&index_dir, config)?;
+    let mut writer = index.writer()?;
+    let added = writer.add_documents(read_inputs(&[folder])?).await?;
+    let generation = writer.commit().await?;
+    drop(writer);
     println!(
         "indexed {} documents (generation {generation})",
-        pipeline.documents().len()
+        added.documents
     );
 
     // Reopen it as `kgrag query` would: nothing is embedded or rebuilt.
-    let mut pipeline = Pipeline::open(&index_dir, None, false)?;
+    let searcher = Index::open(&index_dir)?.reader()?.searcher();
     for strategy in ["dense", "hipporag2"] {
-        let a = pipeline.answer(&question, strategy, 3).await?;
+        let a = searcher.answer(&question, strategy, 3).await?;
         println!("\n[{strategy}] {}", a.answer.unwrap_or_default());
         for p in &a.passages {
             println!("  {}. {:.4} {:?}", p.rank, p.score, p.documents);

@@ -15,13 +15,11 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod bench;
 pub mod config;
 pub mod documents;
 pub(crate) mod graphs;
 pub mod index;
 pub mod index_dir;
-pub mod judging;
 pub mod methods;
 pub mod pipeline;
 pub mod progress;

@@ -75,7 +75,7 @@ fn entity_graph() -> Option<EntityGraph> {
                 .or_insert_with(|| sentence.clone());
         }
     }
-    EntityGraph {
+    Some(EntityGraph {
         names,
         descriptions,
         sources: sources
@@ -84,7 +84,7 @@ fn entity_graph() -> Option<EntityGraph> {
             .collect(),
         edges,
         pair_text,
-    }
+    })
 }
 
 /// Connected components of `g` with at least one edge, each sorted, in order of their smallest node.

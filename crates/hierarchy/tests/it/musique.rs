@@ -166,13 +166,13 @@ async fn corpus() -> Option<Corpus> {
     ));
     text.remember(&distinct, &Embeddings::from_rows(vectors).unwrap())
         .unwrap();
-    Corpus {
+    Some(Corpus {
         graph,
         base,
         relations,
         embedder,
         text,
-    }
+    })
 }
 
 fn print_layers(name: &str, h: &Hierarchy, secs: f64) {

@@ -15,9 +15,10 @@ use kgrag_eval::{JudgeReport, LlmReport, Question, ScoreSummary};
 use kgrag_types::{ChatModel, ChatRequest, ChatResponse};
 use serde::Serialize;
 
-use crate::config::EvalSection;
-use crate::progress::Stages;
-use crate::{KgragError, Result};
+use kgrag::config::EvalSection;
+use kgrag::progress::Stages;
+
+use crate::{BenchError, Result};
 
 /// A chat model that counts its requests, tokens and cache hits (the judge's cost in the report), with an
 /// optional cap on completion tokens. Unlike [`kgrag_types::CountingChat`], which counts the tokens a cache
@@ -94,7 +95,7 @@ pub fn parse_answers_arg(
     if let Some((name, file)) = arg.split_once('=') {
         let name = name.trim();
         if name.is_empty() || file.trim().is_empty() {
-            return Err(KgragError::Config(format!(
+            return Err(BenchError::Config(format!(
                 "--answers {arg:?}: expected NAME=FILE"
             )));
         }
@@ -108,7 +109,7 @@ pub fn parse_answers_arg(
                 .keys()
                 .filter_map(|k| k.strip_prefix("answers-"))
                 .collect();
-            Err(KgragError::Config(format!(
+            Err(BenchError::Config(format!(
                 "--answers {name:?}: the dataset publishes no such answers ({}); give NAME=FILE",
                 if published.is_empty() {
                     "it publishes none".to_owned()
@@ -125,12 +126,12 @@ pub fn parse_answers_arg(
 /// by question text. Questions the file does not answer get `None`. A bad line is an error naming the file
 /// and the line.
 pub fn read_answer_file(path: &Path, questions: &[Question]) -> Result<Vec<Option<String>>> {
-    let text = std::fs::read_to_string(path).map_err(|source| KgragError::Io {
+    let text = std::fs::read_to_string(path).map_err(|source| BenchError::Io {
         path: path.to_path_buf(),
         source,
     })?;
     let bad = |line: usize, what: String| {
-        KgragError::Config(format!("{}: line {line}: {what}", path.display()))
+        BenchError::Config(format!("{}: line {line}: {what}", path.display()))
     };
     let mut rows: Vec<(String, String)> = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -337,7 +338,7 @@ pub fn write_records(
     }
     for (path, text) in &files {
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|source| KgragError::Io {
+            std::fs::create_dir_all(parent).map_err(|source| BenchError::Io {
                 path: parent.to_path_buf(),
                 source,
             })?;
@@ -349,7 +350,7 @@ pub fn write_records(
 
 fn json_line<T: Serialize>(value: &T) -> Result<String> {
     let mut s = serde_json::to_string(value)
-        .map_err(|e| KgragError::Config(format!("cannot encode a record: {e}")))?;
+        .map_err(|e| BenchError::Config(format!("cannot encode a record: {e}")))?;
     s.push('\n');
     Ok(s)
 }

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use kgrag::bench::{run, BenchArgs};
+use kgrag_bench::{run, BenchArgs};
 use kgrag_llm::testing::test_server_url;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

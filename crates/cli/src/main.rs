@@ -1,4 +1,4 @@
-//! The `kgrag` command line: `index`, `query`, `insert`, `delete`, `export`, `stats` on an index directory,
+//! The `kgrag` command line (the binary of `kgrag-cli`, over the `kgrag` library and `kgrag-bench`): `index`, `query`, `insert`, `delete`, `export`, `stats` on an index directory,
 //! and `bench` on a dataset. Exit codes: 0 success, 1 error, 2 usage.
 
 use std::io::IsTerminal;
@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use kgrag::bench::{run, BenchArgs, METHODS};
 use kgrag::config::Config;
 use kgrag::{Index, ReloadPolicy};
+use kgrag_bench::{run, BenchArgs, METHODS};
 
 mod terminal;
 
@@ -471,6 +471,17 @@ fn run_export(index: PathBuf, output: PathBuf, method: Option<String>) -> kgrag:
     Ok(())
 }
 
+/// What a command can fail with.
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    /// The index, its configuration or its input.
+    #[error(transparent)]
+    Kgrag(#[from] kgrag::KgragError),
+    /// The bench.
+    #[error(transparent)]
+    Bench(#[from] kgrag_bench::BenchError),
+}
+
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -496,7 +507,7 @@ fn main() -> ExitCode {
         }
     };
     let quiet = cli.quiet;
-    let (what, result) = match cli.command {
+    let (what, result): (&str, Result<(), CliError>) = match cli.command {
         Command::Index {
             paths,
             index,
@@ -506,39 +517,56 @@ fn main() -> ExitCode {
             openie_cache,
         } => (
             "index",
-            runtime.block_on(run_index(
-                paths,
-                index,
-                config,
-                methods,
-                (force, openie_cache),
-                quiet,
-            )),
+            runtime
+                .block_on(run_index(
+                    paths,
+                    index,
+                    config,
+                    methods,
+                    (force, openie_cache),
+                    quiet,
+                ))
+                .map_err(CliError::from),
         ),
-        Command::Query(args) => ("query", runtime.block_on(run_query(args, quiet))),
+        Command::Query(args) => (
+            "query",
+            runtime
+                .block_on(run_query(args, quiet))
+                .map_err(CliError::from),
+        ),
         Command::Insert {
             paths,
             index,
             config,
         } => (
             "insert",
-            runtime.block_on(run_change(index, config, quiet, Some(paths), None)),
+            runtime
+                .block_on(run_change(index, config, quiet, Some(paths), None))
+                .map_err(CliError::from),
         ),
         Command::Delete { ids, index, config } => (
             "delete",
-            runtime.block_on(run_change(index, config, quiet, None, Some(ids))),
+            runtime
+                .block_on(run_change(index, config, quiet, None, Some(ids)))
+                .map_err(CliError::from),
         ),
         Command::Export {
             format: ExportFormat::Graphml,
             index,
             output,
             method,
-        } => ("export", run_export(index, output, method)),
+        } => (
+            "export",
+            run_export(index, output, method).map_err(CliError::from),
+        ),
         Command::Stats {
             index,
             json,
             documents,
-        } => ("stats", run_stats(index, json, documents)),
+        } => (
+            "stats",
+            run_stats(index, json, documents).map_err(CliError::from),
+        ),
         Command::Bench {
             dataset,
             methods,
@@ -585,7 +613,7 @@ fn main() -> ExitCode {
             if r.is_err() && args.methods.is_empty() {
                 eprintln!("(methods available: {})", METHODS.join(", "));
             }
-            ("bench", r)
+            ("bench", r.map_err(CliError::from))
         }
     };
     match result {

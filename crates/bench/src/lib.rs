@@ -1,4 +1,6 @@
-//! `kgrag bench`: build one index for a dataset, run every requested method on every question, and write
+//! # kgrag-bench
+//!
+//! `kgrag bench` as a library: build one index for a dataset, run every requested method on every question, and write
 //! the comparison report (design §6).
 //!
 //! What the figures mean:
@@ -14,6 +16,20 @@
 //! - `dense` embeds the query with `[dense] query_instruction`, HippoRAG 2 with
 //!   `[hipporag] query_instruction_passage` (same default); keep them equal so that HippoRAG 2's fallback is
 //!   the dense baseline.
+//!
+//! Judging ([`judging`]) follows HiRAG's pairwise protocol (both answer orders) and LeanRAG's 1–10 scores
+//! with repeats, through any [`ChatModel`].
+//!
+//! ```no_run
+//! # async fn demo() -> kgrag_bench::Result<()> {
+//! let mut args = kgrag_bench::BenchArgs::new(kgrag::eval::data_dir());
+//! args.dataset = Some("kgrag-fixture".into());
+//! args.methods = vec!["dense".into(), "hipporag2".into()];
+//! let outcome = kgrag_bench::run(&args).await?;
+//! println!("{}", outcome.report.to_markdown());
+//! # Ok(())
+//! # }
+//! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -26,13 +42,18 @@ use kgrag_openie::read_openie_file;
 use kgrag_text::Encoding;
 use kgrag_types::{ChatModel, ChunkId, DocId, Document, Extraction, RetrievalRequest, Retriever};
 
-use crate::config::Config;
-use crate::documents::SourceDoc;
-use crate::progress::Stages;
-use crate::{Index, KgragError, Result, Searcher};
+use kgrag::config::Config;
+use kgrag::documents::SourceDoc;
+use kgrag::progress::Stages;
+use kgrag::{Index, Searcher};
+
+mod error;
+pub mod judging;
+
+pub use error::{BenchError, Result};
 
 /// Methods (query strategies) `kgrag bench` can run today, in report order: every strategy of
-/// [`crate::methods::registry`].
+/// [`kgrag::methods::registry`].
 pub const METHODS: &[&str] = &[
     "dense",
     "hipporag2",
@@ -130,12 +151,12 @@ fn methods_of(args: &BenchArgs) -> Result<Vec<String>> {
                 out.push(m.to_owned());
             }
         } else if PLANNED_METHODS.contains(&m) {
-            return Err(KgragError::Config(format!(
+            return Err(BenchError::Config(format!(
                 "method {m:?} is not implemented yet; available: {}",
                 METHODS.join(", ")
             )));
         } else {
-            return Err(KgragError::Config(format!(
+            return Err(BenchError::Config(format!(
                 "unknown method {m:?}; available: {}, or none",
                 METHODS.join(", ")
             )));
@@ -172,7 +193,7 @@ pub fn load_dataset(name: &str, data_dir: &Path) -> Result<Dataset> {
         return Ok(kgrag_eval::load_dir(as_path)?);
     }
     if name.contains('/') || name.contains(std::path::MAIN_SEPARATOR) {
-        return Err(KgragError::Config(format!(
+        return Err(BenchError::Config(format!(
             "--dataset {name}: no such folder (a dataset is a name — {} — or a folder in HippoRAG's format)",
             kgrag_eval::available().join(", ")
         )));
@@ -182,7 +203,7 @@ pub fn load_dataset(name: &str, data_dir: &Path) -> Result<Dataset> {
 
 /// The methods to index for `strategies`, in registry order.
 fn methods_for(strategies: &[String]) -> Vec<String> {
-    crate::methods::registry()
+    kgrag::methods::registry()
         .iter()
         .filter(|m| {
             m.strategies()
@@ -239,7 +260,7 @@ pub async fn run_with_judge(
         ));
     }
     if dataset.questions.is_empty() {
-        return Err(KgragError::Config(format!(
+        return Err(BenchError::Config(format!(
             "dataset {name} has no questions to run"
         )));
     }
@@ -267,13 +288,13 @@ pub async fn run_with_judge(
         .collect::<Result<_>>()?;
     for (n, _) in &canned {
         if strategies.iter().any(|s| s == n) {
-            return Err(KgragError::Config(format!(
+            return Err(BenchError::Config(format!(
                 "--answers {n}: a method of that name runs too; name the answers differently"
             )));
         }
     }
     if strategies.is_empty() && canned.is_empty() {
-        return Err(KgragError::Config(
+        return Err(BenchError::Config(
             "--methods none needs --answers: nothing to evaluate".into(),
         ));
     }
@@ -334,7 +355,7 @@ pub async fn run_with_judge(
             Some(c) if !answers.is_empty() => {
                 let cache = match cache {
                     Some(c) => Some(c),
-                    None => crate::index::open_response_cache(&config, None, None)?.1,
+                    None => kgrag::index::open_response_cache(&config, None, None)?.1,
                 };
                 Some(kgrag_llm::build_chat(c, cache)? as Arc<dyn ChatModel>)
             }
@@ -347,7 +368,7 @@ pub async fn run_with_judge(
             let baseline = match &args.baseline {
                 Some(b) => {
                     if !answers.contains_key(b) {
-                        return Err(KgragError::Config(format!(
+                        return Err(BenchError::Config(format!(
                             "--baseline-method {b}: not among the answered methods ({})",
                             answers.keys().cloned().collect::<Vec<_>>().join(", ")
                         )));
@@ -377,7 +398,7 @@ pub async fn run_with_judge(
                 args.progress,
             )
             .await;
-            crate::progress::say(&format!(
+            kgrag::progress::say(&format!(
                 "judge            {:>9.2} s, {} requests",
                 t.elapsed().as_secs_f64(),
                 j.report.llm.calls
@@ -714,16 +735,16 @@ async fn run_method(
         bar.inc(1);
     }
     drop(bar);
-    crate::progress::say(&format!(
+    kgrag::progress::say(&format!(
         "{name:<16} {:>9.2} s for {} questions",
         started.elapsed().as_secs_f64(),
         dataset.questions.len()
     ));
     for f in failures.iter().take(5) {
-        crate::progress::say(&format!("{name}: failed: {f}"));
+        kgrag::progress::say(&format!("{name}: failed: {f}"));
     }
     if failures.len() > 5 {
-        crate::progress::say(&format!("{name}: … {} failures in all", failures.len()));
+        kgrag::progress::say(&format!("{name}: … {} failures in all", failures.len()));
     }
     Ok((acc.finish(), answers))
 }

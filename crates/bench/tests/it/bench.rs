@@ -5,10 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use kgrag::bench::{run_with_judge, BenchArgs};
 use kgrag::eval::Report;
 use kgrag::types::testing::ScriptedChatModel;
 use kgrag::types::{ChatModel, ChatRequest};
+use kgrag_bench::{run_with_judge, BenchArgs};
 
 /// The data folder when it holds ultradomain-mix (`$KGRAG_DATA_DIR`, resolved against the workspace root when
 /// relative: tests run in the crate folder); `None`, with the line saying why, skips the test (see

@@ -1,0 +1,7 @@
+//! The `kgrag` binary's integration tests: one binary, one module per file.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod cli;
+mod faults;
+#[cfg(feature = "postgres")]
+mod postgres;
