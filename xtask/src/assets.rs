@@ -347,6 +347,81 @@ pub fn fetch_all(dir: &Path, python: &str) -> TaskResult {
     } else {
         println!("xtask: model assets ready in {}", dir.display());
     }
+    install_for_user(dir)
+}
+
+/// The per-user data folder the `kgrag` binary also searches for its models (kgrag-llm's
+/// `user_assets_dir`: `$XDG_DATA_HOME/kgrag/assets`, else `~/.local/share/kgrag/assets`; macOS
+/// `~/Library/Application Support/kgrag/assets`; Windows `%APPDATA%\kgrag\assets`).
+fn user_assets_dir() -> Option<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let base = if cfg!(windows) {
+        var("APPDATA")?
+    } else if cfg!(target_os = "macos") {
+        var("HOME")?.join("Library").join("Application Support")
+    } else {
+        var("XDG_DATA_HOME").or_else(|| Some(var("HOME")?.join(".local").join("share")))?
+    };
+    Some(base.join("kgrag").join("assets"))
+}
+
+/// Puts the model files of `dir` into the per-user data folder too (hard links where the file system
+/// allows, else copies written atomically), so that a `kgrag` run from anywhere finds them. Files already
+/// there with the same size are kept.
+fn install_for_user(dir: &Path) -> TaskResult {
+    let Some(user) = user_assets_dir() else {
+        println!(
+            "xtask: no home folder: the models stay in {} only",
+            dir.display()
+        );
+        return Ok(());
+    };
+    let same = |a: &Path, b: &Path| match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if same(dir, &user) {
+        return Ok(());
+    }
+    let mut installed = 0;
+    for package in PACKAGES.iter().filter(|p| !p.members.is_empty()) {
+        for m in package.members {
+            let from = dir.join(package.folder).join(m.dest);
+            let to = user.join(package.folder).join(m.dest);
+            let size = |p: &Path| fs::metadata(p).map(|m| m.len()).ok();
+            if size(&to).is_some() && size(&to) == size(&from) {
+                continue;
+            }
+            if let Some(parent) = to.parent() {
+                fs::create_dir_all(parent)
+                    .map_err(|e| fail(format!("cannot create {}: {e}", parent.display())))?;
+            }
+            let tmp = to.with_extension("part");
+            let _ = fs::remove_file(&tmp);
+            if fs::hard_link(&from, &tmp).is_err() {
+                fs::copy(&from, &tmp).map_err(|e| {
+                    fail(format!(
+                        "cannot copy {} to {}: {e}",
+                        from.display(),
+                        tmp.display()
+                    ))
+                })?;
+            }
+            fs::rename(&tmp, &to)
+                .map_err(|e| fail(format!("cannot rename {}: {e}", tmp.display())))?;
+            installed += 1;
+        }
+    }
+    if installed > 0 {
+        println!(
+            "xtask: {installed} model files installed for this user in {}",
+            user.display()
+        );
+    }
     Ok(())
 }
 

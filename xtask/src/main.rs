@@ -442,6 +442,8 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     drop(server);
     result?;
     stages.run("examples", || examples(&assets))?;
+    stages.run("example project outside the workspace", standalone_example)?;
+    stages.run("cargo package --workspace", package_crates)?;
     stages.run("CI bench", || ci_bench(&assets, &data, &clippy))
 }
 
@@ -469,7 +471,47 @@ fn examples(assets: &Path) -> TaskResult {
 }
 
 /// The examples of `crates/kgrag/examples/` that CI runs.
-const EXAMPLES: [&str; 3] = ["index_and_query", "ppr_only", "leiden_only"];
+const EXAMPLES: [&str; 1] = ["index_and_query"];
+
+/// The project outside the workspace that uses `kgrag-graph-store` and `kgrag-community` alone, by path:
+/// built (in a target folder of its own, as a user's project would be) and run.
+fn standalone_example() -> TaskResult {
+    let root = workspace_root();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+        .join("graph-only-example");
+    let manifest = root.join("examples").join("graph-only").join("Cargo.toml");
+    let mut command = cargo_command();
+    command
+        .arg("run")
+        .arg("--manifest-path")
+        .arg(&manifest)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTC_WORKSPACE_WRAPPER");
+    run_step(
+        "the graph-only example project (outside the workspace)",
+        &mut command,
+    )
+}
+
+/// `cargo package --workspace` on the library crates: each is packaged as it would be published and
+/// verified (built from its package) against the packages of the others.
+fn package_crates() -> TaskResult {
+    let mut command = cargo_command();
+    command
+        .args(["package", "--workspace", "--allow-dirty"])
+        .args([
+            "--exclude",
+            "xtask",
+            "--exclude",
+            "kgrag-benches",
+            "--exclude",
+            "kgrag-fuzz",
+        ])
+        .env_remove("RUSTC_WORKSPACE_WRAPPER");
+    run_step("cargo package --workspace", &mut command)
+}
 
 /// `cargo xtask bench`: `kgrag bench` through `cargo run`, with the assets fetched and the environment set.
 fn bench(extra: &[OsString]) -> TaskResult {

@@ -1,17 +1,55 @@
 //! # kgrag
 //!
-//! The facade of the kgrag workspace: one configuration file ([`config::Config`]) choosing the models and
-//! every method's settings, and the benchmark pipeline ([`bench`]) that builds one index per dataset —
-//! passages embedded once and shared by all methods — runs each method on every question and writes the
-//! comparison report (passage recall@k, EM/F1, context tokens, latency, LLM cost).
+//! Knowledge-graph RAG as one library: an index of your documents that HippoRAG 2, HiRAG (five modes),
+//! LeanRAG and dense retrieval all answer from — passages chunked, extracted and embedded once, each
+//! method's index built beside them — in files or in PostgreSQL + pgvector, configured by one TOML file
+//! ([`config::Config`]).
 //!
-//! The `kgrag` binary exposes it as `kgrag bench`; `cargo xtask bench` builds and runs that.
+//! The index API has tantivy's shape ([`index`]): an [`Index`] (cheap to clone, `Send + Sync`), one
+//! [`IndexWriter`] at a time (`add_documents`, `delete_documents`, `rebuild`, `commit`), and readers whose
+//! [`Searcher`]s are immutable snapshots of one committed generation, queried from any thread.
 //!
-//! Methods available: `dense` ([`kgrag_dense`]), `hipporag2` ([`kgrag_hipporag`]) and HiRAG's five modes
-//! `hirag`, `hirag-local`, `hirag-global`, `hirag-bridge`, `hirag-nobridge` ([`kgrag_hirag`], one index
-//! shared by the five) and `leanrag` ([`kgrag_leanrag`], on HiRAG's base graph). Without a chat model the whole pipeline runs offline: triples from the dataset's
-//! OpenIE cache (or the rule extractor), MiniLM embeddings on the CPU, HippoRAG 2 without its LLM filter,
-//! HiRAG with extractive cluster summaries and community reports, extractive answers.
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! # rt.block_on(async {
+//! use kgrag::config::Config;
+//! use kgrag::documents::SourceDoc;
+//! use kgrag::Index;
+//!
+//! // Offline and model-free: rule extraction, a hashing embedder, extractive answers.
+//! let config = Config::parse(
+//!     "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
+//!      [index]\nmethods = [\"dense\", \"hipporag2\"]\n",
+//! )?;
+//! let dir = std::env::temp_dir().join(format!("kgrag-doc-{}", std::process::id()));
+//! let index = Index::create(&dir, config)?;
+//!
+//! let mut writer = index.writer()?;
+//! writer.add_documents(vec![
+//!     SourceDoc::text("curie", "Marie Curie was born in Warsaw. She won the Nobel Prize in 1903."),
+//!     SourceDoc::text("warsaw", "Warsaw is the capital of Poland. The Vistula flows through Warsaw."),
+//! ]).await?;
+//! assert_eq!(writer.commit().await?, 1);
+//! drop(writer);
+//!
+//! let searcher = index.reader()?.searcher();
+//! let hits = searcher.search("Which river flows through Curie's birthplace?", "hipporag2", 2).await?;
+//! assert_eq!(hits.len(), 2);
+//! let answer = searcher.answer("Where was Marie Curie born?", "dense", 1).await?;
+//! assert!(answer.answer.is_some());
+//! # std::fs::remove_dir_all(&dir)?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # })
+//! # }
+//! ```
+//!
+//! Strategies: `dense` ([`kgrag_dense`]), `hipporag2` ([`kgrag_hipporag`]), HiRAG's `hirag`, `hirag-local`,
+//! `hirag-global`, `hirag-bridge`, `hirag-nobridge` ([`kgrag_hirag`], one index for the five) and
+//! `leanrag` ([`kgrag_leanrag`], on HiRAG's base graph); [`methods`] is their registry. Without a chat model
+//! everything runs offline: triples by the rule extractor (or a dataset's OpenIE cache), MiniLM embeddings
+//! on the CPU, HippoRAG 2 without its LLM filter, HiRAG and LeanRAG with extractive summaries and reports,
+//! extractive answers. The `kgrag` command line is the `kgrag-cli` crate; the benchmark, `kgrag-bench`.
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 

@@ -99,11 +99,87 @@ impl Default for LocalChatConfig {
     }
 }
 
-/// The asset folder: `$KGRAG_ASSETS`, else `.assets` under the current directory.
+/// The folders searched for model assets, in order: `$KGRAG_ASSETS` when set (then only it); else
+/// `.assets` under the current directory (a checkout), the per-user data folder ([`user_assets_dir`],
+/// which `cargo xtask fetch-assets` also fills), and `assets` beside the executable (and in its
+/// `../share/kgrag/`, for installed layouts).
+pub fn asset_roots() -> Vec<PathBuf> {
+    if let Some(dir) = std::env::var_os("KGRAG_ASSETS").filter(|v| !v.is_empty()) {
+        return vec![PathBuf::from(dir)];
+    }
+    let mut roots = vec![PathBuf::from(".assets")];
+    roots.extend(user_assets_dir());
+    if let Some(exe_dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(std::path::Path::to_path_buf))
+    {
+        roots.push(exe_dir.join("assets"));
+        roots.push(
+            exe_dir
+                .join("..")
+                .join("share")
+                .join("kgrag")
+                .join("assets"),
+        );
+    }
+    roots
+}
+
+/// The per-user data folder of kgrag's model assets: `$XDG_DATA_HOME/kgrag/assets`, else
+/// `~/.local/share/kgrag/assets` (on macOS `~/Library/Application Support/kgrag/assets`, on Windows
+/// `%APPDATA%\kgrag\assets`); `None` without a home folder.
+pub fn user_assets_dir() -> Option<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    let base = if cfg!(windows) {
+        var("APPDATA")?
+    } else if cfg!(target_os = "macos") {
+        var("HOME")?.join("Library").join("Application Support")
+    } else {
+        var("XDG_DATA_HOME").or_else(|| Some(var("HOME")?.join(".local").join("share")))?
+    };
+    Some(base.join("kgrag").join("assets"))
+}
+
+/// The asset folder holding `relative` (a model's folder or file): the first of [`asset_roots`] that has
+/// it, else the first root (whose path then goes into the "missing" error).
+pub fn asset_path(relative: &str) -> PathBuf {
+    let roots = asset_roots();
+    roots
+        .iter()
+        .map(|r| r.join(relative))
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            roots
+                .first()
+                .map_or_else(|| PathBuf::from(".assets"), PathBuf::clone)
+                .join(relative)
+        })
+}
+
+/// Where model assets were looked for, for messages: the folders of [`asset_roots`] and the one command
+/// that fetches them.
+pub fn missing_assets_hint() -> String {
+    let roots: Vec<String> = asset_roots()
+        .iter()
+        .map(|r| r.display().to_string())
+        .collect();
+    format!(
+        "looked in {}; run `cargo xtask fetch-assets` in a kgrag checkout (it fills {}), or set KGRAG_ASSETS \
+         to the folder holding the models",
+        roots.join(", "),
+        user_assets_dir().map_or_else(|| ".assets".to_owned(), |d| d.display().to_string())
+    )
+}
+
+/// The first folder of [`asset_roots`] (where `$KGRAG_ASSETS` points when set).
 pub fn assets_dir() -> PathBuf {
-    std::env::var_os("KGRAG_ASSETS")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
+    asset_roots()
+        .into_iter()
+        .next()
         .unwrap_or_else(|| PathBuf::from(".assets"))
 }
 

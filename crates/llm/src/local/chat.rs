@@ -22,7 +22,7 @@ use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::{AddedToken, Tokenizer};
 
 use super::local_err;
-use crate::config::{assets_dir, LocalChatConfig};
+use crate::config::{asset_path, LocalChatConfig};
 use crate::error::{LlmError, Result};
 use crate::managed::ChatBackend;
 
@@ -152,19 +152,19 @@ fn chatml(request: &ChatRequest) -> String {
 impl LocalChat {
     /// Loads `config.gguf` (default `$KGRAG_ASSETS/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf`).
     pub fn load(config: &LocalChatConfig) -> Result<Self> {
-        let path = config.gguf.clone().unwrap_or_else(|| {
-            assets_dir()
-                .join("smollm2")
-                .join("SmolLM2-135M-Instruct.Q4_1.gguf")
-        });
+        let path = config
+            .gguf
+            .clone()
+            .unwrap_or_else(|| asset_path("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"));
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "gguf".to_owned());
         let mut file = std::fs::File::open(&path).map_err(|e| {
             LlmError::Config(format!(
-                "cannot open {}: {e} (run `cargo xtask fetch-assets`, or set KGRAG_ASSETS)",
-                path.display()
+                "cannot open {}: {e} ({})",
+                path.display(),
+                crate::config::missing_assets_hint()
             ))
         })?;
         let content = gguf_file::Content::read(&mut file)

@@ -16,7 +16,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 use super::bert::{Bert, BertShape, BertSizes, Weights};
 
 use super::local_err;
-use crate::config::{assets_dir, LocalEmbedderConfig};
+use crate::config::{asset_path, LocalEmbedderConfig};
 use crate::error::{LlmError, Result};
 use crate::managed::EmbedBackend;
 
@@ -84,8 +84,9 @@ impl std::fmt::Debug for LocalEmbedder {
 fn read(path: &Path, model: &str) -> Result<Vec<u8>> {
     std::fs::read(path).map_err(|e| {
         LlmError::Config(format!(
-            "{model}: cannot read {}: {e} (run `cargo xtask fetch-assets`, or set KGRAG_ASSETS)",
-            path.display()
+            "{model}: cannot read {}: {e} ({})",
+            path.display(),
+            crate::config::missing_assets_hint()
         ))
     })
 }
@@ -96,7 +97,7 @@ impl LocalEmbedder {
         let dir = config
             .model_dir
             .clone()
-            .unwrap_or_else(|| assets_dir().join("all-minilm-l6-v2"));
+            .unwrap_or_else(|| asset_path("all-minilm-l6-v2"));
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())

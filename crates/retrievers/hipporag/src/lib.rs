@@ -18,6 +18,44 @@
 //!
 //! Every option of spec §2 is a field of [`HippoConfig`] with the spec's default. Prompts are our own
 //! wording ([`prompts`]); the filter and reader keep the reference's message structure and output formats.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use kgrag_graph_store::EmbeddingStore;
+//! use kgrag_hipporag::{FilterMode, HippoConfig, HippoIndex, HippoRetriever, NoProgress};
+//! use kgrag_types::testing::HashingEmbedder;
+//! use kgrag_types::{ChunkId, Extraction, RetrievalRequest, Retriever, Triple};
+//!
+//! let embedder = Arc::new(HashingEmbedder::new(64));
+//! let passages: Vec<(ChunkId, String)> = [
+//!     "Marie Curie\nMarie Curie was born in Warsaw.",
+//!     "Warsaw\nThe Vistula flows through Warsaw.",
+//! ]
+//! .iter()
+//! .map(|t| (ChunkId::from_content(t), t.to_string()))
+//! .collect();
+//! // Triples as an OpenIE step (an LLM, or kgrag-openie's rules) would give them.
+//! let mut first = Extraction::empty(passages[0].0.clone());
+//! first.triples = vec![Triple::new("Marie Curie", "born in", "Warsaw")];
+//! let mut second = Extraction::empty(passages[1].0.clone());
+//! second.triples = vec![Triple::new("Vistula", "flows through", "Warsaw")];
+//!
+//! let config = HippoConfig { filter: FilterMode::None, ..HippoConfig::default() };
+//! let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
+//! let chunks = index.chunks_from_extractions(&passages, &[first, second]);
+//! index.insert(&chunks, embedder.as_ref(), &mut NoProgress).await?;
+//! assert_eq!(index.graph().node_count(), 5); // three phrases, two passages
+//!
+//! let retriever = HippoRetriever::new(Arc::new(index), embedder, None, config)?;
+//! let ctx = retriever
+//!     .retrieve(&RetrievalRequest { query: "Which river flows where Curie was born?".into(), top_k: 2 })
+//!     .await?;
+//! assert_eq!(ctx.passages.len(), 2);
+//! # Ok(())
+//! # }
+//! ```
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
