@@ -54,16 +54,12 @@ fn number(s: &str) -> TaskResult<usize> {
         .map_err(|_| fail(format!("scale: {s:?} is not a whole number")))
 }
 
-/// A small deterministic generator (splitmix64).
-struct Rng(u64);
+/// A small deterministic generator (the workspace's splitmix64).
+struct Rng(kgrag_types::hashing::SplitMix64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: usize) -> usize {
@@ -105,7 +101,7 @@ const FACTS: [(&str, &str); 6] = [
 
 /// Writes the corpus (`synthetic_corpus.json`) and questions (`synthetic.json`) in HippoRAG's format.
 fn generate(dir: &Path, o: &Options) -> TaskResult {
-    let mut rng = Rng(o.seed);
+    let mut rng = Rng(kgrag_types::hashing::SplitMix64(o.seed));
     let entities: Vec<String> = (0..(o.passages / 2).max(8))
         .map(|i| {
             let first = name(&mut rng, 2);

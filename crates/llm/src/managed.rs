@@ -193,13 +193,12 @@ impl<B> Managed<B> {
 
     /// A factor in [0.5, 1.0) from a splitmix64 stream, so concurrent retries spread out.
     fn jitter_factor(&self) -> f64 {
-        let mut z = self
-            .jitter
-            .fetch_add(0x9e37_79b9_7f4a_7c15, Ordering::Relaxed)
-            .wrapping_add(0x9e37_79b9_7f4a_7c15);
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^= z >> 31;
+        use kgrag_types::hashing::{splitmix64_mix, SPLITMIX64_GAMMA};
+        let z = splitmix64_mix(
+            self.jitter
+                .fetch_add(SPLITMIX64_GAMMA, Ordering::Relaxed)
+                .wrapping_add(SPLITMIX64_GAMMA),
+        );
         0.5 + 0.5 * ((z >> 11) as f64 / (1u64 << 53) as f64)
     }
 

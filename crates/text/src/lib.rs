@@ -26,14 +26,14 @@
 mod chunk;
 mod encoding;
 pub mod extractive;
-mod hashed;
 mod sentence;
 pub mod table;
 
 pub use chunk::{Chunker, ChunkerConfig};
 pub use encoding::Encoding;
 pub use extractive::{Budget, ExtractiveSummarizer};
-pub use hashed::hashed_vector;
+/// Feature-hashed text vectors (from `kgrag-types`, where the test double's embedder uses them too).
+pub use kgrag_types::hashing::hashed_vector;
 pub use sentence::sentences;
 
 /// The passage block of a reader prompt in HippoRAG's QA format: each passage (already `title\ntext`) as

@@ -28,6 +28,7 @@
 //! ```
 
 mod error;
+pub mod hashing;
 mod id;
 pub mod json;
 mod model;

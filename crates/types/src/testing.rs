@@ -178,8 +178,8 @@ impl ChatModel for ScriptedChatModel {
     }
 }
 
-/// A deterministic embedder for tests: hashes lower-cased words and character trigrams into `dim` signed
-/// buckets and L2-normalises. Texts sharing words get high cosine; identical texts get identical vectors.
+/// A deterministic embedder for tests: the feature-hashed vectors of [`crate::hashing::hashed_vector`]
+/// (lower-cased words and character trigrams in `dim` signed buckets, L2-normalised). Texts sharing words get high cosine; identical texts get identical vectors.
 /// Query instructions are ignored. It can be told to fail after a number of calls.
 pub struct HashingEmbedder {
     dim: usize,
@@ -215,38 +215,10 @@ impl HashingEmbedder {
         *lock(&self.calls)
     }
 
-    /// The vector of one text.
+    /// The vector of one text: [`hashed_vector`](crate::hashing::hashed_vector) with seed 0.
     pub fn vector(&self, text: &str) -> Vec<f32> {
-        let mut v = vec![0f32; self.dim];
-        let lower = text.to_lowercase();
-        let mut add = |feature: &str, weight: f32| {
-            let h = fnv1a(feature.as_bytes());
-            let bucket = (h % self.dim as u64) as usize;
-            let sign = if (h >> 63) == 0 { 1.0 } else { -1.0 };
-            v[bucket] += sign * weight;
-        };
-        for word in lower
-            .split(|c: char| !c.is_alphanumeric())
-            .filter(|w| !w.is_empty())
-        {
-            add(word, 1.0);
-            let chars: Vec<char> = format!("#{word}#").chars().collect();
-            for tri in chars.windows(3) {
-                add(&tri.iter().collect::<String>(), 0.3);
-            }
-        }
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        if norm > 0.0 {
-            v.iter_mut().for_each(|x| *x /= norm);
-        }
-        v
+        crate::hashing::hashed_vector(text, self.dim, 0)
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
 
 #[async_trait]

@@ -291,11 +291,10 @@ fn index_query_insert_delete_export_stats() {
 
 /// splitmix64: the seeded kill times.
 fn next(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    let mut r = kgrag_types::hashing::SplitMix64(*state);
+    let out = r.next_u64();
+    *state = r.0;
+    out
 }
 
 fn extraction_line(stderr: &str) -> Option<(usize, usize)> {
