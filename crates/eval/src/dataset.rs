@@ -31,11 +31,11 @@ pub const DATA_DIR_VAR: &str = "KGRAG_DATA_DIR";
 /// The data folder used when [`DATA_DIR_VAR`] is unset or empty.
 pub const DEFAULT_DATA_DIR: &str = "datasets";
 
-const MUSIQUE_100_MANIFEST: &str = include_str!("../../../datasets/musique-100.toml");
-const FIXTURE_MANIFEST: &str = include_str!("../../../datasets/kgrag-fixture/manifest.toml");
-const FIXTURE_JSON: &str = include_str!("../../../datasets/kgrag-fixture/fixture.json");
+const MUSIQUE_100_MANIFEST: &str = include_str!("../datasets/musique-100.toml");
+const FIXTURE_MANIFEST: &str = include_str!("../datasets/kgrag-fixture/manifest.toml");
+const FIXTURE_JSON: &str = include_str!("../datasets/kgrag-fixture/fixture.json");
 const FIXTURE_JSON_PATH: &str = "datasets/kgrag-fixture/fixture.json (bundled)";
-const ULTRADOMAIN_MIX_MANIFEST: &str = include_str!("../../../datasets/ultradomain-mix.toml");
+const ULTRADOMAIN_MIX_MANIFEST: &str = include_str!("../datasets/ultradomain-mix.toml");
 
 /// The manifests compiled in: (name, path shown in errors, TOML text).
 const MANIFESTS: [(&str, &str, &str); 3] = [

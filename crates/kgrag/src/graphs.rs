@@ -11,7 +11,7 @@ use kgrag_leanrag::{BaseGraph, G0Source, LeanragIndex};
 use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
 use kgrag_types::{Chunk, ChunkId, Document, Entity, Extraction, Extractor, Relation};
 
-use kgrag_openie::{run_extraction, ExtractionStore, RunnerConfig};
+use kgrag_openie::{run_extraction_with, ExtractionStore, RunProgress, RunnerConfig};
 
 use crate::methods::{Corpus, Env};
 use crate::progress::say;
@@ -313,14 +313,23 @@ pub(crate) async fn extract_chunks(
             }
         }
     }
-    let (found, summary) = run_extraction(
+    let mut counter: Option<Box<dyn crate::progress::Counter>> = None;
+    let mut report = |p: RunProgress| match &counter {
+        Some(c) => c.inc(1),
+        None => {
+            counter = Some(crate::progress::counter(
+                env.progress,
+                p.total,
+                "extraction",
+            ))
+        }
+    };
+    let (found, summary) = run_extraction_with(
         extractor,
         chunks,
         &store,
-        &RunnerConfig {
-            progress: env.progress && !crate::progress::quiet(),
-            ..RunnerConfig::default()
-        },
+        &RunnerConfig::default(),
+        &mut report,
     )
     .await?;
     if let Some(backend) = backend {

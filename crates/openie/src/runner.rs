@@ -1,4 +1,4 @@
-//! The extraction runner: extracts a corpus with bounded concurrency and a progress bar, persisting each
+//! The extraction runner: extracts a corpus with bounded concurrency and progress reports, persisting each
 //! chunk's result the moment it completes, so a run killed at any point and started again redoes no finished
 //! chunk and loses none.
 
@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::stream::{self, StreamExt};
-use indicatif::{ProgressBar, ProgressStyle};
 use kgrag_types::{Chunk, ChunkId, Extraction, Extractor, IssueSeverity};
 use redb::{Database, ReadableDatabase, TableDefinition};
 use serde::{Deserialize, Serialize};
@@ -143,17 +142,25 @@ pub struct RunSummary {
 pub struct RunnerConfig {
     /// Chunks extracted at once.
     pub concurrency: usize,
-    /// Show a progress bar on a terminal.
-    pub progress: bool,
 }
 
 impl Default for RunnerConfig {
     fn default() -> Self {
-        Self {
-            concurrency: 8,
-            progress: true,
-        }
+        Self { concurrency: 8 }
     }
+}
+
+/// How far a run is, as [`run_extraction_with`] reports it after each chunk.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunProgress {
+    /// Chunks to extract in this run (those not in the store).
+    pub total: usize,
+    /// Chunks finished so far (extracted or failed).
+    pub done: usize,
+    /// Chunks failed so far.
+    pub failed: usize,
+    /// Model calls so far.
+    pub llm_calls: u64,
 }
 
 /// Extracts `chunks`, reusing stored results; returns the extractions in chunk order (failed chunks left
@@ -163,6 +170,18 @@ pub async fn run_extraction(
     chunks: &[Chunk],
     store: &ExtractionStore,
     config: &RunnerConfig,
+) -> Result<(Vec<Extraction>, RunSummary)> {
+    run_extraction_with(extractor, chunks, store, config, &mut |_| {}).await
+}
+
+/// [`run_extraction`] that tells `progress` how far it is: once before the first chunk (`done` 0) and after
+/// every chunk.
+pub async fn run_extraction_with(
+    extractor: &dyn Extractor,
+    chunks: &[Chunk],
+    store: &ExtractionStore,
+    config: &RunnerConfig,
+    progress: &mut (dyn FnMut(RunProgress) + Send),
 ) -> Result<(Vec<Extraction>, RunSummary)> {
     let fingerprint = extractor.fingerprint();
     let mut results: Vec<Option<Extraction>> = vec![None; chunks.len()];
@@ -180,16 +199,11 @@ pub async fn run_extraction(
             None => todo.push(i),
         }
     }
-    let bar = if config.progress {
-        ProgressBar::new(todo.len() as u64)
-    } else {
-        ProgressBar::hidden()
+    let mut state = RunProgress {
+        total: todo.len(),
+        ..RunProgress::default()
     };
-    if let Ok(style) = ProgressStyle::with_template(
-        "{spinner} extracting {pos}/{len} chunks [{elapsed_precise} < {eta_precise}] {msg}",
-    ) {
-        bar.set_style(style);
-    }
+    progress(state);
     let mut pending = stream::iter(todo.into_iter().map(|i| {
         let chunk = &chunks[i];
         async move { (i, extractor.extract(chunk).await) }
@@ -207,15 +221,11 @@ pub async fn run_extraction(
             }
             Err(e) => summary.failed.push((chunks[i].id.clone(), e.to_string())),
         }
-        bar.inc(1);
-        bar.set_message(format!(
-            "calls {} · tokens {} · failures {}",
-            summary.llm_calls,
-            summary.prompt_tokens + summary.completion_tokens,
-            summary.failed.len()
-        ));
+        state.done += 1;
+        state.failed = summary.failed.len();
+        state.llm_calls = summary.llm_calls;
+        progress(state);
     }
-    bar.finish_and_clear();
     let extractions: Vec<Extraction> = results.into_iter().flatten().collect();
     for e in &extractions {
         summary.entities += e.entities.len();

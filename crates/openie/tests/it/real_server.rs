@@ -52,17 +52,10 @@ async fn hippo_openie_over_two_passages_with_smollm2() {
     .collect();
     let dir = std::env::temp_dir().join(format!("kgrag-openie-smoke-{}", std::process::id()));
     let store = ExtractionStore::open(dir.join("x.redb")).unwrap();
-    let (extractions, summary) = run_extraction(
-        &openie,
-        &chunks,
-        &store,
-        &RunnerConfig {
-            concurrency: 2,
-            progress: false,
-        },
-    )
-    .await
-    .unwrap();
+    let (extractions, summary) =
+        run_extraction(&openie, &chunks, &store, &RunnerConfig { concurrency: 2 })
+            .await
+            .unwrap();
     assert_eq!(extractions.len(), 2, "{summary:?}");
     for e in &extractions {
         assert_eq!(e.diagnostics.llm_calls, 2);

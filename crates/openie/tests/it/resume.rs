@@ -33,10 +33,7 @@ async fn a_failed_run_resumes_without_redoing_finished_chunks() {
     let dir = std::env::temp_dir().join(format!("kgrag-resume-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let chunks = corpus();
-    let config = RunnerConfig {
-        concurrency: 1,
-        progress: false,
-    };
+    let config = RunnerConfig { concurrency: 1 };
 
     // Uninterrupted reference run.
     let reference_store = ExtractionStore::open(dir.join("reference.redb")).unwrap();
