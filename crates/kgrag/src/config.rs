@@ -2,8 +2,9 @@
 //!
 //! ```toml
 //! # Every section is optional; this is the offline default.
-//! cache_dir = "target/kgrag-cache"   # LLM response and embedding cache (redb)
-//! openie = "cache_only"              # chunks missing from the dataset's OpenIE cache: "llm" | "rules" | "cache_only"
+//! # cache_dir = "cache"              # LLM replies, embeddings, extractions (redb); default <index>/cache
+//! openie = "auto"                    # chunks missing from a dataset's OpenIE cache: "auto" (llm with a
+//!                                    # chat model, else rules) | "llm" | "rules" | "cache_only"
 //! reader = "auto"                    # "auto" (llm with a chat model, else extractive) | "llm" | "extractive" | "none"
 //!
 //! [embedder]                         # kgrag-llm EmbedderConfig; default: local all-MiniLM-L6-v2
@@ -65,6 +66,22 @@ use crate::{KgragError, Result};
 // an OpenIE cache, HiRAG then runs on the very triples and one-chunk-per-passage index HippoRAG 2 uses, so
 // the methods are compared on one graph; `base = "extract"` runs HiRAG's own chunking and extraction.
 
+/// The methods an index can hold, in build order (the method registry, `crate::methods::registry`, has one
+/// entry for each; a test checks that they agree).
+pub const METHOD_NAMES: &[&str] = &["dense", "hipporag2", "hirag", "leanrag"];
+
+/// Every query strategy, in report order: each method's strategies in [`METHOD_NAMES`] order.
+pub const STRATEGIES: &[&str] = &[
+    "dense",
+    "hipporag2",
+    "hirag",
+    "hirag-local",
+    "hirag-global",
+    "hirag-bridge",
+    "hirag-nobridge",
+    "leanrag",
+];
+
 /// How chunks that the dataset's OpenIE cache does not cover are extracted (HippoRAG 2 spec §2 `openie`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -99,7 +116,7 @@ pub enum ReaderMode {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetrieverSection {
-    /// A strategy name of [`crate::methods::strategies`], e.g. `hipporag2` or `hirag-local`.
+    /// A strategy name of [`STRATEGIES`], e.g. `hipporag2` or `hirag-local`.
     pub strategy: String,
     /// Passages returned per query.
     pub top_k: usize,
@@ -118,7 +135,7 @@ impl Default for RetrieverSection {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct IndexSection {
-    /// Methods indexed (names of [`crate::methods::METHOD_NAMES`]); `kgrag index --methods` overrides.
+    /// Methods indexed (names of [`METHOD_NAMES`]); `kgrag index --methods` overrides.
     pub methods: Vec<String>,
     /// How documents are cut into the chunks every method shares (`strategy = "token_window"` with
     /// `encoding`, `size`, `overlap`; or `strategy = "passage"`: one chunk per document). The bench always
@@ -129,10 +146,7 @@ pub struct IndexSection {
 impl Default for IndexSection {
     fn default() -> Self {
         Self {
-            methods: crate::methods::METHOD_NAMES
-                .iter()
-                .map(|m| (*m).to_owned())
-                .collect(),
+            methods: METHOD_NAMES.iter().map(|m| (*m).to_owned()).collect(),
             chunking: kgrag_text::ChunkerConfig::hirag(),
         }
     }
@@ -344,7 +358,7 @@ impl Config {
     /// Checks the values serde cannot: the strategy and method names, and the numbers every method needs.
     pub fn validate(&self) -> Result<()> {
         self.storage.validate()?;
-        let strategies = crate::methods::strategies();
+        let strategies = STRATEGIES;
         if !strategies.contains(&self.retriever.strategy.as_str()) {
             return Err(KgragError::Config(format!(
                 "retriever.strategy = {:?} is not a strategy; allowed: {}",
@@ -358,10 +372,10 @@ impl Config {
             ));
         }
         for m in &self.index.methods {
-            if !crate::methods::METHOD_NAMES.contains(&m.as_str()) {
+            if !METHOD_NAMES.contains(&m.as_str()) {
                 return Err(KgragError::Config(format!(
                     "index.methods: {m:?} is not a method; allowed: {}",
-                    crate::methods::METHOD_NAMES.join(", ")
+                    METHOD_NAMES.join(", ")
                 )));
             }
         }

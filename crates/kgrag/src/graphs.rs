@@ -13,7 +13,7 @@ use kgrag_types::{Chunk, ChunkId, Document, Entity, Extraction, Extractor, Relat
 
 use kgrag_openie::{run_extraction_with, ExtractionStore, RunProgress, RunnerConfig};
 
-use crate::methods::{Corpus, Env};
+use crate::env::{Corpus, Env};
 use crate::progress::say;
 use crate::{KgragError, Result};
 

@@ -55,6 +55,7 @@
 
 pub mod config;
 pub mod documents;
+pub mod env;
 pub(crate) mod graphs;
 pub mod index;
 pub mod index_dir;

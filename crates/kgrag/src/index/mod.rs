@@ -232,7 +232,9 @@ impl IndexOptions {
             extractor: self.extractor,
             notes: Mutex::new(Vec::new()),
             counts: Mutex::new(BTreeMap::new()),
-            store: store.clone(),
+            store: store
+                .clone()
+                .map(|s| s as Arc<dyn crate::env::SharedExtractions>),
         };
         Ok(Index {
             shared: Arc::new(Shared {

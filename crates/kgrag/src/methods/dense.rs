@@ -13,7 +13,7 @@ use kgrag_types::{RetrievalRequest, RetrievedContext, Retriever};
 
 use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
 use crate::config::Config;
-use crate::storage::PassageSearch;
+use crate::env::PassageSearch;
 use crate::{KgragError, Result};
 
 pub(crate) struct Dense;

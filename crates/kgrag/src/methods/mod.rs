@@ -8,15 +8,11 @@
 
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kgrag_graph_store::EmbeddingStore;
-use kgrag_text::ExtractiveSummarizer;
-use kgrag_types::{
-    ChatModel, ChunkId, EmbedKind, Embedder, Extraction, RetrievedContext, Retriever,
-};
+use kgrag_types::{ChunkId, EmbedKind, Embedder, RetrievedContext, Retriever};
 
 use crate::config::{Config, ReaderMode};
 use crate::{KgragError, Result};
@@ -26,8 +22,8 @@ mod hipporag2;
 mod hirag;
 mod leanrag;
 
-/// Names of the methods, in build order.
-pub const METHOD_NAMES: &[&str] = &["dense", "hipporag2", "hirag", "leanrag"];
+pub use crate::config::METHOD_NAMES;
+pub use crate::env::{Corpus, Env};
 
 /// Every method, in build order.
 pub fn registry() -> Vec<Box<dyn Method>> {
@@ -76,71 +72,6 @@ pub fn method_of(strategy: &str) -> Option<Box<dyn Method>> {
     registry()
         .into_iter()
         .find(|m| m.strategies().contains(&strategy))
-}
-
-/// The models and settings every method builds and queries with.
-pub struct Env {
-    /// The configuration.
-    pub config: Config,
-    /// The cache folder (responses, embeddings, extractions, HiRAG reports).
-    pub cache_dir: PathBuf,
-    /// The shared embedder.
-    pub embedder: Arc<dyn Embedder>,
-    /// The chat model, if any.
-    pub chat: Option<Arc<dyn ChatModel>>,
-    /// The reader after resolving `auto`: `llm`, `extractive` or `none`.
-    pub reader: ReaderMode,
-    /// The offline kit's summariser for extractive answers.
-    pub answer_text: Arc<ExtractiveSummarizer>,
-    /// Draw progress bars.
-    pub progress: bool,
-    /// An extractor used instead of the configured entity–relation extractor (tests count its calls).
-    pub extractor: Option<Arc<dyn kgrag_types::Extractor>>,
-    /// Notes said once (e.g. "no chat model: rule extraction").
-    pub notes: std::sync::Mutex<Vec<String>>,
-    /// Counts of the current build (`reused`, `extracted`, `failed` extractions).
-    pub counts: std::sync::Mutex<BTreeMap<String, u64>>,
-    /// The index's backend (none in memory): finished extractions are shared through it.
-    pub store: Option<Arc<dyn crate::storage::IndexStore>>,
-}
-
-impl Env {
-    /// Records a note and tells the user, once (repeats are dropped).
-    pub fn note(&self, note: impl Into<String>) {
-        let note = note.into();
-        if let Ok(mut notes) = self.notes.lock() {
-            if !notes.contains(&note) {
-                crate::progress::say(&format!("note: {note}"));
-                notes.push(note);
-            }
-        }
-    }
-
-    /// Adds `n` to the count `name` of the current build.
-    pub fn count(&self, name: &str, n: u64) {
-        if let Ok(mut c) = self.counts.lock() {
-            *c.entry(name.to_owned()).or_default() += n;
-        }
-    }
-
-    /// The notes so far.
-    pub fn notes(&self) -> Vec<String> {
-        self.notes.lock().map(|n| n.clone()).unwrap_or_default()
-    }
-}
-
-/// The shared part of an index: the chunks every method indexes and their passage vectors.
-pub struct Corpus {
-    /// `(chunk id, text)` in corpus order, one per distinct chunk; the texts are shared with `passages`.
-    pub chunks: Vec<(ChunkId, Arc<str>)>,
-    /// The chunks' OpenIE triples (HippoRAG 2's graph, HiRAG's `base = "openie_cache"`), by chunk; empty
-    /// when no method needs them.
-    pub triples: Vec<Extraction>,
-    /// The passage store: every chunk embedded once (keys: chunk ids).
-    pub passages: Arc<EmbeddingStore>,
-    /// The backend's search of the committed passage vectors (PostgreSQL's pgvector), which the dense
-    /// strategy uses instead of scanning `passages`; `None`: in memory.
-    pub search: Option<Arc<dyn crate::storage::PassageSearch>>,
 }
 
 /// What changed since the previous build, for methods that update incrementally.
@@ -365,4 +296,16 @@ pub(crate) fn json_without<T: serde::Serialize>(value: &T, drop: &[&str]) -> ser
         }
     }
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_serves_the_configured_names() {
+        let names: Vec<&str> = registry().iter().map(|m| m.name()).collect();
+        assert_eq!(names, METHOD_NAMES);
+        assert_eq!(strategies(), crate::config::STRATEGIES);
+    }
 }

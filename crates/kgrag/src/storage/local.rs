@@ -8,7 +8,7 @@ use kgrag_graph_store::EmbeddingStore;
 use kgrag_types::Extraction;
 use serde::{Deserialize, Serialize};
 
-use super::{IndexStore, NewGeneration, WriterLock};
+use super::{IndexStore, NewGeneration, SharedExtractions, WriterLock};
 use crate::index_dir::{self, Manifest};
 use crate::methods::{Corpus, Env, Method, MethodIndex};
 use crate::{KgragError, Result};
@@ -52,11 +52,13 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> KgragError + '_ {
     }
 }
 
-impl IndexStore for LocalStore {
+impl SharedExtractions for LocalStore {
     fn location(&self) -> String {
         self.root.display().to_string()
     }
+}
 
+impl IndexStore for LocalStore {
     fn info(&self) -> serde_json::Value {
         serde_json::json!({ "backend": "local", "dir": self.root })
     }

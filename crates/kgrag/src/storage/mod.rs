@@ -19,12 +19,12 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use kgrag_graph_store::EmbeddingStore;
 use kgrag_types::Extraction;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{StorageBackend, StorageConfig};
+pub use crate::env::{Nearest, PassageSearch, SharedExtractions};
 use crate::index_dir::Manifest;
 use crate::methods::{Corpus, Env, Method, MethodIndex};
 use crate::{KgragError, Result};
@@ -58,10 +58,7 @@ pub struct NewGeneration<'a> {
 pub type WriterLock = Box<dyn std::any::Any + Send>;
 
 /// One backend of the index. See the module docs.
-pub trait IndexStore: Send + Sync {
-    /// Where the index is, for messages (never a database URL).
-    fn location(&self) -> String;
-
+pub trait IndexStore: SharedExtractions {
     /// The backend's description for `kgrag stats`.
     fn info(&self) -> serde_json::Value;
 
@@ -92,29 +89,6 @@ pub trait IndexStore: Send + Sync {
     /// Bytes stored per part of `manifest`'s generation (`kgrag stats`).
     fn sizes(&self, manifest: &Manifest) -> Result<BTreeMap<String, u64>>;
 
-    /// Whether the backend shares finished extractions between machines (see
-    /// [`shared_extractions`](Self::shared_extractions)).
-    fn shares_extractions(&self) -> bool {
-        false
-    }
-
-    /// Finished extractions of `chunks` by the extractor `fingerprint` that the backend shares between
-    /// machines (a database; none for files: the cache folder has them). A build on a machine whose
-    /// cache lacks them takes them from here instead of extracting again.
-    fn shared_extractions(
-        &self,
-        _fingerprint: &str,
-        _chunks: &[kgrag_types::ChunkId],
-    ) -> Result<Vec<Extraction>> {
-        Ok(Vec::new())
-    }
-
-    /// Shares finished extractions (see [`shared_extractions`](Self::shared_extractions)): those of
-    /// chunks not shared yet are stored; a chunk already shared keeps its first extraction.
-    fn share_extractions(&self, _fingerprint: &str, _found: &[Extraction]) -> Result<()> {
-        Ok(())
-    }
-
     /// Takes the settings an index was built with (search, clean-up; not where it is) when it is opened
     /// without a configuration.
     fn adopt_settings(&self, _stored: &StorageConfig) {}
@@ -129,25 +103,6 @@ pub trait IndexStore: Send + Sync {
     fn passage_search(&self, _manifest: &Manifest) -> Result<Option<Arc<dyn PassageSearch>>> {
         Ok(None)
     }
-}
-
-/// The passages nearest a query vector, searched where the vectors are stored.
-#[async_trait]
-pub trait PassageSearch: Send + Sync {
-    /// The `k` passages nearest `query` by cosine, best first, as `(row of the passage store, cosine)`.
-    /// `None`: the generation's vectors are no longer in the backend (replaced and removed); the caller
-    /// searches its own copy.
-    async fn nearest(&self, query: &[f32], k: usize) -> Result<Option<Nearest>>;
-}
-
-/// What [`PassageSearch::nearest`] found.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Nearest {
-    /// `(row, cosine)`, best first.
-    pub hits: Vec<(usize, f64)>,
-    /// An exact search's lowest and highest cosine over every passage (the in-memory search's
-    /// normalisation); `None` for an approximate one (HNSW).
-    pub range: Option<(f64, f64)>,
 }
 
 /// What `storage.json` records: the backend and where it is, never the URL itself.

@@ -47,3 +47,19 @@ fn unknown_keys_and_bad_values_name_themselves() {
         }
     }
 }
+
+#[test]
+fn the_readme_configuration_parses() {
+    let readme = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"),
+    )
+    .unwrap();
+    let mut blocks = 0;
+    for block in readme.split("```toml\n").skip(1) {
+        let text = block.split("```").next().unwrap();
+        let c = Config::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert!(kgrag::methods::strategies().contains(&c.retriever.strategy.as_str()));
+        blocks += 1;
+    }
+    assert!(blocks >= 1, "the README shows a kgrag.toml");
+}
