@@ -66,11 +66,28 @@ fn env_number(name: &str) -> Option<usize> {
     std::env::var(name).ok()?.trim().parse().ok()
 }
 
-/// Runs `f` and returns its value, failing (naming `what`) when it took longer than `limit`.
+/// Runs `f` and returns its value, failing (naming `what`) when it took longer than `limit`. A hang fails
+/// too: a watchdog on another thread waits `limit` plus a grace of the same length for `f` to finish,
+/// then prints what hung and ends the process with a failure, instead of stalling the test run.
 pub fn within<T>(what: &str, limit: Duration, f: impl FnOnce() -> T) -> T {
+    let (done, finished) = std::sync::mpsc::channel::<()>();
+    let name = what.to_owned();
+    let watchdog = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            finished.recv_timeout(limit.saturating_mul(2))
+        {
+            eprintln!(
+                "{name} has not finished after {:?} (bound {limit:?}): a hang; ending the test process",
+                limit.saturating_mul(2)
+            );
+            std::process::exit(101);
+        }
+    });
     let start = Instant::now();
     let out = f();
     let took = start.elapsed();
+    drop(done);
+    let _ = watchdog.join();
     assert!(
         took <= limit,
         "{what} took {took:?}, more than the bound of {limit:?}"

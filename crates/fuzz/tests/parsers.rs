@@ -415,3 +415,32 @@ fn regressions() {
     );
     assert_eq!(names.len(), 1_000_000);
 }
+
+/// Run only by [`a_hang_fails_instead_of_stalling`], in a child process: a case that never finishes.
+#[test]
+#[ignore = "run in a child process by a_hang_fails_instead_of_stalling"]
+fn hanging_case() {
+    kgrag_fuzz::within("the hanging case", Duration::from_millis(200), || {
+        std::thread::sleep(Duration::from_secs(120))
+    });
+}
+
+#[test]
+fn a_hang_fails_instead_of_stalling() {
+    let started = std::time::Instant::now();
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["hanging_case", "--exact", "--ignored", "--nocapture"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        started.elapsed() < Duration::from_secs(60),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(101), "{stderr}");
+    assert!(
+        stderr.contains("the hanging case has not finished"),
+        "{stderr}"
+    );
+}

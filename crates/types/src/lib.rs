@@ -48,8 +48,8 @@ pub use model::{
 };
 pub use normalize::{is_python_whitespace, python_strip, Normalisation};
 pub use traits::{
-    embed_one, ChatModel, ChatRequest, ChatResponse, EmbedKind, Embedder, Embeddings, Extractor,
-    FinishReason, GenerationSettings, Message, ResponseFormat, RetrievalRequest, Retriever, Role,
-    Summarizer, SummaryRequest, Usage,
+    embed_one, retrieve_by_vector, ChatModel, ChatRequest, ChatResponse, EmbedKind, Embedder,
+    Embeddings, Extractor, FinishReason, GenerationSettings, Message, ResponseFormat,
+    RetrievalRequest, Retriever, Role, Summarizer, SummaryRequest, Usage,
 };
 pub use usage::{CountingChat, StageUsage};

@@ -266,6 +266,28 @@ pub async fn embed_one(embedder: &dyn Embedder, text: &str, kind: &EmbedKind) ->
     })
 }
 
+/// The body of a retriever that embeds the query, then builds its context from the vector alone (HiRAG's
+/// and LeanRAG's): `embed` gives the query vector, `context` the context for it; their errors become
+/// [`Error::Backend`] naming `method`, and the context's stats get `embed_ms`, the embedding's milliseconds.
+pub async fn retrieve_by_vector<E1, E2>(
+    method: &str,
+    embed: impl std::future::Future<Output = std::result::Result<Vec<f32>, E1>>,
+    context: impl FnOnce(&[f32]) -> std::result::Result<RetrievedContext, E2>,
+) -> Result<RetrievedContext>
+where
+    E1: Into<crate::BoxError>,
+    E2: Into<crate::BoxError>,
+{
+    let started = std::time::Instant::now();
+    let v = embed
+        .await
+        .map_err(|e| Error::backend(format!("{method} query embedding"), e))?;
+    let embed_ms = started.elapsed().as_secs_f64() * 1e3;
+    let mut ctx = context(&v).map_err(|e| Error::backend(format!("{method} retrieval"), e))?;
+    ctx.stats.insert("embed_ms".into(), embed_ms);
+    Ok(ctx)
+}
+
 /// Turns chunks into entities, relations and triples.
 #[async_trait]
 pub trait Extractor: Send + Sync {

@@ -2,7 +2,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use kgrag_hierarchy::{Hierarchy, NodeId};
@@ -323,16 +322,9 @@ impl Retriever for LeanragRetriever {
     }
 
     async fn retrieve(&self, request: &RetrievalRequest) -> kgrag_types::Result<RetrievedContext> {
-        let started = Instant::now();
-        let v = self
-            .embed_query(&request.query)
-            .await
-            .map_err(|e| kgrag_types::Error::backend("leanrag query embedding", e))?;
-        let embed_ms = started.elapsed().as_secs_f64() * 1e3;
-        let mut ctx = self
-            .context_for(&v, request.top_k)
-            .map_err(|e| kgrag_types::Error::backend("leanrag retrieval", e))?;
-        ctx.stats.insert("embed_ms".into(), embed_ms);
-        Ok(ctx)
+        kgrag_types::retrieve_by_vector("leanrag", self.embed_query(&request.query), |v| {
+            self.context_for(v, request.top_k)
+        })
+        .await
     }
 }
