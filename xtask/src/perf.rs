@@ -42,58 +42,39 @@ const CASES: [&str; 13] = [
     "index_musique_full",
 ];
 
-struct Options {
+/// The options of `cargo xtask perf`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Comma-separated cases (default: all but index_musique_full).
+    #[arg(long, value_delimiter = ',', value_parser = clap::builder::PossibleValuesParser::new(CASES))]
+    cases: Vec<String>,
+    /// Rounds per case (the best is kept).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    rounds: u64,
+    /// Passes over the reference and ours, alternately.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    passes: u64,
+}
+
+/// [`Options`] with the defaults filled in.
+struct Resolved {
     cases: Vec<String>,
     rounds: usize,
     passes: usize,
 }
 
-fn parse(args: &[std::ffi::OsString]) -> TaskResult<Options> {
-    let mut o = Options {
-        cases: CASES[..CASES.len() - 1]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect(),
-        rounds: 5,
-        passes: 2,
-    };
-    let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
-    while let Some(a) = it.next() {
-        let mut value = |name: &str| {
-            it.next()
-                .ok_or_else(|| fail(format!("{name} needs a value")))
-        };
-        match a.as_str() {
-            "--cases" => {
-                let v = value("--cases")?;
-                o.cases = v.split(',').map(str::to_owned).collect();
-                if let Some(bad) = o.cases.iter().find(|c| !CASES.contains(&c.as_str())) {
-                    return Err(fail(format!(
-                        "unknown case {bad:?}; cases: {}",
-                        CASES.join(", ")
-                    )));
-                }
-            }
-            "--rounds" => {
-                o.rounds = value("--rounds")?
-                    .parse()
-                    .map_err(|_| fail("--rounds needs a number"))?;
-            }
-            "--passes" => {
-                o.passes = value("--passes")?
-                    .parse()
-                    .map_err(|_| fail("--passes needs a number"))?;
-            }
-            other => {
-                return Err(fail(format!(
-                    "unknown perf option {other:?} (--cases a,b --rounds N --passes N)"
-                )))
-            }
+impl Options {
+    /// The cases to run: those named, else every case but the full index.
+    fn cases(&self) -> Vec<String> {
+        if self.cases.is_empty() {
+            CASES[..CASES.len() - 1]
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect()
+        } else {
+            self.cases.clone()
         }
     }
-    o.rounds = o.rounds.max(1);
-    o.passes = o.passes.max(1);
-    Ok(o)
 }
 
 fn venv(root: &Path) -> TaskResult<PathBuf> {
@@ -534,8 +515,12 @@ fn print_table(rows: &[(String, Row)]) {
 }
 
 /// `cargo xtask perf [--cases a,b] [--rounds N] [--passes N]`.
-pub fn run(args: &[std::ffi::OsString], root: &Path, assets: &Path, data: &Path) -> TaskResult {
-    let o = parse(args)?;
+pub fn run(options: &Options, root: &Path, assets: &Path, data: &Path) -> TaskResult {
+    let o = Resolved {
+        cases: options.cases(),
+        rounds: options.rounds as usize,
+        passes: options.passes as usize,
+    };
     crate::run_step(
         "cargo build --release -p kgrag-benches --bin kgrag-perf --features linfa",
         crate::cargo_command()
@@ -661,22 +646,28 @@ pub fn run(args: &[std::ffi::OsString], root: &Path, assets: &Path, data: &Path)
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        o: Options,
+    }
+
+    fn parse(args: &[&str]) -> Result<Options, clap::Error> {
+        use clap::Parser;
+        Cli::try_parse_from(std::iter::once("perf").chain(args.iter().copied())).map(|c| c.o)
+    }
+
     #[test]
     fn options_parse_and_reject_unknown_cases() {
         let o = parse(&[]).unwrap();
-        assert_eq!(o.cases.len(), CASES.len() - 1);
-        assert!(!o.cases.iter().any(|c| c == "index_musique_full"));
-        let o = parse(&[
-            "--cases".into(),
-            "ppr_1m,leiden_1m".into(),
-            "--rounds".into(),
-            "2".into(),
-        ])
-        .unwrap();
-        assert_eq!(o.cases, ["ppr_1m", "leiden_1m"]);
+        assert_eq!(o.cases().len(), CASES.len() - 1);
+        assert!(!o.cases().iter().any(|c| c == "index_musique_full"));
+        let o = parse(&["--cases", "ppr_1m,leiden_1m", "--rounds", "2"]).unwrap();
+        assert_eq!(o.cases(), ["ppr_1m", "leiden_1m"]);
         assert_eq!(o.rounds, 2);
-        assert!(parse(&["--cases".into(), "nope".into()]).is_err());
-        assert!(parse(&["--bogus".into()]).is_err());
+        assert!(parse(&["--cases", "nope"]).is_err());
+        assert!(parse(&["--bogus"]).is_err());
+        assert!(parse(&["--rounds", "0"]).is_err());
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! with a skew, so that entities recur across passages as in an encyclopaedia. Each question asks for one
 //! fact of one passage, which is its gold passage.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -17,41 +16,27 @@ use std::time::Instant;
 use crate::{cargo_command, fail, run_step, workspace_root, TaskResult};
 
 /// Options of `cargo xtask scale`.
-struct Options {
+/// The options of `cargo xtask scale`.
+#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    /// Passages in the synthetic corpus (underscores allowed: 100_000).
+    #[arg(long, default_value = "100000", value_parser = number)]
     passages: usize,
+    /// Questions asked of every method.
+    #[arg(long, default_value = "200", value_parser = number)]
     questions: usize,
+    /// Comma-separated methods to index and query.
+    #[arg(long, default_value = "dense,hipporag2,hirag,leanrag")]
     methods: String,
+    /// The generator's seed.
+    #[arg(long, default_value_t = 1)]
     seed: u64,
 }
 
-fn options(args: &[OsString]) -> TaskResult<Options> {
-    let mut o = Options {
-        passages: 100_000,
-        questions: 200,
-        methods: "dense,hipporag2,hirag,leanrag".into(),
-        seed: 1,
-    };
-    let mut it = args.iter().map(|a| a.to_string_lossy().into_owned());
-    while let Some(arg) = it.next() {
-        let mut value = || {
-            it.next()
-                .ok_or_else(|| fail(format!("scale: {arg} needs a value")))
-        };
-        match arg.as_str() {
-            "--passages" => o.passages = number(&value()?)?,
-            "--questions" => o.questions = number(&value()?)?,
-            "--methods" => o.methods = value()?,
-            "--seed" => o.seed = number(&value()?)? as u64,
-            other => return Err(fail(format!("scale: unknown argument {other:?}"))),
-        }
-    }
-    Ok(o)
-}
-
-fn number(s: &str) -> TaskResult<usize> {
+fn number(s: &str) -> Result<usize, String> {
     s.replace('_', "")
         .parse()
-        .map_err(|_| fail(format!("scale: {s:?} is not a whole number")))
+        .map_err(|_| format!("{s:?} is not a whole number"))
 }
 
 /// A small deterministic generator (the workspace's splitmix64).
@@ -177,8 +162,7 @@ fn size(path: &Path) -> u64 {
 }
 
 /// `cargo xtask scale [--passages N] [--questions Q] [--methods a,b] [--seed S]`.
-pub fn run(args: &[OsString]) -> TaskResult {
-    let o = options(args)?;
+pub fn run(o: &Options) -> TaskResult {
     let dir: PathBuf = workspace_root()
         .join("target")
         .join("scale")
@@ -186,7 +170,7 @@ pub fn run(args: &[OsString]) -> TaskResult {
     let data = dir.join("synthetic");
     std::fs::create_dir_all(&data).map_err(|e| fail(format!("{}: {e}", data.display())))?;
     let t = Instant::now();
-    generate(&data, &o)?;
+    generate(&data, o)?;
     println!(
         "xtask scale: {} passages, {} questions generated in {:.1}s",
         o.passages,
