@@ -54,16 +54,7 @@ pub use error::{BenchError, Result};
 
 /// Methods (query strategies) `kgrag bench` can run today, in report order: every strategy of
 /// [`kgrag::methods::registry`].
-pub const METHODS: &[&str] = &[
-    "dense",
-    "hipporag2",
-    "hirag",
-    "hirag-local",
-    "hirag-global",
-    "hirag-bridge",
-    "hirag-nobridge",
-    "leanrag",
-];
+pub const METHODS: &[&str] = kgrag::config::STRATEGIES;
 
 /// Method names of the report contract that later issues add (none left).
 pub const PLANNED_METHODS: &[&str] = &[];

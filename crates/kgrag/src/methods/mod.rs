@@ -3,8 +3,10 @@
 //! A method is one file of this folder implementing [`Method`] (its name, the query strategies it serves,
 //! the settings its index depends on, how it builds, updates and loads) and [`MethodIndex`] (how its index
 //! is saved, queried and read). [`registry`] lists them in build order — a later method may reuse an
-//! earlier one's index (LeanRAG's G0 is HiRAG's base layer) — and the bench, the pipeline and the CLI all
-//! iterate it. Adding a method is one new file plus one line in [`registry`].
+//! earlier one's index (LeanRAG's G0 is HiRAG's base layer) — and the index's writer and generations
+//! iterate it. Adding a method is one new file, its `mod` line and one line in [`registry`], its names in
+//! [`crate::config::METHOD_NAMES`] and [`crate::config::STRATEGIES`] (a test checks that they agree with the
+//! registry), and its settings section in the configuration (see `docs/architecture.md`).
 
 use std::any::Any;
 use std::collections::BTreeMap;
