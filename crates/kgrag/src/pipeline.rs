@@ -104,21 +104,26 @@ impl Pipeline {
         })
     }
 
-    /// Uses `extractor` instead of the configured entity–relation extractor; only before the pipeline
-    /// is first used.
+    /// Uses `extractor` instead of the configured entity–relation extractor (tests count its calls). The
+    /// generation the pipeline holds is let go and loaded again.
     pub fn set_extractor(&mut self, extractor: Arc<dyn Extractor>) -> Result<()> {
-        self.searcher = None;
+        let reopen = self.searcher.take().is_some();
+        if let Ok(mut latest) = self.index.shared.latest.write() {
+            *latest = None;
+        }
         let env = Arc::get_mut(&mut self.index.shared).and_then(|s| Arc::get_mut(&mut s.env));
         match env {
-            Some(env) => {
-                env.extractor = Some(extractor);
-                Ok(())
+            Some(env) => env.extractor = Some(extractor),
+            None => {
+                return Err(KgragError::Config(
+                    "the index is shared: set the extractor with Index::options().extractor".into(),
+                ))
             }
-            None => Err(KgragError::Config(
-                "set the extractor before the index is used (or use Index::options().extractor)"
-                    .into(),
-            )),
         }
+        if reopen {
+            self.reopen()?;
+        }
+        Ok(())
     }
 
     /// The index.
