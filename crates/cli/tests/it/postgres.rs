@@ -56,7 +56,8 @@ fn a_server_killed_inside_a_commit_leaves_the_previous_generation_and_no_url_is_
         bin: PathBuf::from(std::env::var_os("KGRAG_TEST_PG_BIN").unwrap()),
         runner: pg::Runner::from_name(&std::env::var("KGRAG_TEST_PG_RUNNER").unwrap()).unwrap(),
     };
-    let work = tmp("kill");
+    // Not "kill": the CLI's kill test of this binary works in that folder.
+    let work = tmp("pg-kill");
     let mut server = pg::Server::start(launcher, &work.join("data")).unwrap();
     let secret = "kill-secret-8c1f";
     let url = server.url(secret);
