@@ -350,30 +350,11 @@ pub fn fetch_all(dir: &Path, python: &str) -> TaskResult {
     install_for_user(dir)
 }
 
-/// The per-user data folder the `kgrag` binary also searches for its models (kgrag-llm's
-/// `user_assets_dir`: `$XDG_DATA_HOME/kgrag/assets`, else `~/.local/share/kgrag/assets`; macOS
-/// `~/Library/Application Support/kgrag/assets`; Windows `%APPDATA%\kgrag\assets`).
-fn user_assets_dir() -> Option<PathBuf> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let base = if cfg!(windows) {
-        var("APPDATA")?
-    } else if cfg!(target_os = "macos") {
-        var("HOME")?.join("Library").join("Application Support")
-    } else {
-        var("XDG_DATA_HOME").or_else(|| Some(var("HOME")?.join(".local").join("share")))?
-    };
-    Some(base.join("kgrag").join("assets"))
-}
-
 /// Puts the model files of `dir` into the per-user data folder too (hard links where the file system
 /// allows, else copies written atomically), so that a `kgrag` run from anywhere finds them. Files already
 /// there with the same size are kept.
 fn install_for_user(dir: &Path) -> TaskResult {
-    let Some(user) = user_assets_dir() else {
+    let Some(user) = kgrag_types::paths::user_assets_dir() else {
         println!(
             "xtask: no home folder: the models stay in {} only",
             dir.display()

@@ -15,7 +15,7 @@ use kgrag_types::{
 use crate::config::Config;
 use crate::documents::SourceDoc;
 pub use crate::index::{ChangeSummary, PassageHit, QueryAnswer};
-use crate::index::{Index, ReloadPolicy, Searcher};
+use crate::index::{Index, IndexOptions, ReloadPolicy, Searcher};
 use crate::index_dir::{DocRecord, Manifest, UsageEntry};
 use crate::methods::{Corpus, MethodIndex};
 use crate::{KgragError, Result};
@@ -29,15 +29,7 @@ pub struct Pipeline {
 impl Pipeline {
     /// A pipeline to build the index in `root` (in memory with `None`) with the models of `config`.
     pub fn new(config: Config, root: Option<&Path>, progress: bool) -> Result<Self> {
-        let options = Index::options().config(config).progress(progress);
-        let index = match root {
-            Some(r) => options.open_or_create(r)?,
-            None => options.in_memory()?,
-        };
-        Ok(Self {
-            index,
-            searcher: None,
-        })
+        Self::building(Index::options().config(config).progress(progress), root)
     }
 
     /// [`Pipeline::new`] with given models (tests use scripted ones); `cache_dir` holds the extraction
@@ -55,6 +47,10 @@ impl Pipeline {
             .models(embedder, chat)
             .cache_dir(cache_dir)
             .progress(progress);
+        Self::building(options, root)
+    }
+
+    fn building(options: IndexOptions, root: Option<&Path>) -> Result<Self> {
         let index = match root {
             Some(r) => options.open_or_create(r)?,
             None => options.in_memory()?,

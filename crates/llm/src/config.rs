@@ -125,23 +125,9 @@ pub fn asset_roots() -> Vec<PathBuf> {
     roots
 }
 
-/// The per-user data folder of kgrag's model assets: `$XDG_DATA_HOME/kgrag/assets`, else
-/// `~/.local/share/kgrag/assets` (on macOS `~/Library/Application Support/kgrag/assets`, on Windows
-/// `%APPDATA%\kgrag\assets`); `None` without a home folder.
+/// The per-user data folder of kgrag's model assets (see [`kgrag_types::paths::user_assets_dir`]).
 pub fn user_assets_dir() -> Option<PathBuf> {
-    let var = |name: &str| {
-        std::env::var_os(name)
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-    };
-    let base = if cfg!(windows) {
-        var("APPDATA")?
-    } else if cfg!(target_os = "macos") {
-        var("HOME")?.join("Library").join("Application Support")
-    } else {
-        var("XDG_DATA_HOME").or_else(|| Some(var("HOME")?.join(".local").join("share")))?
-    };
-    Some(base.join("kgrag").join("assets"))
+    kgrag_types::paths::user_assets_dir()
 }
 
 /// The asset folder holding `relative` (a model's folder or file): the first of [`asset_roots`] that has

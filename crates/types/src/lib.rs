@@ -33,6 +33,7 @@ mod id;
 pub mod json;
 mod model;
 mod normalize;
+pub mod paths;
 mod traits;
 mod usage;
 

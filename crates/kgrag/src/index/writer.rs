@@ -53,6 +53,20 @@ struct Work {
 }
 
 impl Work {
+    /// Nothing loaded yet, based on `manifest`'s generation `opened`.
+    fn empty(manifest: Option<Manifest>, opened: u64) -> Self {
+        Self {
+            manifest,
+            opened,
+            documents: Vec::new(),
+            corpus: empty_corpus(),
+            triples_loaded: true,
+            methods: BTreeMap::new(),
+            stages: Vec::new(),
+            llm: BTreeMap::new(),
+        }
+    }
+
     fn copy(&self) -> Self {
         Self {
             manifest: self.manifest.clone(),
@@ -114,16 +128,7 @@ impl IndexWriter {
             _writing: writing,
             base,
             loaded: false,
-            work: Work {
-                manifest,
-                opened,
-                documents: Vec::new(),
-                corpus: empty_corpus(),
-                triples_loaded: true,
-                methods: BTreeMap::new(),
-                stages: Vec::new(),
-                llm: BTreeMap::new(),
-            },
+            work: Work::empty(manifest, opened),
             dirty: false,
         };
         if writer.work.opened == 0 {
@@ -283,16 +288,7 @@ impl IndexWriter {
     /// Drops every change since the last commit (or since the writer was opened).
     pub fn rollback(&mut self) {
         self.loaded = self.work.opened == 0 && self.base.is_none();
-        self.work = Work {
-            manifest: self.work.manifest.clone(),
-            opened: self.work.opened,
-            documents: Vec::new(),
-            corpus: empty_corpus(),
-            triples_loaded: true,
-            methods: BTreeMap::new(),
-            stages: Vec::new(),
-            llm: BTreeMap::new(),
-        };
+        self.work = Work::empty(self.work.manifest.clone(), self.work.opened);
         self.dirty = false;
     }
 
