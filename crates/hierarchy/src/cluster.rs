@@ -22,7 +22,17 @@ pub enum Assignment {
     Hard,
 }
 
-/// Settings of a clustering round.
+/// Settings of a clustering round; in TOML a table with the keys `reduction`, `max_clusters`,
+/// `bic_rel_tol` and a `gmm` table (`n_init`, `max_iter`, `tol`, `reg_covar`, `seed`), each optional:
+///
+/// ```toml
+/// reduction = "pca:2"
+/// max_clusters = 50
+/// bic_rel_tol = 1e-3
+/// [gmm]
+/// n_init = 5
+/// seed = 0
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
@@ -41,7 +51,7 @@ impl ClusterConfig {
     pub fn validate(&self) -> Result<()> {
         if self.max_clusters < 2 {
             return Err(HierarchyError::Config(format!(
-                "gmm_max_clusters {} must be at least 2",
+                "max_clusters {} must be at least 2",
                 self.max_clusters
             )));
         }

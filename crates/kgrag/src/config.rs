@@ -21,11 +21,18 @@
 //! [dense]
 //! qa_top_k = 5
 //!
-//! [hirag]                            # kgrag-hirag HiragConfig: every key of the HiRAG spec §2
+//! [cluster]                          # the clustering of HiRAG's and LeanRAG's layers, one section for both
+//! reduction = "pca:2"                # "pca:N" | "none"
+//! max_clusters = 50                  # the BIC scan tries k = 1 .. min(N, max_clusters) - 1
+//! bic_rel_tol = 1e-3                 # early stop of the scan
+//! # [cluster.gmm]                    # the mixtures: n_init = 5, max_iter = 100, tol = 1e-3,
+//! # seed = 0                         # reg_covar = 1e-6, seed = 0 (PCA signs and k-means++ draws)
+//!
+//! [hirag]                            # kgrag-hirag HiragConfig: every other key of the HiRAG spec §2
 //! base = "openie_cache"              # the facade's default: HippoRAG 2's triples; "extract" chunks and extracts
 //! extraction = "llm"                 # with base = "extract": "llm" (needs [chat]; offline: rules) | "rules"
 //!
-//! [leanrag]                          # kgrag-leanrag LeanragConfig: every key of the LeanRAG spec §2
+//! [leanrag]                          # kgrag-leanrag LeanragConfig: every other key of the LeanRAG spec §2
 //! g0 = "hirag"                       # HiRAG's base layer, shared with the HiRAG modes | "native"
 //!
 //! # [judge]                          # the bench's LLM judge (a ChatConfig like [chat]); default: [chat]
@@ -51,6 +58,7 @@ use std::path::{Path, PathBuf};
 
 use kgrag_dense::DenseConfig;
 use kgrag_hipporag::HippoConfig;
+use kgrag_hirag::config::ClusterConfig;
 use kgrag_hirag::{BaseSource, HiragConfig};
 use kgrag_leanrag::LeanragConfig;
 use kgrag_llm::{ChatConfig, EmbedderConfig, LocalEmbedderConfig};
@@ -183,6 +191,18 @@ impl Default for EvalSection {
     }
 }
 
+/// The clustering keys `[hirag]` and `[leanrag]` had before `[cluster]`, and where each is now.
+pub(crate) const MOVED_CLUSTER_KEYS: [(&str, &str); 8] = [
+    ("reduction", "reduction"),
+    ("gmm_max_clusters", "max_clusters"),
+    ("bic_rel_tol", "bic_rel_tol"),
+    ("gmm_n_init", "gmm.n_init"),
+    ("gmm_max_iter", "gmm.max_iter"),
+    ("gmm_tol", "gmm.tol"),
+    ("gmm_reg_covar", "gmm.reg_covar"),
+    ("gmm_seed", "gmm.seed"),
+];
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -206,6 +226,10 @@ pub struct Config {
     pub hipporag: HippoConfig,
     /// Dense retrieval.
     pub dense: DenseConfig,
+    /// `[cluster]`: how HiRAG's and LeanRAG's layers are clustered (the reduction, the mixtures, the BIC
+    /// scan), one section for both. [`Config::share_cluster`] copies it into `hirag.cluster` and
+    /// `leanrag.cluster`, which a configuration file leaves out (or sets to the same values).
+    pub cluster: ClusterConfig,
     /// HiRAG (all five modes share it).
     pub hirag: HiragConfig,
     /// LeanRAG.
@@ -320,6 +344,7 @@ impl Default for Config {
             eval: EvalSection::default(),
             hipporag: HippoConfig::default(),
             dense: DenseConfig::default(),
+            cluster: ClusterConfig::default(),
             hirag: HiragConfig {
                 base: BaseSource::OpenieCache,
                 ..HiragConfig::default()
@@ -350,14 +375,63 @@ impl Config {
     /// Parses TOML text and checks the values: an unknown key or a bad value is an error naming the key,
     /// the value and what is allowed.
     pub fn parse(text: &str) -> Result<Self> {
-        let config: Self = toml::from_str(text).map_err(|e| KgragError::Config(e.to_string()))?;
+        let raw: toml::Table =
+            toml::from_str(text).map_err(|e| KgragError::Config(e.to_string()))?;
+        for section in ["hirag", "leanrag"] {
+            let Some(toml::Value::Table(table)) = raw.get(section) else {
+                continue;
+            };
+            if let Some((old, new)) = MOVED_CLUSTER_KEYS
+                .iter()
+                .find(|(old, _)| table.contains_key(*old))
+            {
+                return Err(KgragError::Config(format!(
+                    "{section}.{old} has moved: HiRAG and LeanRAG share one [cluster] section; write \
+                     `{new} = …` under [cluster]"
+                )));
+            }
+        }
+        let mut config: Self =
+            toml::from_str(text).map_err(|e| KgragError::Config(e.to_string()))?;
+        for (section, own) in [
+            ("hirag", &config.hirag.cluster),
+            ("leanrag", &config.leanrag.cluster),
+        ] {
+            let Some(toml::Value::Table(table)) = raw.get(section) else {
+                continue;
+            };
+            if table.contains_key("cluster") && *own != config.cluster {
+                return Err(KgragError::Config(format!(
+                    "[{section}.cluster] differs from [cluster]: HiRAG and LeanRAG share one clustering; \
+                     set it in [cluster] only"
+                )));
+            }
+        }
+        config.share_cluster();
         config.validate()?;
         Ok(config)
+    }
+
+    /// Copies [`Config::cluster`] into HiRAG's and LeanRAG's settings (call it after changing the section
+    /// in code; [`Config::validate`] refuses copies that differ).
+    pub fn share_cluster(&mut self) {
+        self.hirag.cluster = self.cluster;
+        self.leanrag.cluster = self.cluster;
     }
 
     /// Checks the values serde cannot: the strategy and method names, and the numbers every method needs.
     pub fn validate(&self) -> Result<()> {
         self.storage.validate()?;
+        if self.hirag.cluster != self.cluster || self.leanrag.cluster != self.cluster {
+            return Err(KgragError::Config(
+                "hirag.cluster or leanrag.cluster differs from cluster: HiRAG and LeanRAG share one \
+                 clustering; set Config::cluster and call Config::share_cluster"
+                    .into(),
+            ));
+        }
+        self.cluster
+            .validate()
+            .map_err(|e| KgragError::Config(format!("cluster: {e}")))?;
         let strategies = STRATEGIES;
         if !strategies.contains(&self.retriever.strategy.as_str()) {
             return Err(KgragError::Config(format!(
@@ -445,5 +519,52 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("dampng"), "{err}");
+    }
+
+    #[test]
+    fn one_cluster_section_for_hirag_and_leanrag() {
+        let c = Config::parse("[cluster]\nmax_clusters = 12\ngmm.seed = 7\n").unwrap();
+        assert_eq!(c.cluster.max_clusters, 12);
+        assert_eq!(c.cluster.gmm.seed, 7);
+        assert_eq!(c.hirag.cluster, c.cluster);
+        assert_eq!(c.leanrag.cluster, c.cluster);
+        assert_ne!(c.hash(), Config::default().hash());
+
+        // The flat keys of before are refused with their new place.
+        let err = Config::parse("[leanrag]\ngmm_n_init = 3\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("leanrag.gmm_n_init has moved")
+                && err.contains("`gmm.n_init = …` under [cluster]"),
+            "{err}"
+        );
+        // A method's own table may only repeat the shared one (a written-out configuration parses again).
+        let err = Config::parse("[hirag.cluster]\nmax_clusters = 9\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("[hirag.cluster] differs from [cluster]"),
+            "{err}"
+        );
+        let written = toml::to_string(&c).unwrap();
+        assert_eq!(Config::parse(&written).unwrap(), c);
+        // Bad values name the section.
+        let err = Config::parse("[cluster]\nmax_clusters = 1\n")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("cluster: ") && err.contains("max_clusters 1"),
+            "{err}"
+        );
+        // In code: changing the section without sharing it is refused, sharing fixes it.
+        let mut c = Config::default();
+        c.cluster.bic_rel_tol = 0.01;
+        assert!(c.validate().is_err());
+        c.share_cluster();
+        c.validate().unwrap();
     }
 }

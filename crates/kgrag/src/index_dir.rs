@@ -18,6 +18,7 @@ use kgrag_types::{ChunkId, DocId};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::MOVED_CLUSTER_KEYS;
 use crate::{KgragError, Result};
 
 /// The manifest's format version.
@@ -124,6 +125,58 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// Brings a manifest an older kgrag wrote to today's layout: HiRAG's and LeanRAG's clustering keys, once
+    /// flat in their sections (`gmm_n_init`, …), are their `cluster` table now, and the configuration has
+    /// the shared `[cluster]` section. Values are moved, not changed, so the settings compare equal.
+    pub(crate) fn upgrade(&mut self) {
+        nest_cluster_keys(self.settings.get_mut("hirag"));
+        if let Some(lean) = self.settings.get_mut("leanrag") {
+            nest_cluster_keys(lean.get_mut("leanrag"));
+            nest_cluster_keys(lean.get_mut("hirag"));
+        }
+        let hirag = nest_cluster_keys(self.config.get_mut("hirag"));
+        let leanrag = nest_cluster_keys(self.config.get_mut("leanrag"));
+        if let (Some(cluster), Some(config)) = (hirag.or(leanrag), self.config.as_object_mut()) {
+            config.entry("cluster").or_insert(cluster);
+        }
+    }
+}
+
+/// Moves the flat clustering keys of a `[hirag]` or `[leanrag]` section (JSON) into its `cluster` table,
+/// filling the keys it lacks with their defaults; returns that table (`None`: nothing to move).
+fn nest_cluster_keys(section: Option<&mut serde_json::Value>) -> Option<serde_json::Value> {
+    let map = section?.as_object_mut()?;
+    if !MOVED_CLUSTER_KEYS
+        .iter()
+        .any(|(old, _)| map.contains_key(*old))
+    {
+        return None;
+    }
+    let mut cluster = match serde_json::to_value(kgrag_hirag::config::ClusterConfig::default()) {
+        Ok(serde_json::Value::Object(c)) => c,
+        _ => return None,
+    };
+    for (old, new) in MOVED_CLUSTER_KEYS {
+        let Some(value) = map.remove(old) else {
+            continue;
+        };
+        match new.split_once('.') {
+            Some((outer, inner)) => {
+                if let Some(table) = cluster.get_mut(outer).and_then(|t| t.as_object_mut()) {
+                    table.insert(inner.to_owned(), value);
+                }
+            }
+            None => {
+                cluster.insert(new.to_owned(), value);
+            }
+        }
+    }
+    let cluster = serde_json::Value::Object(cluster);
+    map.insert("cluster".to_owned(), cluster.clone());
+    Some(cluster)
+}
+
 /// `gen-000042`.
 pub fn generation_dir(generation: u64) -> String {
     format!("gen-{generation:06}")
@@ -137,7 +190,7 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(KgragError::Io { path, source }),
     };
-    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+    let mut manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
         KgragError::Index(format!(
             "{} is damaged ({e}); the index cannot be opened — rebuild it with `kgrag index --force`",
             path.display()
@@ -165,6 +218,7 @@ pub fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
             manifest.format
         )));
     }
+    manifest.upgrade();
     Ok(Some(manifest))
 }
 
@@ -435,6 +489,74 @@ pub fn settings_hash(settings: &BTreeMap<String, serde_json::Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `value` with its `cluster` table written back as the flat keys of before `[cluster]`.
+    fn flatten_cluster(value: &mut serde_json::Value) {
+        let Some(map) = value.as_object_mut() else {
+            return;
+        };
+        let cluster = map.remove("cluster").unwrap();
+        for (old, new) in MOVED_CLUSTER_KEYS {
+            let v = match new.split_once('.') {
+                Some((outer, inner)) => cluster[outer][inner].clone(),
+                None => cluster[new].clone(),
+            };
+            map.insert(old.to_owned(), v);
+        }
+    }
+
+    #[test]
+    fn manifests_of_before_the_shared_cluster_section_are_upgraded() {
+        let mut config = crate::config::Config::default();
+        config.cluster.gmm.seed = 7;
+        config.cluster.max_clusters = 12;
+        config.share_cluster();
+        let settings = crate::methods::settings(&config, &["dense", "hirag", "leanrag"]);
+        let mut old_settings = settings.clone();
+        flatten_cluster(old_settings.get_mut("hirag").unwrap());
+        let lean = old_settings.get_mut("leanrag").unwrap();
+        flatten_cluster(lean.get_mut("leanrag").unwrap());
+        flatten_cluster(lean.get_mut("hirag").unwrap());
+        let mut old_config = serde_json::to_value(&config).unwrap();
+        old_config.as_object_mut().unwrap().remove("cluster");
+        flatten_cluster(old_config.get_mut("hirag").unwrap());
+        flatten_cluster(old_config.get_mut("leanrag").unwrap());
+        assert!(old_settings["hirag"].get("gmm_seed").is_some());
+        assert!(!diff_settings(&old_settings, &settings).is_empty());
+
+        let mut manifest = Manifest {
+            format: FORMAT,
+            kgrag_version: "0.1.0".into(),
+            generation: 1,
+            config_hash: String::new(),
+            settings: old_settings,
+            config: old_config,
+            embedder: EmbedderInfo {
+                name: "m".into(),
+                dimension: 3,
+            },
+            documents: Vec::new(),
+            chunks: 0,
+            files: Vec::new(),
+            methods: BTreeMap::new(),
+            llm: BTreeMap::new(),
+            stages: Vec::new(),
+            extraction: BTreeMap::new(),
+            notes: Vec::new(),
+        };
+        manifest.upgrade();
+        assert_eq!(
+            diff_settings(&manifest.settings, &settings),
+            Vec::<String>::new()
+        );
+        let back: crate::config::Config = serde_json::from_value(manifest.config.clone()).unwrap();
+        assert_eq!(back, config);
+        back.validate().unwrap();
+        // A manifest of today's layout is left as it is.
+        let again = manifest.clone();
+        manifest.upgrade();
+        assert_eq!(manifest, again);
+    }
 
     #[test]
     fn one_writer_and_stale_locks_taken_over() {

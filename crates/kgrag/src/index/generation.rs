@@ -187,7 +187,18 @@ impl Generation {
             .into_iter()
             .find(|m| m.name() == name)
             .ok_or_else(|| KgragError::Config(format!("unknown method {name:?}")))?;
-        let index = store.method(manifest, method.as_ref(), &shared.env, &self.corpus)?;
+        let index = store
+            .method(manifest, method.as_ref(), &shared.env, &self.corpus)
+            .map_err(|e| match e {
+                KgragError::Store(kgrag_graph_store::StoreError::Incompatible { path, reason }) => {
+                    KgragError::Index(format!(
+                        "the {name} index {} was written by another version of kgrag ({reason}): rebuild \
+                         with `kgrag index --force` (cached LLM replies and extractions are reused)",
+                        path.display()
+                    ))
+                }
+                other => other,
+            })?;
         let _ = slot.set(index.clone());
         Ok(index)
     }

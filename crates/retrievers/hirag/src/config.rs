@@ -2,7 +2,8 @@
 //! base-graph source, the OpenIE description budget, concurrency). In TOML they are the `[hirag]` section.
 
 use kgrag_community::{HierarchicalConfig, LeidenConfig};
-use kgrag_hierarchy::{ClusterConfig, GmmConfig, Reduction, SparsityRule};
+use kgrag_hierarchy::SparsityRule;
+pub use kgrag_hierarchy::{ClusterConfig, GmmConfig, Reduction};
 use kgrag_openie::Gleaning;
 use serde::{Deserialize, Serialize};
 
@@ -115,20 +116,11 @@ pub struct HiragConfig {
     pub summary_trigger_tokens: usize,
     /// What is embedded for clustering.
     pub cluster_description: ClusterDescription,
-    /// Reduction before the mixtures (`pca:2`; `none`, `pca:N`; `umap` is rejected: no Rust UMAP here).
-    pub reduction: Reduction,
-    /// The BIC scan tries k = 1 .. min(N, 50) − 1.
-    pub gmm_max_clusters: usize,
-    /// Mixture restarts (5).
-    pub gmm_n_init: usize,
-    /// EM iteration cap (100).
-    pub gmm_max_iter: usize,
-    /// EM convergence threshold (1e-3).
-    pub gmm_tol: f64,
-    /// Covariance regularisation (1e-6).
-    pub gmm_reg_covar: f64,
-    /// Early stop of the BIC scan (1e-3).
-    pub bic_rel_tol: f64,
+    /// The clustering round of every layer: the reduction (`pca:2`), the mixtures' fit and the BIC scan
+    /// (spec §2's `reduction`, `gmm_*` and `bic_rel_tol`), in TOML the `[hirag.cluster]` table. LeanRAG's
+    /// settings hold the same [`ClusterConfig`]; kgrag's configuration file has one `[cluster]` section
+    /// that both share.
+    pub cluster: ClusterConfig,
     /// Soft membership threshold p(c|x) > 0.1.
     pub cluster_threshold: f64,
     /// Stop when a layer's sparsity reaches this (0.98).
@@ -145,8 +137,6 @@ pub struct HiragConfig {
     pub subsample_ratio: f64,
     /// Seed of the subsampling (224).
     pub seed: u64,
-    /// Seed of PCA signs and the mixtures' k-means++ draws (0).
-    pub gmm_seed: u64,
     /// Communities of at least this many nodes are split again (10).
     pub leiden_max_cluster_size: usize,
     /// Leiden's seed (0xDEADBEEF).
@@ -201,13 +191,7 @@ impl Default for HiragConfig {
             entity_types: kgrag_hierarchy::HiragConfig::default().entity_types,
             summary_trigger_tokens: 500,
             cluster_description: ClusterDescription::LastChunkFirstRecord,
-            reduction: Reduction::Pca(2),
-            gmm_max_clusters: 50,
-            gmm_n_init: 5,
-            gmm_max_iter: 100,
-            gmm_tol: 1e-3,
-            gmm_reg_covar: 1e-6,
-            bic_rel_tol: 1e-3,
+            cluster: ClusterConfig::default(),
             cluster_threshold: 0.1,
             sparsity_stop: 0.98,
             sparsity_change_stop: 0.05,
@@ -216,7 +200,6 @@ impl Default for HiragConfig {
             max_cluster_prompt_tokens: 60_000,
             subsample_ratio: 0.8,
             seed: 224,
-            gmm_seed: 0,
             leiden_max_cluster_size: 10,
             leiden_seed: 0xDEAD_BEEF,
             leiden_max_iterations: LeidenConfig::default().max_iterations,
@@ -279,18 +262,7 @@ impl HiragConfig {
     /// The HiIndex settings of `kgrag-hierarchy`.
     pub fn hierarchy(&self) -> kgrag_hierarchy::HiragConfig {
         kgrag_hierarchy::HiragConfig {
-            cluster: ClusterConfig {
-                reduction: self.reduction,
-                gmm: GmmConfig {
-                    n_init: self.gmm_n_init,
-                    max_iter: self.gmm_max_iter,
-                    tol: self.gmm_tol,
-                    reg_covar: self.gmm_reg_covar,
-                    seed: self.gmm_seed,
-                },
-                max_clusters: self.gmm_max_clusters,
-                bic_rel_tol: self.bic_rel_tol,
-            },
+            cluster: self.cluster,
             cluster_threshold: self.cluster_threshold,
             stop: SparsityRule {
                 sparsity_stop: self.sparsity_stop,

@@ -1,6 +1,7 @@
 //! LeanRAG's settings: every key of spec leanrag §2 with its default. In TOML: the `[leanrag]` section.
 
-use kgrag_hierarchy::{ClusterConfig, GmmConfig, Reduction, RelationRule};
+use kgrag_hierarchy::RelationRule;
+pub use kgrag_hierarchy::{ClusterConfig, GmmConfig, Reduction};
 use serde::{Deserialize, Serialize};
 
 use crate::{LeanragError, Result};
@@ -42,24 +43,13 @@ pub struct LeanragConfig {
     pub extraction: ExtractionMode,
     /// Descriptions are cut to this many cl100k tokens before embedding (4096).
     pub embed_max_tokens: usize,
-    /// Reduction before the mixtures (`pca:2`).
-    pub reduction: Reduction,
     /// k floor = ⌊N / cluster_size⌋ (20).
     pub cluster_size: usize,
-    /// The BIC scan tries k = 1 .. min(N, 50) − 1.
-    pub gmm_max_clusters: usize,
-    /// Mixture restarts (5).
-    pub gmm_n_init: usize,
-    /// EM iteration cap (100).
-    pub gmm_max_iter: usize,
-    /// EM convergence threshold (1e-3).
-    pub gmm_tol: f64,
-    /// Covariance regularisation (1e-6).
-    pub gmm_reg_covar: f64,
-    /// Early stop of the BIC scan (1e-3).
-    pub bic_rel_tol: f64,
-    /// Seed of PCA signs and k-means++ draws (0).
-    pub gmm_seed: u64,
+    /// The clustering round of every layer: the reduction (`pca:2`), the mixtures' fit and the BIC scan
+    /// (spec §2's `reduction`, `gmm_*` and `bic_rel_tol`), in TOML the `[leanrag.cluster]` table. HiRAG's
+    /// settings hold the same [`ClusterConfig`]; kgrag's configuration file has one `[cluster]` section
+    /// that both share.
+    pub cluster: ClusterConfig,
     /// Stop when a layer has at most this many nodes (2).
     pub min_layer_nodes: usize,
     /// Stop when a layer splits into at most this many clusters (4).
@@ -105,15 +95,8 @@ impl Default for LeanragConfig {
             g0: G0Source::Hirag,
             extraction: ExtractionMode::Llm,
             embed_max_tokens: 4096,
-            reduction: Reduction::Pca(2),
             cluster_size: h.cluster_size,
-            gmm_max_clusters: 50,
-            gmm_n_init: 5,
-            gmm_max_iter: 100,
-            gmm_tol: 1e-3,
-            gmm_reg_covar: 1e-6,
-            bic_rel_tol: 1e-3,
-            gmm_seed: 0,
+            cluster: ClusterConfig::default(),
             min_layer_nodes: h.min_layer_nodes,
             min_clusters: h.min_clusters,
             max_depth: None,
@@ -168,18 +151,7 @@ impl LeanragConfig {
     /// The aggregation settings of `kgrag-hierarchy`.
     pub fn hierarchy(&self) -> kgrag_hierarchy::LeanragConfig {
         kgrag_hierarchy::LeanragConfig {
-            cluster: ClusterConfig {
-                reduction: self.reduction,
-                gmm: GmmConfig {
-                    n_init: self.gmm_n_init,
-                    max_iter: self.gmm_max_iter,
-                    tol: self.gmm_tol,
-                    reg_covar: self.gmm_reg_covar,
-                    seed: self.gmm_seed,
-                },
-                max_clusters: self.gmm_max_clusters,
-                bic_rel_tol: self.bic_rel_tol,
-            },
+            cluster: self.cluster,
             cluster_size: self.cluster_size,
             min_layer_nodes: self.min_layer_nodes,
             min_clusters: self.min_clusters,

@@ -68,6 +68,10 @@ pub struct LeanragStats {
     pub secs: BTreeMap<String, f64>,
 }
 
+/// The version of the saved index file: 2 since the settings it embeds hold the clustering as one
+/// `cluster` table (files of version 1 are refused with a request to rebuild).
+const FILE_VERSION: u32 = 2;
+
 /// LeanRAG's index. See the crate docs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LeanragIndex {
@@ -371,13 +375,14 @@ impl LeanragIndex {
 
     /// Writes the index to `path` (checksummed, atomic).
     pub fn save(&self, path: &std::path::Path) -> Result<()> {
-        kgrag_graph_store::persist::save(path, "leanrag-index", 1, self)?;
+        kgrag_graph_store::persist::save(path, "leanrag-index", FILE_VERSION, self)?;
         Ok(())
     }
 
     /// Reads an index written by [`save`](Self::save).
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        let mut index: Self = kgrag_graph_store::persist::load(path, "leanrag-index", 1)?;
+        let mut index: Self =
+            kgrag_graph_store::persist::load(path, "leanrag-index", FILE_VERSION)?;
         index.rebuild_lookups();
         Ok(index)
     }

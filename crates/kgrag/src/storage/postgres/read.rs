@@ -19,12 +19,14 @@ impl PgStore {
         })?;
         value
             .map(|v| {
-                serde_json::from_value(v).map_err(|e| {
+                let mut manifest: Manifest = serde_json::from_value(v).map_err(|e| {
                     KgragError::Index(format!(
                         "the manifest in {} does not parse ({e}); rebuild with `kgrag index --force`",
                         self.location()
                     ))
-                })
+                })?;
+                manifest.upgrade();
+                Ok(manifest)
             })
             .transpose()
     }

@@ -14,16 +14,26 @@
 //! Passages are compared as exact strings `title + "\n" + text` (HippoRAG's rule), so gold passages of a
 //! question are those strings, and a passage's [`ChunkId`] is the md5 of that string.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use kgrag_types::{ChunkId, Extraction, Triple};
+use kgrag_types::{ChunkId, Extraction};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::error::{invalid, io, EvalError, Result};
+
+mod fixture;
+mod hipporag;
+mod ultradomain;
+
+use fixture::load_fixture;
+use hipporag::load_manifest_hipporag;
+pub use hipporag::{load_dir, load_hipporag};
+use ultradomain::load_ultradomain;
+pub use ultradomain::parse_question_lines;
 
 /// The environment variable naming the folder that holds reference data.
 pub const DATA_DIR_VAR: &str = "KGRAG_DATA_DIR";
@@ -31,11 +41,11 @@ pub const DATA_DIR_VAR: &str = "KGRAG_DATA_DIR";
 /// The data folder used when [`DATA_DIR_VAR`] is unset or empty.
 pub const DEFAULT_DATA_DIR: &str = "datasets";
 
-const MUSIQUE_100_MANIFEST: &str = include_str!("../datasets/musique-100.toml");
-const FIXTURE_MANIFEST: &str = include_str!("../datasets/kgrag-fixture/manifest.toml");
-const FIXTURE_JSON: &str = include_str!("../datasets/kgrag-fixture/fixture.json");
+const MUSIQUE_100_MANIFEST: &str = include_str!("../../datasets/musique-100.toml");
+const FIXTURE_MANIFEST: &str = include_str!("../../datasets/kgrag-fixture/manifest.toml");
+const FIXTURE_JSON: &str = include_str!("../../datasets/kgrag-fixture/fixture.json");
 const FIXTURE_JSON_PATH: &str = "datasets/kgrag-fixture/fixture.json (bundled)";
-const ULTRADOMAIN_MIX_MANIFEST: &str = include_str!("../datasets/ultradomain-mix.toml");
+const ULTRADOMAIN_MIX_MANIFEST: &str = include_str!("../../datasets/ultradomain-mix.toml");
 
 /// The manifests compiled in: (name, path shown in errors, TOML text).
 const MANIFESTS: [(&str, &str, &str); 3] = [
@@ -311,297 +321,6 @@ fn check_present(manifest: &Manifest, base: &Path) -> Result<()> {
     })
 }
 
-/// UltraDomain as HiRAG ships it: `corpus` a JSON array of document texts (the de-duplicated `context`
-/// fields), `questions` JSON lines whose `query` (HiRAG's result files), `input` (UltraDomain's own files) or
-/// `question` is the question. No gold answers or passages. Every file is sha256-checked.
-fn load_ultradomain(manifest: Manifest, data_dir: &Path) -> Result<Dataset> {
-    let base = data_dir.join(&manifest.dir);
-    check_present(&manifest, &base)?;
-    let mut files = BTreeMap::new();
-    let mut bytes_of = BTreeMap::new();
-    for (role, f) in &manifest.files {
-        let path = base.join(&f.path);
-        let bytes = read_verified(&path, &f.sha256)?;
-        files.insert(role.clone(), path);
-        bytes_of.insert(role.clone(), bytes);
-    }
-    let role = |r: &str| -> Result<(&PathBuf, &Vec<u8>)> {
-        match (files.get(r), bytes_of.get(r)) {
-            (Some(p), Some(b)) => Ok((p, b)),
-            _ => Err(invalid(format!(
-                "dataset {}: the manifest lists no {r:?} file",
-                manifest.name
-            ))),
-        }
-    };
-    let (corpus_path, corpus_bytes) = role("corpus")?;
-    let texts: Vec<String> = parse_json(corpus_path, corpus_bytes)?;
-    let mut seen = HashSet::new();
-    let passages: Vec<Passage> = texts
-        .into_iter()
-        .filter(|t| !t.trim().is_empty() && seen.insert(t.clone()))
-        .map(|text| Passage {
-            title: String::new(),
-            text,
-        })
-        .collect();
-    let (questions_path, questions_bytes) = role("questions")?;
-    let questions = parse_question_lines(questions_path, questions_bytes, &manifest.name)?;
-    Ok(Dataset {
-        name: manifest.name.clone(),
-        description: manifest.description.clone(),
-        passages,
-        questions,
-        extraction: ExtractionSource::None,
-        documents: true,
-        files,
-        manifest,
-    })
-}
-
-/// Questions from JSON lines (`query`, `input` or `question` of each object), ids `<prefix>-NNN` by line.
-/// A bad line is an error naming the file and the line.
-pub fn parse_question_lines(path: &Path, bytes: &[u8], prefix: &str) -> Result<Vec<Question>> {
-    let text = std::str::from_utf8(bytes).map_err(|e| EvalError::Parse {
-        path: path.to_path_buf(),
-        message: format!("not UTF-8: {e}"),
-    })?;
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: serde_json::Value =
-            serde_json::from_str(line).map_err(|e| EvalError::Parse {
-                path: path.to_path_buf(),
-                message: format!("line {}: {e}", i + 1),
-            })?;
-        let question = ["query", "input", "question"]
-            .iter()
-            .find_map(|k| record.get(*k).and_then(serde_json::Value::as_str))
-            .ok_or_else(|| EvalError::Parse {
-                path: path.to_path_buf(),
-                message: format!(
-                    "line {}: no \"query\", \"input\" or \"question\" string",
-                    i + 1
-                ),
-            })?;
-        out.push(Question {
-            id: format!("{prefix}-{:03}", out.len()),
-            question: question.to_owned(),
-            answers: Vec::new(),
-            gold: Vec::new(),
-            paragraphs: Vec::new(),
-        });
-    }
-    Ok(out)
-}
-
-/// Loads a folder in HippoRAG's format without a manifest: `<name>_corpus.json` (exactly one), the
-/// questions `<name>.json` beside it, and an optional OpenIE cache (`openie*.json`, at most one). The
-/// dataset is named after the folder; the files' sha256 sums are recorded in its manifest.
-pub fn load_dir(dir: &Path) -> Result<Dataset> {
-    let entries = fs::read_dir(dir).map_err(|e| io(dir, e))?;
-    let mut corpora = Vec::new();
-    let mut openie = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(|e| io(dir, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !entry.path().is_file() {
-            continue;
-        }
-        if let Some(stem) = name.strip_suffix("_corpus.json") {
-            corpora.push(stem.to_owned());
-        } else if name.starts_with("openie") && name.ends_with(".json") {
-            openie.push(name);
-        }
-    }
-    corpora.sort();
-    openie.sort();
-    let stem = match corpora.as_slice() {
-        [one] => one.clone(),
-        [] => {
-            return Err(invalid(format!(
-                "{}: no `<name>_corpus.json` file: a dataset folder holds HippoRAG's `<name>_corpus.json` \
-                 (a JSON array of {{title, text}}), `<name>.json` (the questions) and optionally its OpenIE cache \
-                 `openie*.json`",
-                dir.display()
-            )))
-        }
-        many => {
-            return Err(invalid(format!(
-                "{}: several corpora ({}): keep one `<name>_corpus.json` per folder",
-                dir.display(),
-                many.iter()
-                    .map(|m| format!("{m}_corpus.json"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )))
-        }
-    };
-    if openie.len() > 1 {
-        return Err(invalid(format!(
-            "{}: several OpenIE caches ({}): keep at most one `openie*.json` per folder",
-            dir.display(),
-            openie.join(", ")
-        )));
-    }
-    let questions = dir.join(format!("{stem}.json"));
-    let corpus = dir.join(format!("{stem}_corpus.json"));
-    let openie = openie.first().map(|n| dir.join(n));
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| stem.clone());
-    load_hipporag(&name, &questions, &corpus, openie.as_deref())
-}
-
-fn load_manifest_hipporag(manifest: Manifest, data_dir: &Path) -> Result<Dataset> {
-    let base = data_dir.join(&manifest.dir);
-    let file_for = |role: &str| {
-        manifest.files.get(role).ok_or_else(|| {
-            invalid(format!(
-                "dataset {}: the manifest lists no {role:?} file",
-                manifest.name
-            ))
-        })
-    };
-    let questions_file = file_for("questions")?;
-    let corpus_file = file_for("corpus")?;
-    let openie_file = manifest.files.get("openie");
-
-    check_present(&manifest, &base)?;
-
-    let questions_path = base.join(&questions_file.path);
-    let corpus_path = base.join(&corpus_file.path);
-    let questions_bytes = read_verified(&questions_path, &questions_file.sha256)?;
-    let corpus_bytes = read_verified(&corpus_path, &corpus_file.sha256)?;
-    let extraction = match openie_file {
-        Some(f) => {
-            let path = base.join(&f.path);
-            read_verified(&path, &f.sha256)?;
-            ExtractionSource::OpenIeFile(path)
-        }
-        None => ExtractionSource::None,
-    };
-    let files = manifest
-        .files
-        .iter()
-        .map(|(role, f)| (role.clone(), base.join(&f.path)))
-        .collect();
-    let (passages, questions) = parse_hipporag(
-        &questions_path,
-        &questions_bytes,
-        &corpus_path,
-        &corpus_bytes,
-    )?;
-    Ok(Dataset {
-        name: manifest.name.clone(),
-        description: manifest.description.clone(),
-        passages,
-        questions,
-        extraction,
-        documents: false,
-        files,
-        manifest,
-    })
-}
-
-/// Loads a dataset in HippoRAG's format from the given files, without checksums: `questions` is a JSON
-/// array of `{id, question, answer (string or list), answer_aliases?, paragraphs: [{title, paragraph_text,
-/// is_supporting}]}` (MuSiQue's shape), `corpus` a JSON array of `{title, text}`, `openie` an optional
-/// HippoRAG OpenIE cache file (only its presence is checked here).
-///
-/// Gold passages are `title + "\n" + paragraph_text` of the supporting paragraphs; each must be in the
-/// corpus. The returned manifest describes the files given, with the sha256 of each.
-pub fn load_hipporag(
-    name: &str,
-    questions: &Path,
-    corpus: &Path,
-    openie: Option<&Path>,
-) -> Result<Dataset> {
-    let missing: Vec<PathBuf> = [Some(questions), Some(corpus), openie]
-        .into_iter()
-        .flatten()
-        .filter(|p| !p.is_file())
-        .map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()))
-        .collect();
-    if !missing.is_empty() {
-        return Err(EvalError::MissingFiles {
-            dataset: name.to_owned(),
-            files: missing,
-            hint: "Check the paths given for the questions, corpus and OpenIE files.".to_owned(),
-        });
-    }
-    let questions_bytes = fs::read(questions).map_err(|e| io(questions, e))?;
-    let corpus_bytes = fs::read(corpus).map_err(|e| io(corpus, e))?;
-    let mut files = BTreeMap::new();
-    files.insert(
-        "questions".to_owned(),
-        ManifestFile {
-            path: questions.display().to_string(),
-            sha256: sha256_hex(&questions_bytes),
-            url: None,
-        },
-    );
-    files.insert(
-        "corpus".to_owned(),
-        ManifestFile {
-            path: corpus.display().to_string(),
-            sha256: sha256_hex(&corpus_bytes),
-            url: None,
-        },
-    );
-    let extraction = match openie {
-        Some(path) => {
-            let bytes = fs::read(path).map_err(|e| io(path, e))?;
-            files.insert(
-                "openie".to_owned(),
-                ManifestFile {
-                    path: path.display().to_string(),
-                    sha256: sha256_hex(&bytes),
-                    url: None,
-                },
-            );
-            ExtractionSource::OpenIeFile(path.to_path_buf())
-        }
-        None => ExtractionSource::None,
-    };
-    let (passages, parsed_questions) =
-        parse_hipporag(questions, &questions_bytes, corpus, &corpus_bytes)?;
-    let description = format!(
-        "{} questions over {} passages (HippoRAG format)",
-        parsed_questions.len(),
-        passages.len()
-    );
-    let manifest = Manifest {
-        name: name.to_owned(),
-        format: "hipporag".to_owned(),
-        dir: String::new(),
-        description: description.clone(),
-        licence: String::new(),
-        source: questions.display().to_string(),
-        download: String::new(),
-        files,
-    };
-    let files = manifest
-        .files
-        .iter()
-        .map(|(role, f)| (role.clone(), PathBuf::from(&f.path)))
-        .collect();
-    Ok(Dataset {
-        name: name.to_owned(),
-        description,
-        passages,
-        questions: parsed_questions,
-        extraction,
-        documents: false,
-        files,
-        manifest,
-    })
-}
-
 /// Lowercase hex sha256 of `bytes`.
 fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -660,201 +379,6 @@ fn dedup_in_order(items: impl IntoIterator<Item = String>) -> Vec<String> {
         .collect()
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum OneOrMany {
-    One(String),
-    Many(Vec<String>),
-}
-
-impl OneOrMany {
-    fn into_vec(self) -> Vec<String> {
-        match self {
-            OneOrMany::One(s) => vec![s],
-            OneOrMany::Many(v) => v,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct HippoQuestion {
-    #[serde(alias = "_id")]
-    id: String,
-    question: String,
-    answer: OneOrMany,
-    #[serde(default)]
-    answer_aliases: Option<Vec<String>>,
-    #[serde(default)]
-    paragraphs: Vec<HippoParagraph>,
-}
-
-#[derive(Deserialize)]
-struct HippoParagraph {
-    title: String,
-    paragraph_text: String,
-    #[serde(default)]
-    is_supporting: bool,
-}
-
-fn parse_hipporag(
-    questions_path: &Path,
-    questions_bytes: &[u8],
-    corpus_path: &Path,
-    corpus_bytes: &[u8],
-) -> Result<(Vec<Passage>, Vec<Question>)> {
-    let raw_questions: Vec<HippoQuestion> = parse_records(questions_path, questions_bytes)?;
-    let passages: Vec<Passage> = parse_records(corpus_path, corpus_bytes)?;
-    let corpus: HashSet<String> = passages.iter().map(Passage::content).collect();
-
-    let mut ids = HashSet::new();
-    let mut questions = Vec::with_capacity(raw_questions.len());
-    for q in raw_questions {
-        if !ids.insert(q.id.clone()) {
-            return Err(invalid(format!(
-                "{}: question id {:?} occurs more than once",
-                questions_path.display(),
-                q.id
-            )));
-        }
-        let answers = dedup_in_order(
-            q.answer
-                .into_vec()
-                .into_iter()
-                .chain(q.answer_aliases.unwrap_or_default()),
-        );
-        let gold = dedup_in_order(
-            q.paragraphs
-                .iter()
-                .filter(|p| p.is_supporting)
-                .map(|p| format!("{}\n{}", p.title, p.paragraph_text)),
-        );
-        let paragraphs = dedup_in_order(
-            q.paragraphs
-                .iter()
-                .map(|p| format!("{}\n{}", p.title, p.paragraph_text)),
-        );
-        if let Some(missing) = gold.iter().find(|g| !corpus.contains(*g)) {
-            let title = missing.split('\n').next().unwrap_or_default();
-            return Err(invalid(format!(
-                "question {:?}: gold passage {title:?} is not in the corpus {}",
-                q.id,
-                corpus_path.display()
-            )));
-        }
-        questions.push(Question {
-            id: q.id,
-            question: q.question,
-            answers,
-            gold,
-            paragraphs,
-        });
-    }
-    Ok((passages, questions))
-}
-
-#[derive(Deserialize)]
-struct FixtureFile {
-    passages: Vec<FixturePassage>,
-    questions: Vec<FixtureQuestion>,
-}
-
-#[derive(Deserialize)]
-struct FixturePassage {
-    title: String,
-    text: String,
-    #[serde(default)]
-    triples: Vec<Vec<String>>,
-}
-
-#[derive(Deserialize)]
-struct FixtureQuestion {
-    id: String,
-    question: String,
-    answers: Vec<String>,
-    supporting: Vec<String>,
-}
-
-fn load_fixture(manifest: Manifest) -> Result<Dataset> {
-    let path = Path::new(FIXTURE_JSON_PATH);
-    let file: FixtureFile = parse_json(path, FIXTURE_JSON.as_bytes())?;
-
-    let mut passages = Vec::with_capacity(file.passages.len());
-    let mut extractions = Vec::with_capacity(file.passages.len());
-    // Title → content; `None` marks a title that several passages share.
-    let mut by_title: HashMap<String, Option<String>> = HashMap::new();
-    for p in file.passages {
-        let passage = Passage {
-            title: p.title,
-            text: p.text,
-        };
-        let mut extraction = Extraction::empty(passage.chunk_id());
-        for t in p.triples {
-            let [subject, predicate, object] = <[String; 3]>::try_from(t).map_err(|t| {
-                invalid(format!(
-                    "{FIXTURE_JSON_PATH}: passage {:?}: triple {t:?} does not have 3 elements",
-                    passage.title
-                ))
-            })?;
-            extraction
-                .triples
-                .push(Triple::new(subject, predicate, object));
-        }
-        by_title
-            .entry(passage.title.clone())
-            .and_modify(|content| *content = None)
-            .or_insert_with(|| Some(passage.content()));
-        extractions.push(extraction);
-        passages.push(passage);
-    }
-
-    let mut ids = HashSet::new();
-    let mut questions = Vec::with_capacity(file.questions.len());
-    for q in file.questions {
-        if !ids.insert(q.id.clone()) {
-            return Err(invalid(format!(
-                "{FIXTURE_JSON_PATH}: question id {:?} occurs more than once",
-                q.id
-            )));
-        }
-        let mut gold = Vec::with_capacity(q.supporting.len());
-        for title in &q.supporting {
-            match by_title.get(title) {
-                Some(Some(content)) => gold.push(content.clone()),
-                Some(None) => {
-                    return Err(invalid(format!(
-                        "{FIXTURE_JSON_PATH}: question {:?}: supporting title {title:?} is shared by several passages",
-                        q.id
-                    )))
-                }
-                None => {
-                    return Err(invalid(format!(
-                        "{FIXTURE_JSON_PATH}: question {:?}: supporting title {title:?} is not a passage title",
-                        q.id
-                    )))
-                }
-            }
-        }
-        questions.push(Question {
-            id: q.id,
-            question: q.question,
-            answers: dedup_in_order(q.answers),
-            gold: dedup_in_order(gold),
-            paragraphs: Vec::new(),
-        });
-    }
-
-    Ok(Dataset {
-        name: manifest.name.clone(),
-        description: manifest.description.clone(),
-        passages,
-        questions,
-        extraction: ExtractionSource::Inline(extractions),
-        documents: false,
-        files: BTreeMap::new(),
-        manifest,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -873,16 +397,11 @@ mod tests {
         d
     }
 
-    /// `$KGRAG_DATA_DIR`, resolved against the working directory or else the workspace root (tests run in
-    /// the crate's folder, CI gives the path relative to the workspace root). `None` when unset.
-    fn test_data_dir() -> Option<PathBuf> {
-        let value = std::env::var_os(DATA_DIR_VAR).filter(|v| !v.is_empty())?;
-        let dir = PathBuf::from(value);
-        if dir.is_relative() && !dir.exists() {
-            let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-            return Some(root.join(dir));
-        }
-        Some(dir)
+    /// The data folder holding `relative` (a file of a dataset's folder), else `None` after one line saying
+    /// what is missing (a failure under `KGRAG_REQUIRE_DATA`).
+    fn test_data_dir(relative: &str) -> Option<PathBuf> {
+        let file = kgrag_types::testing::data_file(relative)?;
+        file.parent()?.parent().map(Path::to_path_buf)
     }
 
     #[test]
@@ -952,10 +471,7 @@ mod tests {
 
     #[test]
     fn musique_from_data_dir() {
-        let Some(dir) = test_data_dir() else {
-            eprintln!(
-                "skipped: set {DATA_DIR_VAR} (e.g. /path/to/datasets) to test loading musique-100"
-            );
+        let Some(dir) = test_data_dir("musique-hipporag/musique_train_corpus.json") else {
             return;
         };
         let ds = load("musique-100", &dir).unwrap();
@@ -1199,8 +715,8 @@ mod tests {
 
     #[test]
     fn ultradomain_mix_from_data_dir() {
-        let Some(data) = test_data_dir() else {
-            panic!("{DATA_DIR_VAR} is not set: this test reads ultradomain-mix/ (e.g. {DATA_DIR_VAR}=../shared/datasets)");
+        let Some(data) = test_data_dir("ultradomain-mix/mix_unique_contexts.json") else {
+            return;
         };
         let m = manifest("ultradomain-mix").unwrap();
         assert_eq!(
