@@ -21,14 +21,15 @@
 //!   property with N cases (default 100,000) and the hostile inputs at M MB (default 10), on a release
 //!   build; the test suite runs the same tests with 512 cases and 1 MB.
 //! * `cargo xtask scale [--passages N] …` — the synthetic scale run (see `scale`).
-//! * `cargo xtask package` — `cargo package --workspace` with every package built from its own files (the
-//!   packaging stage of `test` alone).
+//! * `cargo xtask package` — `cargo package --workspace` with every package built from its own files
+//!   against the others' packages (`test` packages them without building).
 //! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
 //!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
 //!   `fetch`).
 
 mod assets;
 mod fetch;
+mod package;
 mod perf;
 #[path = "pg.rs"]
 pub(crate) mod pg;
@@ -138,7 +139,7 @@ enum Task {
     /// `cargo package --workspace`, every package built.
     ///
     /// Every package verified (built from its own files against the
-    /// others' packages), as `test` does.
+    /// others' packages); `test` packages without building them.
     Package,
     /// Start PostgreSQL 18 + pgvector for your own use.
     ///
@@ -158,7 +159,7 @@ fn main() -> ExitCode {
             .and_then(|a| Ok((a, data_dir()?)))
             .and_then(|(a, d)| perf::run(&o, &workspace_root(), &a, &d)),
         Task::Fuzz { cases, big_mb } => fuzz(cases, big_mb),
-        Task::Package => package_crates(),
+        Task::Package => package::package_crates(true),
         Task::Scale(o) => scale::run(&o),
         Task::Postgres => fetch_assets().and_then(|a| {
             let (server, _) = postgres::start(&a)?;
@@ -467,7 +468,9 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     result?;
     stages.run("examples", || examples(&assets))?;
     stages.run("example project outside the workspace", standalone_example)?;
-    stages.run("cargo package --workspace", package_crates)?;
+    stages.run("cargo package --workspace", || {
+        package::package_crates(false)
+    })?;
     stages.run("CI bench", || ci_bench(&assets, &data, &clippy))
 }
 
@@ -517,143 +520,6 @@ fn standalone_example() -> TaskResult {
         "the graph-only example project (outside the workspace)",
         &mut command,
     )
-}
-
-/// `cargo package --workspace` on the publishable crates (all but xtask, kgrag-benches and kgrag-fuzz):
-/// each is packaged as it would be published — its metadata, its README, every file it compiles from
-/// inside its own folder, its kgrag dependencies by version — and, with `verify`, cargo then builds every
-/// package from its extracted files against the packages of the others (in the shared target folder, so
-/// the dependencies the test build compiled with the same features are reused; about 8 minutes from
-/// nothing on two cores). `cargo xtask test` and `cargo xtask package` both verify.
-fn package_crates() -> TaskResult {
-    forget_packaged_builds()?;
-    let mut command = cargo_command();
-    command
-        .args(["package", "--workspace", "--allow-dirty"])
-        .args([
-            "--exclude",
-            "xtask",
-            "--exclude",
-            "kgrag-benches",
-            "--exclude",
-            "kgrag-fuzz",
-        ])
-        .env_remove("RUSTC_WORKSPACE_WRAPPER");
-    run_step(
-        "cargo package --workspace (every package built)",
-        &mut command,
-    )
-}
-
-/// Removes what an earlier verification left of our packages. cargo verifies a package against the
-/// others' packaged copies, which it unpacks under `$CARGO_HOME/registry/src/<local registry>/` and
-/// compiles into the target folder as registry crates; a registry crate of a given version is immutable to
-/// cargo, so an unpacked copy or a compiled one from an earlier run would be used again, and a crate would
-/// be verified against the others as they were then. A fresh clone has neither; a developer's checkout
-/// has both. Only our own packages (`NAME-VERSION`, registry builds) are removed.
-fn forget_packaged_builds() -> TaskResult {
-    let packages = workspace_packages()?;
-    let cargo_home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-    let remove = |path: &Path| {
-        std::fs::remove_dir_all(path)
-            .map_err(|e| fail(format!("cannot remove {}: {e}", path.display())))
-    };
-    if let Some(sources) = cargo_home.map(|h| h.join("registry").join("src")) {
-        for registry in read_dirs(&sources)? {
-            for (name, version) in &packages {
-                let unpacked = registry.join(format!("{name}-{version}"));
-                if unpacked.is_dir() {
-                    remove(&unpacked)?;
-                }
-            }
-        }
-    }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
-    let fingerprints = target.join("debug").join(".fingerprint");
-    for dir in read_dirs(&fingerprints)? {
-        let Some(dir_name) = dir.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        let ours = packages.iter().any(|(name, _)| {
-            dir_name
-                .strip_prefix(name.as_str())
-                .and_then(|rest| rest.strip_prefix('-'))
-                .is_some_and(|hash| hash.chars().all(|c| c.is_ascii_hexdigit()))
-        });
-        // A registry build's fingerprint is its version ("Precalculated"); a path build's is its files.
-        if ours && fingerprint_is_precalculated(&dir) {
-            remove(&dir)?;
-        }
-    }
-    Ok(())
-}
-
-/// The subfolders of `dir` (none when it does not exist).
-fn read_dirs(dir: &Path) -> TaskResult<Vec<PathBuf>> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(fail(format!("cannot read {}: {e}", dir.display()))),
-    };
-    Ok(entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect())
-}
-
-/// Whether a fingerprint folder of the target directory belongs to a registry build.
-fn fingerprint_is_precalculated(dir: &Path) -> bool {
-    std::fs::read_dir(dir).is_ok_and(|entries| {
-        entries.filter_map(Result::ok).any(|e| {
-            let path = e.path();
-            path.extension().is_some_and(|x| x == "json")
-                && std::fs::read_to_string(&path).is_ok_and(|t| t.contains("\"Precalculated\""))
-        })
-    })
-}
-
-/// `(name, version)` of every package of the workspace (`cargo metadata`).
-fn workspace_packages() -> TaskResult<Vec<(String, String)>> {
-    let output = cargo_command()
-        .args([
-            "metadata",
-            "--no-deps",
-            "--format-version",
-            "1",
-            "--offline",
-        ])
-        .current_dir(workspace_root())
-        .output()
-        .map_err(|e| fail(format!("cannot run cargo metadata: {e}")))?;
-    if !output.status.success() {
-        return Err(fail(format!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        )));
-    }
-    let metadata: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .map_err(|e| fail(format!("cargo metadata printed no JSON: {e}")))?;
-    let packages = metadata["packages"]
-        .as_array()
-        .map(|list| {
-            list.iter()
-                .filter_map(|p| {
-                    Some((
-                        p["name"].as_str()?.to_owned(),
-                        p["version"].as_str()?.to_owned(),
-                    ))
-                })
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    if packages.is_empty() {
-        return Err(fail("cargo metadata lists no packages"));
-    }
-    Ok(packages)
 }
 
 /// `cargo xtask bench`: `kgrag bench` through `cargo run`, with the assets fetched and the environment set.
