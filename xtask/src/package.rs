@@ -1,43 +1,176 @@
-//! `cargo package --workspace`, verified: every publishable crate packaged and built from its package against
-//! the others' packages.
+//! `cargo package --workspace`: every publishable crate packaged, then each package compiled alone from its
+//! packaged files against the others' packages — by cargo itself (`cargo xtask package`), or type-checked
+//! the same way in `cargo xtask test`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use crate::{cargo_command, fail, run_step, workspace_root, TaskResult};
 
-/// `cargo package --workspace` on the publishable crates (all but xtask, kgrag-benches and kgrag-fuzz):
-/// each is packaged as it would be published — its metadata, its README, every file it compiles from
-/// inside its own folder, its kgrag dependencies by version. With `verify` (`cargo xtask package`), cargo
-/// then builds every package from its extracted files against the packages of the others: 8 minutes on
-/// two cores even with the test build's dependencies at hand, since each package resolves its own features
-/// and compiles its dependencies again for them, which CI's 20 minutes cannot hold next to the test build;
-/// `cargo xtask test` packages without building (`--no-verify`, half a minute).
-pub fn package_crates(verify: bool) -> TaskResult {
+/// How the packages are verified after they are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// cargo's own verification (`cargo xtask package`): every package built to machine code from its
+    /// extracted files against the packages of the others. 8 to 12 minutes on two cores even with the test
+    /// build's dependencies at hand, since each package resolves its own features and compiles its
+    /// dependencies again for them.
+    Cargo,
+    /// `cargo xtask test`: `cargo package --workspace --no-verify`, then every package extracted from its
+    /// `.crate` outside the workspace and `cargo check`ed alone (its own features, its default ones, as
+    /// cargo verifies), with the other kgrag crates taken from their packages too: what cargo's
+    /// verification catches — a file the package leaves out, a feature it gets only from a sibling
+    /// through the workspace's unification, a dependency without a version — without the machine code
+    /// (under three minutes).
+    Check,
+}
+
+/// The packages cargo makes: all but xtask, kgrag-benches and kgrag-fuzz (`publish = false`). Each is
+/// packaged as it would be published — its metadata, its README, every file it compiles from inside its
+/// own folder, its kgrag dependencies by version — and then verified as `verify` says.
+pub fn package_crates(verify: Verify) -> TaskResult {
     let mut command = cargo_command();
-    if verify {
+    if verify == Verify::Cargo {
         forget_packaged_builds()?;
         command.args(dev_profile_configs()?);
     }
     command
         .args(["package", "--workspace", "--allow-dirty"])
-        .args([
-            "--exclude",
-            "xtask",
-            "--exclude",
-            "kgrag-benches",
-            "--exclude",
-            "kgrag-fuzz",
-        ])
+        .args(EXCLUDED.iter().flat_map(|name| ["--exclude", name]))
         .env_remove("RUSTC_WORKSPACE_WRAPPER");
-    if !verify {
-        command.arg("--no-verify");
+    match verify {
+        Verify::Cargo => run_step(
+            "cargo package --workspace (every package built)",
+            &mut command,
+        ),
+        Verify::Check => {
+            command.arg("--no-verify");
+            run_step("cargo package --workspace --no-verify", &mut command)?;
+            check_packages()
+        }
     }
-    let name = if verify {
-        "cargo package --workspace (every package built)"
-    } else {
-        "cargo package --workspace --no-verify"
-    };
-    run_step(name, &mut command)
+}
+
+/// The workspace's packages that are not published.
+const EXCLUDED: [&str; 3] = ["xtask", "kgrag-benches", "kgrag-fuzz"];
+
+/// [`Verify::Check`]: every `.crate` cargo wrote to `target/package/` extracted into a folder outside the
+/// workspace (inside it, cargo would take them for undeclared members), then `cargo check` on each
+/// package's extracted manifest with `[patch.crates-io]` pointing its kgrag dependencies, and theirs, at
+/// their extracted packages. The shared target folder keeps what one check compiled for the next.
+fn check_packages() -> TaskResult {
+    let packages: Vec<(String, String)> = workspace_packages()?
+        .into_iter()
+        .filter(|(name, _)| !EXCLUDED.contains(&name.as_str()))
+        .collect();
+    let target = target_dir();
+    let root = std::env::temp_dir().join(format!("kgrag-package-check-{}", std::process::id()));
+    if root.exists() {
+        std::fs::remove_dir_all(&root)
+            .map_err(|e| fail(format!("cannot remove {}: {e}", root.display())))?;
+    }
+    std::fs::create_dir_all(&root)
+        .map_err(|e| fail(format!("cannot create {}: {e}", root.display())))?;
+    let result = check_extracted(&packages, &target, &root);
+    // The extracted copies are only for this check.
+    let _ = std::fs::remove_dir_all(&root);
+    result
+}
+
+fn check_extracted(packages: &[(String, String)], target: &Path, root: &Path) -> TaskResult {
+    let mut folders = BTreeMap::new();
+    let mut kgrag_deps = BTreeMap::new();
+    for (name, version) in packages {
+        let file = target
+            .join("package")
+            .join(format!("{name}-{version}.crate"));
+        let status = Command::new("tar")
+            .arg("-xzf")
+            .arg(&file)
+            .arg("-C")
+            .arg(root)
+            .status()
+            .map_err(|e| fail(format!("cannot run tar on {}: {e}", file.display())))?;
+        if !status.success() {
+            return Err(fail(format!("tar could not extract {}", file.display())));
+        }
+        let folder = root.join(format!("{name}-{version}"));
+        let deps = manifest_kgrag_dependencies(&folder.join("Cargo.toml"), packages)?;
+        folders.insert(name.clone(), folder);
+        kgrag_deps.insert(name.clone(), deps);
+    }
+    for (name, version) in packages {
+        let folder = &folders[name];
+        // Only the packages this one reaches: an unused patch is a warning.
+        let mut reached = BTreeSet::new();
+        let mut stack: Vec<&String> = kgrag_deps[name].iter().collect();
+        while let Some(dep) = stack.pop() {
+            if reached.insert(dep.clone()) {
+                stack.extend(kgrag_deps[dep].iter());
+            }
+        }
+        let mut patches = String::from("[patch.crates-io]\n");
+        for dep in &reached {
+            patches.push_str(&format!(
+                "{dep} = {{ path = {} }}\n",
+                toml::Value::String(folders[dep].display().to_string())
+            ));
+        }
+        let patch_file = root.join(format!("patch-{name}.toml"));
+        std::fs::write(&patch_file, patches)
+            .map_err(|e| fail(format!("cannot write {}: {e}", patch_file.display())))?;
+        let mut command = cargo_command();
+        command
+            .arg("--config")
+            .arg(&patch_file)
+            .arg("check")
+            .arg("--manifest-path")
+            .arg(folder.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", target)
+            .env_remove("RUSTC_WORKSPACE_WRAPPER");
+        run_step(
+            &format!("cargo check of the package {name} {version}, alone"),
+            &mut command,
+        )?;
+    }
+    Ok(())
+}
+
+/// The kgrag packages a packaged manifest depends on (normal, build and dev dependencies: cargo resolves
+/// all three).
+fn manifest_kgrag_dependencies(
+    manifest: &Path,
+    packages: &[(String, String)],
+) -> TaskResult<Vec<String>> {
+    let text = std::fs::read_to_string(manifest)
+        .map_err(|e| fail(format!("cannot read {}: {e}", manifest.display())))?;
+    let table: toml::Table =
+        toml::from_str(&text).map_err(|e| fail(format!("{}: {e}", manifest.display())))?;
+    let mut out = BTreeSet::new();
+    for section in ["dependencies", "build-dependencies", "dev-dependencies"] {
+        for (key, spec) in table
+            .get(section)
+            .and_then(toml::Value::as_table)
+            .into_iter()
+            .flatten()
+        {
+            let name = spec
+                .get("package")
+                .and_then(toml::Value::as_str)
+                .unwrap_or(key);
+            if packages.iter().any(|(p, _)| p == name) {
+                out.insert(name.to_owned());
+            }
+        }
+    }
+    Ok(out.into_iter().collect())
+}
+
+/// The target folder cargo builds into.
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// The workspace's `[profile.dev]` as `--config` arguments. A packaged crate carries no profile, so cargo
@@ -105,9 +238,7 @@ fn forget_packaged_builds() -> TaskResult {
             }
         }
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
+    let target = target_dir();
     let fingerprints = target.join("debug").join(".fingerprint");
     for dir in read_dirs(&fingerprints)? {
         let Some(dir_name) = dir.file_name().and_then(|n| n.to_str()) else {
@@ -189,4 +320,64 @@ fn workspace_packages() -> TaskResult<Vec<(String, String)>> {
         return Err(fail("cargo metadata lists no packages"));
     }
     Ok(packages)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_packaged_manifest_names_its_kgrag_dependencies_of_every_kind() -> TaskResult {
+        let dir = std::env::temp_dir().join(format!("xtask-manifest-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| fail(e.to_string()))?;
+        let manifest = dir.join("Cargo.toml");
+        std::fs::write(
+            &manifest,
+            r#"
+[package]
+name = "kgrag-hirag"
+version = "0.1.0"
+
+[dependencies.serde]
+version = "1"
+
+[dependencies.kgrag-types]
+version = "0.1.0"
+
+[dependencies.store]
+version = "0.1.0"
+package = "kgrag-graph-store"
+
+[build-dependencies.kgrag-text]
+version = "0.1.0"
+
+[dev-dependencies.kgrag-llm]
+version = "0.1.0"
+features = ["local"]
+"#,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+        let packages: Vec<(String, String)> = [
+            "kgrag-types",
+            "kgrag-text",
+            "kgrag-graph-store",
+            "kgrag-llm",
+            "kgrag-hirag",
+        ]
+        .iter()
+        .map(|n| ((*n).to_owned(), "0.1.0".to_owned()))
+        .collect();
+        let deps = manifest_kgrag_dependencies(&manifest, &packages);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            deps?,
+            [
+                "kgrag-graph-store",
+                "kgrag-llm",
+                "kgrag-text",
+                "kgrag-types"
+            ]
+        );
+        Ok(())
+    }
 }
