@@ -574,10 +574,10 @@ mod tests {
         let text = pack_context(&c, &HashMap::new(), &HashMap::new(), 1000);
         assert_eq!(
             text,
-            "-----Entities-----\n```csv\nid,\tentity,\ttype,\tdescription,\tdegree\n\
+            "-----Entities-----\n```csv\n\"id\",\t\"entity\",\t\"type\",\t\"description\",\t\"degree\"\n\
              0,\t\"C\",\t\"PERSON\",\t\"c\",\t2\n1,\t\"A\",\t\"PERSON\",\t\"a\",\t1\n\
              2,\t\"B\",\t\"PERSON\",\t\"b\",\t1\n```\n\n\
-             -----Relationships-----\n```csv\nid,\tsource,\ttarget,\tdescription,\trank\n\
+             -----Relationships-----\n```csv\n\"id\",\t\"source\",\t\"target\",\t\"description\",\t\"rank\"\n\
              0,\t\"A\",\t\"C\",\t\"A knows C\",\t3\n1,\t\"B\",\t\"C\",\t\"B knows C\",\t3\n\
              2,\t\"A\",\t\"B\",\t\"A knows B\",\t2\n```"
         );

@@ -194,12 +194,12 @@ fn aggregate_request() -> AggregateRequest {
 async fn leanrag_aggregate_prompt_parse_and_validation() {
     let tables = aggregate_tables(&aggregate_request());
     // Entities by degree (desc), ties by name; relations by rank; the specs' CSV cells.
-    let expected_start = "-----Entities-----\n```csv\nid,\tentity,\ttype,\tdescription,\tdegree\n\
+    let expected_start = "-----Entities-----\n```csv\n\"id\",\t\"entity\",\t\"type\",\t\"description\",\t\"degree\"\n\
 0,\t\"RIVER VISTULA\",\t\"LOCATION\",\t\"The Vistula is the longest river of Poland. It reaches the Baltic Sea at Gdańsk.\",\t5\n\
 1,\t\"RIVER NEMAN\",";
     assert!(tables.starts_with(expected_start), "{tables}");
     assert!(tables.contains(
-        "-----Relationships-----\n```csv\nid,\tsource,\ttarget,\tdescription,\trank\n\
+        "-----Relationships-----\n```csv\n\"id\",\t\"source\",\t\"target\",\t\"description\",\t\"rank\"\n\
 0,\t\"RIVER ODRA\",\t\"RIVER VISTULA\",\t\"Both are Polish rivers.\",\t7\n1,"
     ));
 

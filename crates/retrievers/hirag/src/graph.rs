@@ -274,13 +274,18 @@ pub struct BridgePath {
 }
 
 impl HiGraph {
-    /// The path through `keys` in order: from each key entity to the next the lexicographically first
-    /// unweighted shortest path is appended without repeating the joint node; where no path exists the
-    /// next key is appended as a jump and the walk goes on from it. No key: empty; one key: that node.
+    /// The path through `keys` in order, as the reference's `find_path_with_required_nodes` builds it:
+    /// from each key entity to the next the lexicographically first unweighted shortest path is appended;
+    /// where no path exists the next key is appended as a jump and the walk goes on from it. Like the
+    /// reference, the walk starts with an empty path, and only a step towards an intermediate key entity
+    /// appended to an empty path brings its start along; every other step appends its path without the
+    /// first node. So the first key entity is dropped when there is no intermediate one: one key entity
+    /// gives an empty path, two give the shortest path between them without its first node (adjacent
+    /// key entities: the second alone, and no bridge edge). The first step failing drops it too.
     pub fn bridge_path(&self, keys: &[u32]) -> BridgePath {
-        let Some((&first, rest)) = keys.split_first() else {
+        if keys.len() < 2 {
             return BridgePath::default();
-        };
+        }
         // Each step starts from a key entity, not from where the previous step ended, so the searches
         // are independent: run them on the thread pool, each worker with its own scratch space.
         use rayon::prelude::*;
@@ -291,15 +296,16 @@ impl HiGraph {
                 |bfs, w| bfs.path(self, w[0], w[1]),
             )
             .collect();
-        let mut out = BridgePath {
-            nodes: vec![first],
-            jumps: Vec::new(),
-        };
-        for (step, &next) in steps.into_iter().zip(rest) {
+        let last = steps.len() - 1;
+        let mut out = BridgePath::default();
+        for (i, (step, &next)) in steps.into_iter().zip(&keys[1..]).enumerate() {
             match step {
+                Some(p) if i < last && out.nodes.is_empty() => out.nodes.extend_from_slice(&p),
                 Some(p) => out.nodes.extend_from_slice(&p[1..]),
                 None => {
-                    out.jumps.push(out.nodes.len() - 1);
+                    if let Some(end) = out.nodes.len().checked_sub(1) {
+                        out.jumps.push(end);
+                    }
                     out.nodes.push(next);
                 }
             }

@@ -77,7 +77,7 @@ pub(crate) fn row_rest_tokens(cells: Vec<Cell>) -> u32 {
     let mut row = vec![Cell::num(0)];
     row.extend(cells);
     let table = csv_table("x", &["id"], &[row]);
-    let head = "-----x-----\n```csv\nid\n0".len();
+    let head = table_head("x", &["id"]).len() + "0".len();
     let rest = table.get(head..table.len().saturating_sub(3)).unwrap_or("");
     crate::tokens(rest) as u32
 }
@@ -89,17 +89,22 @@ pub(crate) struct Section {
     pub(crate) rows: Vec<(Vec<Cell>, u32)>,
 }
 
-/// The rendered context (tables joined by newlines) and its o200k token count (see the module docs).
+/// A table's text up to its first row: the name line, the fence and the header row with its newline.
+fn table_head(name: &str, header: &[&str]) -> String {
+    let empty = csv_table(name, header, &[]);
+    let head = empty.strip_suffix("```").unwrap_or(&empty);
+    head.to_owned()
+}
+
+/// The rendered context and its o200k token count (see the module docs). As the reference's f-strings
+/// write it: a newline, the tables joined by newlines, a newline after the last closing fence.
 pub(crate) fn render(sections: Vec<Section>) -> (String, usize) {
     let mut texts = Vec::with_capacity(sections.len());
-    let mut tokens = 0usize;
-    let last = sections.len().saturating_sub(1);
-    for (s, section) in sections.into_iter().enumerate() {
-        tokens += crate::tokens(&format!(
-            "-----{}-----\n```csv\n{}\n",
-            section.name,
-            section.header.join(",\t")
-        ));
+    // The leading newline is a piece of its own (a table starts with `-`); every closing fence is followed
+    // by a newline and ends its piece there.
+    let mut tokens = crate::tokens("\n");
+    for section in sections {
+        tokens += crate::tokens(&table_head(section.name, section.header));
         let mut rows = Vec::with_capacity(section.rows.len());
         for (i, (cells, rest)) in section.rows.into_iter().enumerate() {
             tokens += crate::tokens(&i.to_string()) + rest as usize;
@@ -107,8 +112,8 @@ pub(crate) fn render(sections: Vec<Section>) -> (String, usize) {
             row.extend(cells);
             rows.push(row);
         }
-        tokens += crate::tokens(if s == last { "```" } else { "```\n" });
+        tokens += crate::tokens("```\n");
         texts.push(csv_table(section.name, section.header, &rows));
     }
-    (texts.join("\n"), tokens)
+    (format!("\n{}\n", texts.join("\n")), tokens)
 }

@@ -69,8 +69,10 @@ impl LeanragRetriever {
         .map_err(|e| LeanragError::Model(format!("embedding the query: {e}")))
     }
 
-    /// Seeds (spec §6.1): the `top_n` most similar nodes of the seed layers, best first (ties: NodeId);
-    /// with aggregate seeds, the best node per origin.
+    /// Seeds (spec §6.1): the `top_n` most similar nodes of the seed layers, best first; among equal
+    /// scores the later node first (greater NodeId), as the reference's vector store returns, of rows with
+    /// equal scores, the one inserted later (it inserts the nodes level by level in their order). With
+    /// aggregate seeds, the best node per origin.
     pub fn seeds(&self, query_vector: &[f32]) -> Result<Vec<(NodeId, f32)>> {
         let (vectors, rows) = self.index.seed_index();
         let Some(vectors) = vectors else {
@@ -80,7 +82,7 @@ impl LeanragRetriever {
         let cmp = |x: &usize, y: &usize| {
             scores[*y]
                 .total_cmp(&scores[*x])
-                .then(rows[*x].cmp(&rows[*y]))
+                .then(rows[*y].cmp(&rows[*x]))
         };
         let mut order: Vec<usize> = (0..scores.len()).collect();
         // Base seeds have one node per origin, so the best `top_n` are all that is needed; aggregate seeds
@@ -188,67 +190,83 @@ impl LeanragRetriever {
             .filter(|c| index.chunk_text(c).is_some())
             .collect();
 
-        // §6.4 layout; its cl100k count summed from the per-line counts of the index where exact.
-        let shown: Vec<&ChunkId> = chunks.iter().take(cfg.top_c).copied().collect();
-        let lt = index.line_tokens();
-        let mut lines: Vec<String> = vec![
-            "entity_information:".into(),
-            "entity_name\t\tparent\t\tdescription".into(),
-        ];
-        let mut tokens = 0usize;
-        for &(s, _) in seeds {
-            let Some(n) = node(s) else { continue };
-            lines.push(index.seed_line(n));
-            tokens += lt.nodes[s.layer as usize][s.idx as usize].0 as usize;
-        }
+        // §6.4 layout, as the reference's `describe` f-string writes it; its cl100k count summed from the
+        // index's per-line counts where that is exact.
+        let shown: Vec<&str> = chunks
+            .iter()
+            .take(cfg.top_c)
+            .filter_map(|c| index.chunk_text(c))
+            .collect();
         let aggregate_header = if cfg.include_findings {
             "entity_name\t\tentity_description\t\tfindings"
         } else {
             "entity_name\t\tentity_description"
         };
-        lines.push("aggregation_entity_information:".into());
-        lines.push(aggregate_header.into());
-        for &a in &aggregates {
-            let Some(n) = node(a) else { continue };
-            lines.push(index.aggregate_line(n));
-            tokens += lt.nodes[a.layer as usize][a.idx as usize].1 as usize;
-        }
-        lines.push("reasoning_path_information:".into());
-        for &r in &relations {
-            if let Some(rel) = h.relations.get(r) {
-                lines.push(rel.description.clone());
-                tokens += lt.relations[r] as usize;
+        let seed_nodes: Vec<_> = seeds.iter().filter_map(|&(s, _)| node(s)).collect();
+        let aggregate_nodes: Vec<_> = aggregates.iter().filter_map(|&a| node(a)).collect();
+        let relation_texts: Vec<(usize, &str)> = relations
+            .iter()
+            .filter_map(|&r| Some((r, h.relations.get(r)?.description.as_str())))
+            .collect();
+        let seed_lines: Vec<String> = seed_nodes.iter().map(|n| index.seed_line(n)).collect();
+        let aggregate_lines: Vec<String> = aggregate_nodes
+            .iter()
+            .map(|n| index.aggregate_line(n))
+            .collect();
+        let rendered = describe(
+            &seed_lines,
+            aggregate_header,
+            &aggregate_lines,
+            &relation_texts.iter().map(|(_, t)| *t).collect::<Vec<_>>(),
+            &shown,
+        );
+        let lt = index.line_tokens();
+        let context_tokens = if lt.exact
+            && !seed_lines.is_empty()
+            && !aggregate_lines.is_empty()
+            && !relation_texts.is_empty()
+            && !shown.is_empty()
+        {
+            // Every line ends its last pre-token at its newline, so the context is the sum of: the fixed
+            // lines; the seed and aggregate lines (each followed by a newline); the first relation and the
+            // first text unit after their four-space indent, counted here; the later ones from the index;
+            // the last text unit with the blank line after it; the closing indent.
+            let mut tokens = crate::cl100k("\n    entity_information:\n")
+                + crate::cl100k("    entity_name\t\tparent\t\tdescription\n")
+                + crate::cl100k("    aggregation_entity_information:\n")
+                + crate::cl100k(&format!("    {aggregate_header}\n"))
+                + crate::cl100k("    reasoning_path_information:\n")
+                + crate::cl100k("    text_units:\n")
+                + crate::cl100k("    ");
+            tokens += seed_nodes
+                .iter()
+                .map(|n| lt.nodes[n.id.layer as usize][n.id.idx as usize].0 as usize)
+                .sum::<usize>();
+            tokens += aggregate_nodes
+                .iter()
+                .map(|n| lt.nodes[n.id.layer as usize][n.id.idx as usize].1 as usize)
+                .sum::<usize>();
+            for (i, &(r, text)) in relation_texts.iter().enumerate() {
+                tokens += if i == 0 {
+                    crate::cl100k(&format!("    {text}\n"))
+                } else {
+                    lt.relations[r] as usize
+                };
             }
-        }
-        lines.push("text_units:".into());
-        for (i, c) in shown.iter().enumerate() {
-            let Some(t) = index.chunk_text(c) else {
-                continue;
-            };
-            lines.push(t.to_owned());
-            tokens += if i + 1 == shown.len() {
-                crate::cl100k(t)
-            } else {
-                lt.chunks.get(*c).copied().unwrap_or(0) as usize
-            };
-        }
-        // The fixed lines; each is followed by a newline except a last `text_units:`.
-        for fixed in [
-            "entity_information:\n",
-            "entity_name\t\tparent\t\tdescription\n",
-            "aggregation_entity_information:\n",
-            "reasoning_path_information:\n",
-        ] {
-            tokens += crate::cl100k(fixed);
-        }
-        tokens += crate::cl100k(&format!("{aggregate_header}\n"));
-        tokens += crate::cl100k(if shown.is_empty() {
-            "text_units:"
-        } else {
-            "text_units:\n"
-        });
-        let rendered = lines.join("\n");
-        let context_tokens = if lt.exact {
+            let last = shown.len() - 1;
+            for (i, text) in shown.iter().enumerate() {
+                let indent = if i == 0 { "    " } else { "" };
+                let end = if i == last { "\n\n" } else { "\n" };
+                tokens += if i == 0 || i == last {
+                    crate::cl100k(&format!("{indent}{text}{end}"))
+                } else {
+                    chunks
+                        .get(i)
+                        .and_then(|c| lt.chunks.get(*c))
+                        .copied()
+                        .map_or_else(|| crate::cl100k(&format!("{text}\n")), |t| t as usize)
+                };
+            }
             tokens
         } else {
             crate::cl100k(&rendered)
@@ -313,6 +331,32 @@ impl LeanragRetriever {
         ctx.stats.insert("text_units".into(), shown.len() as f64);
         ctx
     }
+}
+
+/// The context as the reference's `describe` f-string (`query_graph.py`) lays it out: a newline; four
+/// headers, each indented by four spaces, and so is the line after each (the column names, the first
+/// relation, the first text unit); the seed and aggregate lines joined by newlines; every text unit
+/// followed by a newline; four spaces at the end.
+pub fn describe(
+    seed_lines: &[String],
+    aggregate_header: &str,
+    aggregate_lines: &[String],
+    relations: &[&str],
+    text_units: &[&str],
+) -> String {
+    let mut units = String::new();
+    for t in text_units {
+        units.push_str(t);
+        units.push('\n');
+    }
+    format!(
+        "\n    entity_information:\n    entity_name\t\tparent\t\tdescription\n{}\n    \
+         aggregation_entity_information:\n    {aggregate_header}\n{}\n    \
+         reasoning_path_information:\n    {}\n    text_units:\n    {units}\n    ",
+        seed_lines.join("\n"),
+        aggregate_lines.join("\n"),
+        relations.join("\n"),
+    )
 }
 
 #[async_trait]

@@ -134,9 +134,15 @@ pub struct IndexStats {
     pub secs: BTreeMap<String, f64>,
 }
 
-/// The version of the saved index file: 2 since the settings it embeds hold the clustering as one
-/// `cluster` table (files of version 1 are refused with a request to rebuild).
-const FILE_VERSION: u32 = 2;
+/// The version of the saved index file: 3 since the context tables are rendered as the reference renders
+/// them (quoted header names, cells stripped as Python strips them), which changes the rows' stored token
+/// counts; 2 since the settings it embeds hold the clustering as one `cluster` table. Files of version 2
+/// are read and their row counts taken again ([`HiragIndex::load`]); version 1 is refused with a request
+/// to rebuild.
+const FILE_VERSION: u32 = 3;
+
+/// The oldest file version [`HiragIndex::load`] still reads (its rows' token counts are taken again).
+const RECOUNTED_FILE_VERSION: u32 = 2;
 
 /// HiRAG's index. See the crate docs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -583,10 +589,41 @@ impl HiragIndex {
     }
 
     /// Reads an index written by [`save`](Self::save).
+    ///
+    /// A file of the previous version (the same data, rendered before the context tables followed the
+    /// reference byte for byte) is read too: the token counts of its rows are taken again.
     pub fn load(path: &std::path::Path) -> Result<Self> {
-        let mut index: Self = kgrag_graph_store::persist::load(path, "hirag-index", FILE_VERSION)?;
+        use kgrag_graph_store::{persist, StoreError};
+        let (mut index, recount) = match persist::load::<Self>(path, "hirag-index", FILE_VERSION) {
+            Ok(index) => (index, false),
+            Err(first @ StoreError::Incompatible { .. }) => {
+                match persist::load::<Self>(path, "hirag-index", RECOUNTED_FILE_VERSION) {
+                    Ok(index) => (index, true),
+                    Err(_) => return Err(first.into()),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        };
         index.rebuild_lookups();
+        if recount {
+            index.count_row_tokens();
+        }
         Ok(index)
+    }
+
+    /// The o200k token counts of every context row (chunks, entities, relations, reports), as the
+    /// tables render them now.
+    fn count_row_tokens(&mut self) {
+        for r in &mut self.chunks {
+            r.row_tokens = crate::table::row_rest_tokens(crate::table::chunk_cells(r));
+        }
+        self.graph.count_row_tokens();
+        for c in &mut self.communities {
+            c.row_tokens = (
+                crate::table::row_rest_tokens(crate::table::report_cells(c, true)),
+                crate::table::row_rest_tokens(crate::table::report_cells(c, false)),
+            );
+        }
     }
 
     /// The settings the index was built with (retrieval reads its budgets from here).

@@ -89,14 +89,32 @@ fn path_through_ties_steps_and_gaps() {
     // Only consecutive steps, never across a jump: A–B, B–D, D–C; ranked C–D (5), A–B, B–D.
     let only = g.bridge_edges(&p, BridgeEdges::PathOnly);
     assert_eq!(pairs(&g, &only), ["C-D", "A-B", "B-D"]);
+
+    // As the reference's walk: with no intermediate key entity the first one is dropped (A → D gives
+    // B, D); when the first step finds no path, the walk starts at the next key entity.
+    let two = g.bridge_path(&[id("A"), id("D")]);
+    assert_eq!(names(&g, &two.nodes), ["B", "D"]);
+    assert_eq!(
+        pairs(&g, &g.bridge_edges(&two, BridgeEdges::AllAmongPathNodes)),
+        ["B-D"]
+    );
+    let adjacent = g.bridge_path(&[id("D"), id("C")]);
+    assert_eq!(names(&g, &adjacent.nodes), ["C"]);
+    assert!(g
+        .bridge_edges(&adjacent, BridgeEdges::AllAmongPathNodes)
+        .is_empty());
+    let gap_first = g.bridge_path(&[id("C"), id("G"), id("H")]);
+    assert_eq!(names(&g, &gap_first.nodes), ["G", "H"]);
+    assert_eq!(gap_first.jumps, vec![0]);
 }
 
 #[test]
 fn zero_and_one_key_entity() {
     let g = graph();
     assert_eq!(g.bridge_path(&[]), BridgePath::default());
+    // One key entity: the reference's walk from it to itself appends nothing.
     let one = g.bridge_path(&[g.find("E").unwrap()]);
-    assert_eq!(names(&g, &one.nodes), ["E"]);
+    assert!(one.nodes.is_empty());
     assert!(one.jumps.is_empty());
     assert!(g.bridge_edges(&one, BridgeEdges::PathOnly).is_empty());
     assert!(g
@@ -165,16 +183,16 @@ fn bidirectional_search_returns_the_plain_searchs_path() {
         let g = HiGraph::new(names.iter().map(|s| node(s)).collect(), e).unwrap();
         let keys: Vec<u32> = (0..400).map(|_| next(n as u64) as u32).collect();
         let bridge = g.bridge_path(&keys);
-        // Rebuild the expected walk from the plain search.
-        let mut expected = BridgePath {
-            nodes: vec![keys[0]],
-            jumps: vec![],
-        };
-        for w in keys.windows(2) {
+        // Rebuild the expected walk from the plain search (the first step brings its start along).
+        let mut expected = BridgePath::default();
+        for (i, w) in keys.windows(2).enumerate() {
             match plain_bfs(&g, w[0], w[1]) {
+                Some(p) if i == 0 => expected.nodes.extend_from_slice(&p),
                 Some(p) => expected.nodes.extend_from_slice(&p[1..]),
                 None => {
-                    expected.jumps.push(expected.nodes.len() - 1);
+                    if !expected.nodes.is_empty() {
+                        expected.jumps.push(expected.nodes.len() - 1);
+                    }
                     expected.nodes.push(w[1]);
                 }
             }

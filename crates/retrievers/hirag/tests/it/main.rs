@@ -4,5 +4,6 @@
 mod bridge;
 mod common;
 mod data;
+mod golden;
 mod modes;
 mod real_server;

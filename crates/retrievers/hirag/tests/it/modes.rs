@@ -152,18 +152,18 @@ async fn hand_built_rankings_and_local_layout() {
         rels,
         ["ALPHA-BETA", "BETA-GAMMA", "DELTA-GAMMA", "ALPHA-DELTA"]
     );
-    let expected = "-----Entities-----\n```csv\nid,\tentity,\ttype,\tdescription,\trank\n\
+    let expected = "\n-----Entities-----\n```csv\n\"id\",\t\"entity\",\t\"type\",\t\"description\",\t\"rank\"\n\
         0,\t\"ALPHA\",\t\"THING\",\t\"Alpha founded Beta.<SEP>Alpha visited Delta.\",\t2\n\
         1,\t\"DELTA\",\t\"THING\",\t\"Delta hosted Alpha.<SEP>Delta met Gamma.\",\t2\n\
         2,\t\"BETA\",\t\"THING\",\t\"Beta came along.<SEP>Beta hired Gamma.<SEP>Beta was founded by Alpha.\",\t2\n```\n\
-        -----Relations-----\n```csv\nid,\tsource,\ttarget,\tdescription,\tweight,\trank\n\
+        -----Relations-----\n```csv\n\"id\",\t\"source\",\t\"target\",\t\"description\",\t\"weight\",\t\"rank\"\n\
         0,\t\"ALPHA\",\t\"BETA\",\t\"Alpha founded Beta.<SEP>Beta came along with Alpha.\",\t11.0,\t4\n\
         1,\t\"BETA\",\t\"GAMMA\",\t\"Beta hired Gamma.\",\t7.0,\t4\n\
         2,\t\"DELTA\",\t\"GAMMA\",\t\"Gamma met Delta.\",\t5.0,\t4\n\
         3,\t\"ALPHA\",\t\"DELTA\",\t\"Alpha visited Delta.\",\t3.0,\t4\n```\n\
-        -----Sources-----\n```csv\nid,\tcontent\n\
+        -----Sources-----\n```csv\n\"id\",\t\"content\"\n\
         0,\t\"Alpha visited Delta and Beta.\"\n1,\t\"Alpha founded Beta.\"\n2,\t\"Gamma met Delta.\"\n\
-        3,\t\"Beta hired Gamma.\"\n```";
+        3,\t\"Beta hired Gamma.\"\n```\n";
     assert_eq!(ctx.rendered, expected);
     assert_eq!(
         ctx.context_tokens,
@@ -185,7 +185,7 @@ async fn hand_built_rankings_and_local_layout() {
     assert_eq!(ctx2.stats["text_units"], 2.0);
     assert_eq!(ctx2.passages.len(), 4);
     assert!(ctx2.rendered.ends_with(
-        "-----Sources-----\n```csv\nid,\tcontent\n0,\t\"Alpha visited Delta and Beta.\"\n1,\t\"Alpha founded Beta.\"\n```"
+        "-----Sources-----\n```csv\n\"id\",\t\"content\"\n0,\t\"Alpha visited Delta and Beta.\"\n1,\t\"Alpha founded Beta.\"\n```\n"
     ));
 
     // No entity above the floor: the fixed context, no error.

@@ -112,7 +112,7 @@ async fn fixture_tree_retrieval_determinism_and_export() {
             config.top_n
         );
         assert!(!a.passages.is_empty());
-        assert!(a.rendered.starts_with("entity_information:\n"));
+        assert!(a.rendered.starts_with("\n    entity_information:\n"));
         assert!(a.stats["text_units"] <= config.top_c as f64);
         assert_eq!(
             a.context_tokens,

@@ -171,23 +171,25 @@ fn context_assembly_is_exact() {
     // (A–B already taken). Aggregates in first appearance: A, X, B.
     // Chunks: a0 [1, 2] + b0 [2, 3] + a1 [3, 4, 1, 2] → counts 1:2, 2:3, 3:2, 4:1 → 2, then 1 and 3 (first
     // seen), then 4; the context keeps the first two.
-    let expected = "entity_information:\n\
+    // Laid out as the reference's `describe` f-string: a newline, four-space indents on the headers and the
+    // line after each, every text unit followed by a newline, four spaces at the end.
+    let expected = "\n    entity_information:\n    \
         entity_name\t\tparent\t\tdescription\n\
         a0\t\tA\t\ta0 desc\n\
         b0\t\tB\t\tb0 desc\n\
-        a1\t\tA\t\ta1 desc\n\
-        aggregation_entity_information:\n\
+        a1\t\tA\t\ta1 desc\n    \
+        aggregation_entity_information:\n    \
         entity_name\t\tentity_description\n\
         A\t\tA desc\n\
         X\t\tX desc\n\
-        B\t\tB desc\n\
-        reasoning_path_information:\n\
+        B\t\tB desc\n    \
+        reasoning_path_information:\n    \
         A and B cooperate\n\
         a0 knows a1\n\
-        a1 trades with b0\n\
-        text_units:\n\
+        a1 trades with b0\n    \
+        text_units:\n    \
         chunk text 2\n\
-        chunk text 1";
+        chunk text 1\n\n    ";
     assert_eq!(ctx.rendered, expected);
     assert_eq!(
         ctx.context_tokens,
@@ -209,7 +211,10 @@ fn context_assembly_is_exact() {
     // One seed: no path, no relation, no aggregate; its parent and chunks still shown.
     let one = r.context_for_seeds(&[(id(0, 5), 0.5)], 20);
     assert!(one.paths.is_empty() && one.relations.is_empty());
-    assert!(one.rendered.contains("d0\t\tD\t\td0 desc\naggregation_entity_information:\nentity_name\t\tentity_description\nreasoning_path_information:\ntext_units:"));
+    assert!(one.rendered.contains(
+        "d0\t\tD\t\td0 desc\n    aggregation_entity_information:\n    entity_name\t\tentity_description\n\
+         \n    reasoning_path_information:\n    \n    text_units:\n    "
+    ));
     // The root's parent is shown as `root`; findings appear when asked for.
     let with = retriever(&LeanragConfig {
         include_findings: true,
@@ -221,7 +226,7 @@ fn context_assembly_is_exact() {
     assert_eq!(one.context_tokens, cl(&one.rendered));
     assert_eq!(top.context_tokens, cl(&top.rendered));
     let bare = r.context_for_seeds(&[(id(0, 3), 0.5), (id(0, 6), 0.4)], 20);
-    assert!(bare.rendered.ends_with("text_units:"));
+    assert!(bare.rendered.ends_with("text_units:\n    \n    "));
     assert_eq!(bare.context_tokens, cl(&bare.rendered));
     assert!(
         top.rendered.contains("R\t\troot\t\tR desc"),
@@ -241,7 +246,8 @@ fn aggregate_seeds_keep_the_best_node_per_origin() {
         ..LeanragConfig::default()
     };
     let r = retriever(&config);
-    // Query (0.5, 0.5): the copy of c0 and R both score 1.0 (ties by NodeId: the copy, layer 1, first),
+    // Query (0.5, 0.5): the copy of c0 and R both score 1.0 (ties: the later node first, as the
+    // reference's vector store returns the row inserted later: R, the root, then the copy on layer 1),
     // then B (0.981), X and Y (0.928). Base nodes are not seeds.
     let seeds = r.seeds(&[0.5, 0.5]).unwrap();
     let h = r.index().hierarchy();
@@ -249,8 +255,8 @@ fn aggregate_seeds_keep_the_best_node_per_origin() {
         .iter()
         .map(|s| h.node(s.0).unwrap().name.clone())
         .collect();
-    assert_eq!(got, ["c0", "R", "B"]);
-    assert_eq!(seeds[0].0, id(1, 2));
+    assert_eq!(got, ["R", "c0", "B"]);
+    assert_eq!(seeds[1].0, id(1, 2));
     // A second copy of c0 one level up (same origin) is not a second seed.
     let mut t = tree();
     let mut again = t.layers[1][2].clone();

@@ -2,5 +2,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod build;
+mod golden;
 mod lca;
 mod real_server;
