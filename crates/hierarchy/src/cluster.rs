@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::gmm::{bic_scan, BicScan, Gmm, GmmConfig};
-use crate::reduce::{reduce, Points, Reduction};
+use crate::reduce::{reduce_seeded, Points, Reduction};
 use crate::{HierarchyError, Result};
 
 /// How points are assigned to mixture components.
@@ -148,7 +148,7 @@ pub fn cluster_layer<V: AsRef<[f32]>>(
     if rows.len() < 2 {
         return Ok(LayerClustering::single(rows.len(), BicScan::untried()));
     }
-    let points = reduce(rows, config.reduction)?;
+    let points = reduce_seeded(rows, config.reduction, config.gmm.seed)?;
     cluster_points(&points, config, assignment, min_k)
 }
 

@@ -46,6 +46,7 @@ mod model;
 pub mod reduce;
 mod rng;
 pub mod summarize;
+pub mod umap;
 
 pub use build::{
     build_hirag, build_leanrag, embed_texts, BaseEntity, BaseRelation, HiragConfig, LeanragConfig,

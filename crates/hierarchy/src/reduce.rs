@@ -1,13 +1,9 @@
 //! Dimension reduction before the Gaussian mixture.
 //!
 //! HiRAG and LeanRAG reduce entity embeddings with UMAP to two dimensions (cosine metric, 15 neighbours,
-//! unseeded). Rust has no UMAP that can share a build with the rest of the workspace (the `umap-rs` crate
-//! conflicts with the linear-algebra stack; see the design notes), and a sound UMAP — fuzzy simplicial sets
-//! over an approximate k-NN graph, spectral initialisation, SGD with negative sampling — is a project of its
-//! own whose output would still differ from the reference's unseeded runs. **PCA is our substitute** and the
-//! default (`pca:2`): deterministic, linear (so it keeps the global layout UMAP partly discards), seconds on
-//! 16k × 384, and enough to make a full-covariance GMM well-posed. `umap` is rejected at configuration
-//! time with that explanation.
+//! unseeded in the references). `umap` runs our UMAP ([`crate::umap`], seeded from the mixture's seed) to
+//! `min(2, N − 2)` dimensions as the references ask for; `pca:N` and `none` are the alternatives, and
+//! `pca:2` stays the default until UMAP's clusters are measured against umap-learn's on MuSiQue.
 //!
 //! PCA is computed here (one ndarray matrix product and nalgebra's symmetric eigensolver, both already in
 //! the workspace) rather than with linfa-reduction, which would add the linfa stack for one SVD and whose
@@ -31,6 +27,8 @@ pub enum Reduction {
     None,
     /// PCA to this many dimensions (`pca:2` is the default).
     Pca(usize),
+    /// UMAP as the references run it: cosine, 15 neighbours, `min(2, N − 2)` dimensions.
+    Umap,
 }
 
 impl Default for Reduction {
@@ -44,6 +42,7 @@ impl fmt::Display for Reduction {
         match self {
             Reduction::None => f.write_str("none"),
             Reduction::Pca(n) => write!(f, "pca:{n}"),
+            Reduction::Umap => f.write_str("umap"),
         }
     }
 }
@@ -57,11 +56,7 @@ impl FromStr for Reduction {
             return Ok(Reduction::None);
         }
         if t == "umap" {
-            return Err(HierarchyError::Config(
-                "reduction = \"umap\" is not available: no sound Rust UMAP builds with this workspace; \
-                 use \"pca:2\" (our documented substitute, the default), \"pca:N\" or \"none\""
-                    .into(),
-            ));
+            return Ok(Reduction::Umap);
         }
         if let Some(n) = t.strip_prefix("pca:") {
             return match n.parse::<usize>() {
@@ -72,7 +67,7 @@ impl FromStr for Reduction {
             };
         }
         Err(HierarchyError::Config(format!(
-            "reduction {s:?} is not one of \"pca:2\", \"pca:N\", \"none\""
+            "reduction {s:?} is not one of \"pca:2\", \"pca:N\", \"umap\", \"none\""
         )))
     }
 }
@@ -150,17 +145,26 @@ pub fn all_identical<V: AsRef<[f32]>>(rows: &[V]) -> bool {
     }
 }
 
-/// Reduces `rows` (all of one dimension) as `reduction` says.
+/// Reduces `rows` (all of one dimension) as `reduction` says (UMAP with seed 0).
 pub fn reduce<V: AsRef<[f32]>>(rows: &[V], reduction: Reduction) -> Result<Points> {
+    reduce_seeded(rows, reduction, 0)
+}
+
+/// [`reduce`] with the seed of UMAP's random choices.
+pub fn reduce_seeded<V: AsRef<[f32]>>(
+    rows: &[V],
+    reduction: Reduction,
+    seed: u64,
+) -> Result<Points> {
     let rows: Vec<&[f32]> = rows.iter().map(AsRef::as_ref).collect();
-    reduce_rows(&rows, reduction)
+    reduce_rows(&rows, reduction, seed)
 }
 
 /// [`reduce`] without type parameters: compiled once, here, at this crate's optimisation level (a generic
 /// body would be instantiated, unoptimised in debug builds, in whichever crate calls it — through async
 /// callers that is the top-level binary).
 #[inline(never)]
-fn reduce_rows(rows: &[&[f32]], reduction: Reduction) -> Result<Points> {
+fn reduce_rows(rows: &[&[f32]], reduction: Reduction, seed: u64) -> Result<Points> {
     let n = rows.len();
     let dim = rows.first().map_or(0, |r| r.as_ref().len());
     if let Some((i, r)) = rows
@@ -196,6 +200,15 @@ fn reduce_rows(rows: &[&[f32]], reduction: Reduction) -> Result<Points> {
             Points::new(n, dim, data)
         }
         Reduction::Pca(want) => pca(rows, dim, want.min(n - 1).min(dim)),
+        Reduction::Umap => {
+            let config = crate::umap::UmapConfig {
+                n_components: n.saturating_sub(2).clamp(1, 2),
+                seed,
+                ..crate::umap::UmapConfig::default()
+            };
+            let layout = crate::umap::umap(rows, &config)?;
+            Points::new(n, layout.dim, layout.coords)
+        }
     }
 }
 
@@ -257,13 +270,28 @@ mod tests {
     fn parses_and_rejects_reductions() {
         assert_eq!("pca:2".parse::<Reduction>().ok(), Some(Reduction::Pca(2)));
         assert_eq!("none".parse::<Reduction>().ok(), Some(Reduction::None));
+        assert_eq!("umap".parse::<Reduction>().ok(), Some(Reduction::Umap));
+        assert_eq!(Reduction::Umap.to_string(), "umap");
         assert!("pca:0".parse::<Reduction>().is_err());
-        let umap = "umap"
+        let unknown = "tsne"
             .parse::<Reduction>()
             .map(|_| ())
             .map_err(|e| e.to_string());
-        assert!(umap.is_err_and(|e| e.contains("pca:2")));
+        assert!(unknown.is_err_and(|e| e.contains("umap")));
         assert_eq!(Reduction::default().to_string(), "pca:2");
+    }
+
+    #[test]
+    fn umap_reduces_to_two_dimensions_and_fewer_for_tiny_inputs() {
+        let rows: Vec<Vec<f32>> = (0..30)
+            .map(|i| vec![(i % 3) as f32, (i / 3) as f32 * 0.1, 1.0])
+            .collect();
+        let p = reduce_seeded(&rows, Reduction::Umap, 7).unwrap();
+        assert_eq!((p.len(), p.dim()), (30, 2));
+        assert_eq!(p, reduce_seeded(&rows, Reduction::Umap, 7).unwrap());
+        // N − 2 components below four points, as the references ask umap-learn for.
+        let three = reduce_seeded(&rows[..3], Reduction::Umap, 7).unwrap();
+        assert_eq!(three.dim(), 1);
     }
 
     #[test]
