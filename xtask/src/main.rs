@@ -222,6 +222,13 @@ fn data_dir() -> TaskResult<PathBuf> {
     env_dir("KGRAG_DATA_DIR", workspace_root().join("datasets"))
 }
 
+/// The target folder cargo builds into: `$CARGO_TARGET_DIR`, else the workspace's `target/`.
+pub(crate) fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("target"))
+}
+
 fn python() -> String {
     std::env::var("KGRAG_PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
@@ -514,9 +521,7 @@ fn missing_ci_bench_data(data: &Path) -> Option<PathBuf> {
 
 /// The facade's examples, as built by the test build: each must run and exit 0.
 fn examples(assets: &Path) -> TaskResult {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
+    let target = target_dir();
     for name in EXAMPLES {
         let binary = target
             .join("debug")
@@ -543,9 +548,7 @@ const EXAMPLES: [&str; 1] = ["index_and_query"];
 /// it has in common with the test build) and run.
 fn standalone_example() -> TaskResult {
     let root = workspace_root();
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
+    let target = target_dir();
     let manifest = root.join("examples").join("graph-only").join("Cargo.toml");
     let mut command = cargo_command();
     command
@@ -585,9 +588,7 @@ fn bench(extra: &[OsString]) -> TaskResult {
 /// is cut to the 200 passages those questions list (`--question-corpus`): embedding all 1,890 passages and
 /// 33k phrases and facts with MiniLM takes about 20 minutes on CI's two cores.
 fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"));
+    let target = target_dir();
     let binary = target
         .join("debug")
         .join(format!("kgrag{}", std::env::consts::EXE_SUFFIX));

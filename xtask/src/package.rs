@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::{cargo_command, fail, run_step, workspace_root, TaskResult};
+use crate::{cargo_command, fail, run_step, target_dir, workspace_root, TaskResult};
 
 /// How the packages are verified after they are made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,13 +164,6 @@ fn manifest_kgrag_dependencies(
         }
     }
     Ok(out.into_iter().collect())
-}
-
-/// The target folder cargo builds into.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("target"))
 }
 
 /// The workspace's `[profile.dev]` as `--config` arguments. A packaged crate carries no profile, so cargo

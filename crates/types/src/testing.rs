@@ -251,6 +251,47 @@ impl Embedder for HashingEmbedder {
     }
 }
 
+/// An embedder whose cosines can be read off the text: a constant 0.05 dimension (no zero vectors), then
+/// one dimension per keyword counting its case-insensitive occurrences, scaled to unit length (so inner
+/// products, as the reference methods' vector stores take them, are cosines). For hand-made indexes whose
+/// rankings a test works out.
+pub struct UnitKeywordEmbedder {
+    words: Vec<&'static str>,
+}
+
+impl UnitKeywordEmbedder {
+    /// An embedder over `words` (matched as lower-case substrings).
+    pub fn new(words: &[&'static str]) -> Self {
+        Self {
+            words: words.to_vec(),
+        }
+    }
+
+    /// The vector of one text.
+    pub fn vector(&self, text: &str) -> Vec<f32> {
+        let lower = text.to_lowercase();
+        let mut v = vec![0.05f32];
+        v.extend(self.words.iter().map(|w| lower.matches(w).count() as f32));
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        v.iter().map(|x| x / norm).collect()
+    }
+}
+
+#[async_trait]
+impl Embedder for UnitKeywordEmbedder {
+    fn model_name(&self) -> &str {
+        "unit-keyword-embedder"
+    }
+
+    fn dimension(&self) -> usize {
+        self.words.len() + 1
+    }
+
+    async fn embed(&self, texts: &[String], _kind: &EmbedKind) -> Result<Embeddings> {
+        Embeddings::from_rows(texts.iter().map(|t| self.vector(t)).collect())
+    }
+}
+
 /// An extractor that returns scripted extractions by chunk id (an empty one for unknown chunks), and can be
 /// told to fail on some chunks or after a number of calls.
 #[derive(Default)]

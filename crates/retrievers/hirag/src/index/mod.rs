@@ -205,9 +205,6 @@ impl HiragIndex {
             }
         }
         records.sort_by(|a, b| a.id.cmp(&b.id));
-        for r in &mut records {
-            r.row_tokens = crate::table::row_rest_tokens(crate::table::chunk_cells(r));
-        }
         let chunk_pos: HashMap<String, u32> = records
             .iter()
             .enumerate()
@@ -455,7 +452,6 @@ impl HiragIndex {
                 n.clusters = c;
             }
         }
-        graph.count_row_tokens();
         record_stage(&mut stats, "hirag_communities", started);
 
         // §6.3–6.4: reports, deepest level first, reused when unchanged.
@@ -533,7 +529,7 @@ impl HiragIndex {
                 .iter()
                 .filter_map(|id| chunk_pos.get(id).copied())
                 .collect();
-            let mut record = CommunityRecord {
+            communities.push(CommunityRecord {
                 id: c.id as u32,
                 level: c.level as u32,
                 title: c.title,
@@ -547,12 +543,7 @@ impl HiragIndex {
                 report_string,
                 report,
                 row_tokens: (0, 0),
-            };
-            record.row_tokens = (
-                crate::table::row_rest_tokens(crate::table::report_cells(&record, true)),
-                crate::table::row_rest_tokens(crate::table::report_cells(&record, false)),
-            );
-            communities.push(record);
+            });
         }
         stats.communities_per_level = per_level.values().copied().collect();
         record_stage(&mut stats, "hirag_reports", started);
@@ -569,6 +560,7 @@ impl HiragIndex {
             stats,
         };
         index.rebuild_lookups();
+        index.count_row_tokens();
         Ok(index)
     }
 
@@ -612,7 +604,7 @@ impl HiragIndex {
     }
 
     /// The o200k token counts of every context row (chunks, entities, relations, reports), as the
-    /// tables render them now.
+    /// tables render them now: at the end of a build, and when a file of the previous version is read.
     fn count_row_tokens(&mut self) {
         for r in &mut self.chunks {
             r.row_tokens = crate::table::row_rest_tokens(crate::table::chunk_cells(r));

@@ -50,6 +50,17 @@ pub fn chunk(text: &str) -> Chunk {
     }
 }
 
+/// The extraction of one chunk: its entity and relation records, no triples.
+pub fn extraction(c: &Chunk, entities: Vec<Entity>, relations: Vec<Relation>) -> Extraction {
+    Extraction {
+        chunk_id: c.id.clone(),
+        entities,
+        relations,
+        triples: vec![],
+        diagnostics: Default::default(),
+    }
+}
+
 pub fn entity(name: &str, description: &str, c: &Chunk) -> Entity {
     Entity {
         name: name.into(),

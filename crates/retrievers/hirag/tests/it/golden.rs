@@ -10,44 +10,21 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use kgrag_hirag::{HiragConfig, HiragRetriever, Mode};
-use kgrag_types::{
-    Chunk, EmbedKind, Embedder, Embeddings, Extraction, RetrievalRequest, Retriever,
-};
+use kgrag_types::testing::UnitKeywordEmbedder;
+use kgrag_types::{Chunk, Embedder, Extraction, RetrievalRequest, Retriever};
 use serde_json::json;
 
-use crate::common::{build, chunk};
+use crate::common::{build, chunk, extraction as ex};
 
-/// Keyword counts scaled to unit length (the reference's vector stores take inner products).
-struct UnitKeywords;
-
+/// The keywords of the test's embedder ([`UnitKeywordEmbedder`]).
 const WORDS: [&str; 14] = [
     "river", "florence", "tuscany", "pisa", "tower", "galileo", "padua", "veneto", "venice",
     "dante", "comedy", "arno", "capital", "born",
 ];
 
-impl UnitKeywords {
-    fn vector(text: &str) -> Vec<f32> {
-        let lower = text.to_lowercase();
-        let mut v = vec![0.05f32];
-        v.extend(WORDS.iter().map(|w| lower.matches(w).count() as f32));
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter().map(|x| x / norm).collect()
-    }
-}
-
-#[async_trait]
-impl Embedder for UnitKeywords {
-    fn model_name(&self) -> &str {
-        "unit-keywords-test"
-    }
-    fn dimension(&self) -> usize {
-        WORDS.len() + 1
-    }
-    async fn embed(&self, texts: &[String], _: &EmbedKind) -> kgrag_types::Result<Embeddings> {
-        Embeddings::from_rows(texts.iter().map(|t| Self::vector(t)).collect())
-    }
+fn keywords() -> UnitKeywordEmbedder {
+    UnitKeywordEmbedder::new(&WORDS)
 }
 
 fn entity(name: &str, kind: &str, description: &str, c: &Chunk) -> kgrag_types::Entity {
@@ -69,13 +46,6 @@ fn corpus() -> (Vec<Chunk>, Vec<Extraction>) {
     let c6 = chunk("Padua is a city in Veneto; Venice is the capital of Veneto.");
     let c7 = chunk("  'Dante' wrote the Comedy in Florence.  ");
     let rel = crate::common::relation;
-    let ex = |c: &Chunk, entities, relations| Extraction {
-        chunk_id: c.id.clone(),
-        entities,
-        relations,
-        triples: vec![],
-        diagnostics: Default::default(),
-    };
     let extractions = vec![
         ex(
             &c1,
@@ -229,7 +199,7 @@ fn config() -> HiragConfig {
 #[tokio::test]
 async fn every_mode_renders_the_references_context_byte_for_byte() {
     let (chunks, extractions) = corpus();
-    let embedder: Arc<dyn Embedder> = Arc::new(UnitKeywords);
+    let embedder: Arc<dyn Embedder> = Arc::new(keywords());
     let index = Arc::new(build(&chunks, &extractions, embedder.clone(), &config()).await);
     // A tree: as many relations as entities less one, all connected.
     let g = index.graph();
@@ -241,7 +211,7 @@ async fn every_mode_renders_the_references_context_byte_for_byte() {
         kgrag_hirag::export::export_reference(&index, &dir.join("hirag")).unwrap();
         let queries: Vec<serde_json::Value> = QUERIES
             .iter()
-            .map(|q| json!({"query": q, "vector": UnitKeywords::vector(q), "top_k": TOP_K}))
+            .map(|q| json!({"query": q, "vector": keywords().vector(q), "top_k": TOP_K}))
             .collect();
         std::fs::write(
             dir.join("queries.json"),

@@ -9,7 +9,7 @@ use kgrag_text::{Chunker, ChunkerConfig, Encoding};
 use kgrag_types::testing::HashingEmbedder;
 use kgrag_types::{Document, Extraction, RetrievalRequest, RetrievedContext, Retriever};
 
-use crate::common::{build, chunk, entity, relation, Keywords};
+use crate::common::{build, chunk, entity, extraction as ex, relation, Keywords};
 
 /// Four chunks about ALPHA, BETA, GAMMA and DELTA.
 ///
@@ -27,13 +27,6 @@ fn corpus() -> (Vec<kgrag_types::Chunk>, Vec<Extraction>) {
     let c2 = chunk("Beta hired Gamma.");
     let c3 = chunk("Gamma met Delta.");
     let c4 = chunk("Alpha visited Delta and Beta.");
-    let ex = |c: &kgrag_types::Chunk, entities, relations| Extraction {
-        chunk_id: c.id.clone(),
-        entities,
-        relations,
-        triples: vec![],
-        diagnostics: Default::default(),
-    };
     let extractions = vec![
         ex(
             &c1,

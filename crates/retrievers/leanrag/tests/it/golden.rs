@@ -18,42 +18,19 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use kgrag_leanrag::{BaseGraph, LeanragConfig, LeanragIndex, LeanragRetriever, Models};
-use kgrag_types::{
-    ChunkId, EmbedKind, Embedder, Embeddings, Entity, Relation, RetrievalRequest, Retriever,
-};
+use kgrag_types::testing::UnitKeywordEmbedder;
+use kgrag_types::{ChunkId, Entity, Relation, RetrievalRequest, Retriever};
 use serde_json::json;
 
-/// Keyword counts scaled to unit length (the reference's vector store takes inner products).
-struct UnitKeywords;
-
+/// The keywords of the test's embedder ([`UnitKeywordEmbedder`]).
 const WORDS: [&str; 16] = [
     "river", "florence", "tuscany", "pisa", "tower", "galileo", "padua", "veneto", "venice",
     "dante", "comedy", "arno", "capital", "born", "walls", "city",
 ];
 
-impl UnitKeywords {
-    fn vector(text: &str) -> Vec<f32> {
-        let lower = text.to_lowercase();
-        let mut v = vec![0.05f32];
-        v.extend(WORDS.iter().map(|w| lower.matches(w).count() as f32));
-        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        v.iter().map(|x| x / norm).collect()
-    }
-}
-
-#[async_trait]
-impl Embedder for UnitKeywords {
-    fn model_name(&self) -> &str {
-        "unit-keywords-test"
-    }
-    fn dimension(&self) -> usize {
-        WORDS.len() + 1
-    }
-    async fn embed(&self, texts: &[String], _: &EmbedKind) -> kgrag_types::Result<Embeddings> {
-        Embeddings::from_rows(texts.iter().map(|t| Self::vector(t)).collect())
-    }
+fn keywords() -> UnitKeywordEmbedder {
+    UnitKeywordEmbedder::new(&WORDS)
 }
 
 const CHUNKS: [&str; 8] = [
@@ -182,7 +159,7 @@ async fn the_context_is_the_references_describe_byte_for_byte() {
         ..LeanragConfig::default()
     };
     let models = Models {
-        embedder: Arc::new(UnitKeywords),
+        embedder: Arc::new(keywords()),
         chat: None,
     };
     let index = Arc::new(LeanragIndex::build(g0(), &models, &config).await.unwrap());
@@ -196,7 +173,7 @@ async fn the_context_is_the_references_describe_byte_for_byte() {
         kgrag_leanrag::export::export_reference(&index, &dir.join("leanrag")).unwrap();
         let queries: Vec<serde_json::Value> = QUERIES
             .iter()
-            .map(|q| json!({"query": q, "vector": UnitKeywords::vector(q), "top_k": TOP_N}))
+            .map(|q| json!({"query": q, "vector": keywords().vector(q), "top_k": TOP_N}))
             .collect();
         std::fs::write(
             dir.join("leanrag-queries.json"),
@@ -205,7 +182,7 @@ async fn the_context_is_the_references_describe_byte_for_byte() {
         .unwrap();
     }
 
-    let retriever = LeanragRetriever::new(index.clone(), Arc::new(UnitKeywords));
+    let retriever = LeanragRetriever::new(index.clone(), Arc::new(keywords()));
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/golden/leanrag.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
