@@ -17,11 +17,11 @@ pub enum Verify {
     /// dependencies again for them.
     Cargo,
     /// `cargo xtask test`: `cargo package --workspace --no-verify`, then every package extracted from its
-    /// `.crate` outside the workspace and `cargo check`ed alone (its own features, its default ones, as
-    /// cargo verifies), with the other kgrag crates taken from their packages too: what cargo's
-    /// verification catches — a file the package leaves out, a feature it gets only from a sibling
-    /// through the workspace's unification, a dependency without a version — without the machine code
-    /// (under three minutes).
+    /// `.crate` outside the workspace and `cargo check`ed from those files with its default features, the
+    /// other kgrag crates taken from their packages too: what cargo's verification catches — a file a
+    /// package leaves out, a dependency without a version, and for the crates used one at a time a
+    /// feature one gets only from a sibling through the workspace's unification — without the machine
+    /// code (about two minutes cold; see [`check_groups`] for which packages are checked alone).
     Check,
 }
 
@@ -55,9 +55,10 @@ pub fn package_crates(verify: Verify) -> TaskResult {
 const EXCLUDED: [&str; 3] = ["xtask", "kgrag-benches", "kgrag-fuzz"];
 
 /// [`Verify::Check`]: every `.crate` cargo wrote to `target/package/` extracted into a folder outside the
-/// workspace (inside it, cargo would take them for undeclared members), then `cargo check` on each
-/// package's extracted manifest with `[patch.crates-io]` pointing its kgrag dependencies, and theirs, at
-/// their extracted packages. The shared target folder keeps what one check compiled for the next.
+/// workspace (inside it, cargo would take them for undeclared members) and made a workspace of its own,
+/// `[patch.crates-io]` pointing every kgrag dependency at its extracted package; then `cargo check` of
+/// each package alone, or of the facade's packages together (see [`check_groups`]). The shared target
+/// folder keeps what one check compiled for the next.
 fn check_packages() -> TaskResult {
     let packages: Vec<(String, String)> = workspace_packages()?
         .into_iter()
@@ -99,45 +100,83 @@ fn check_extracted(packages: &[(String, String)], target: &Path, root: &Path) ->
         folders.insert(name.clone(), folder);
         kgrag_deps.insert(name.clone(), deps);
     }
-    for (name, version) in packages {
-        let folder = &folders[name];
-        // Only the packages this one reaches: an unused patch is a warning.
-        let mut reached = BTreeSet::new();
-        let mut stack: Vec<&String> = kgrag_deps[name].iter().collect();
-        while let Some(dep) = stack.pop() {
-            if reached.insert(dep.clone()) {
-                stack.extend(kgrag_deps[dep].iter());
-            }
-        }
-        let mut patches = String::from("[patch.crates-io]\n");
-        for dep in &reached {
-            patches.push_str(&format!(
-                "{dep} = {{ path = {} }}\n",
-                toml::Value::String(folders[dep].display().to_string())
-            ));
-        }
-        let patch_file = root.join(format!("patch-{name}.toml"));
-        std::fs::write(&patch_file, patches)
-            .map_err(|e| fail(format!("cannot write {}: {e}", patch_file.display())))?;
+    // One workspace of the extracted packages, its kgrag dependencies patched to them, with the
+    // workspace's lock file: every check resolves the versions the tests ran with, once.
+    let mut manifest = String::from("[workspace]\nresolver = \"2\"\nmembers = [\n");
+    for folder in folders.values() {
+        manifest.push_str(&format!(
+            "    {},\n",
+            toml::Value::String(folder.display().to_string())
+        ));
+    }
+    manifest.push_str("]\n\n[patch.crates-io]\n");
+    for (name, folder) in &folders {
+        manifest.push_str(&format!(
+            "{name} = {{ path = {} }}\n",
+            toml::Value::String(folder.display().to_string())
+        ));
+    }
+    let manifest_path = root.join("Cargo.toml");
+    std::fs::write(&manifest_path, manifest)
+        .map_err(|e| fail(format!("cannot write {}: {e}", manifest_path.display())))?;
+    let lock = workspace_root().join("Cargo.lock");
+    std::fs::copy(&lock, root.join("Cargo.lock"))
+        .map_err(|e| fail(format!("cannot copy {}: {e}", lock.display())))?;
+    let (alone, together) = check_groups(&kgrag_deps);
+    let check = |names: &[String], what: &str| {
         let mut command = cargo_command();
         command
-            .arg("--config")
-            .arg(&patch_file)
             .arg("check")
             .arg("--manifest-path")
-            .arg(folder.join("Cargo.toml"))
+            .arg(&manifest_path)
+            .args(names.iter().flat_map(|n| ["-p", n.as_str()]))
             .env("CARGO_TARGET_DIR", target)
             .env_remove("RUSTC_WORKSPACE_WRAPPER");
-        run_step(
-            &format!("cargo check of the package {name} {version}, alone"),
-            &mut command,
+        run_step(what, &mut command)
+    };
+    for name in &alone {
+        check(
+            std::slice::from_ref(name),
+            &format!("cargo check of the package {name}, alone"),
+        )?;
+    }
+    if !together.is_empty() {
+        check(
+            &together,
+            &format!("cargo check of the packages {}", together.join(", ")),
         )?;
     }
     Ok(())
 }
 
-/// The kgrag packages a packaged manifest depends on (normal, build and dev dependencies: cargo resolves
-/// all three).
+/// The packages a user picks one at a time — every one whose library does not reach [`FACADE_ROOT`] — each checked
+/// in its own cargo invocation, so that its dependencies get only the features it asks for itself (one
+/// that compiles only thanks to a feature a sibling turns on fails here); and the facade's packages, which
+/// are used together with their defaults, checked in one invocation (features unified among them alone),
+/// which saves checking the model and HTTP stack once per package. A missing file fails either way.
+fn check_groups(kgrag_deps: &BTreeMap<String, Vec<String>>) -> (Vec<String>, Vec<String>) {
+    let reaches = |start: &String| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![start];
+        while let Some(p) = stack.pop() {
+            if p == FACADE_ROOT {
+                return true;
+            }
+            if seen.insert(p) {
+                stack.extend(kgrag_deps.get(p).into_iter().flatten());
+            }
+        }
+        false
+    };
+    kgrag_deps.keys().cloned().partition(|name| !reaches(name))
+}
+
+/// The crate whose dependents (and itself) are checked together: the model clients (candle, reqwest,
+/// rustls), which only the facade, the bench and the CLI build on.
+const FACADE_ROOT: &str = "kgrag-llm";
+
+/// The kgrag packages a packaged manifest's library is compiled with (normal and build dependencies; a
+/// check of the library does not build the dev-dependencies).
 fn manifest_kgrag_dependencies(
     manifest: &Path,
     packages: &[(String, String)],
@@ -147,7 +186,7 @@ fn manifest_kgrag_dependencies(
     let table: toml::Table =
         toml::from_str(&text).map_err(|e| fail(format!("{}: {e}", manifest.display())))?;
     let mut out = BTreeSet::new();
-    for section in ["dependencies", "build-dependencies", "dev-dependencies"] {
+    for section in ["dependencies", "build-dependencies"] {
         for (key, spec) in table
             .get(section)
             .and_then(toml::Value::as_table)
@@ -320,7 +359,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_packaged_manifest_names_its_kgrag_dependencies_of_every_kind() -> TaskResult {
+    fn packages_below_the_model_clients_are_checked_alone_the_facade_together() {
+        let deps: BTreeMap<String, Vec<String>> = [
+            ("kgrag-types", vec![]),
+            ("kgrag-text", vec!["kgrag-types"]),
+            ("kgrag-llm", vec!["kgrag-text", "kgrag-types"]),
+            ("kgrag-hirag", vec!["kgrag-text"]),
+            ("kgrag", vec!["kgrag-hirag", "kgrag-llm"]),
+            ("kgrag-cli", vec!["kgrag"]),
+        ]
+        .into_iter()
+        .map(|(n, d)| (n.to_owned(), d.into_iter().map(str::to_owned).collect()))
+        .collect();
+        let (alone, together) = check_groups(&deps);
+        assert_eq!(alone, ["kgrag-hirag", "kgrag-text", "kgrag-types"]);
+        assert_eq!(together, ["kgrag", "kgrag-cli", "kgrag-llm"]);
+    }
+
+    #[test]
+    fn a_packaged_manifest_names_the_kgrag_dependencies_its_library_is_built_with() -> TaskResult {
         let dir = std::env::temp_dir().join(format!("xtask-manifest-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| fail(e.to_string()))?;
         let manifest = dir.join("Cargo.toml");
@@ -362,15 +419,7 @@ features = ["local"]
         .collect();
         let deps = manifest_kgrag_dependencies(&manifest, &packages);
         let _ = std::fs::remove_dir_all(&dir);
-        assert_eq!(
-            deps?,
-            [
-                "kgrag-graph-store",
-                "kgrag-llm",
-                "kgrag-text",
-                "kgrag-types"
-            ]
-        );
+        assert_eq!(deps?, ["kgrag-graph-store", "kgrag-text", "kgrag-types"]);
         Ok(())
     }
 }

@@ -18,19 +18,20 @@ async fn fixture_with_smollm2_summaries_reports_and_answer() {
     let Some(url) = test_server_url() else { return };
     // Completions capped at 32 tokens: SmolLM2 writes about 10 tokens a second on two cores.
     let chat: Arc<dyn ChatModel> = Arc::new(CappedChat::new(smollm2_chat(url).unwrap(), 32));
-    // The first five fixture passages with their own triples: a few entities, clusters and communities.
+    // The first three fixture passages with their own triples: a few entities, clusters and communities
+    // (every call costs seconds on two cores).
     let ds = kgrag_eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
     let kgrag_eval::ExtractionSource::Inline(list) = &ds.extraction else {
         panic!("the fixture ships its triples");
     };
     let chunker = Chunker::new(ChunkerConfig::hipporag()).unwrap();
     let mut chunks = Vec::new();
-    for p in ds.passages.iter().take(5) {
+    for p in ds.passages.iter().take(3) {
         chunks.extend(chunker.chunk(&Document::new(p.content())).unwrap());
     }
     let triples: Vec<_> = list
         .iter()
-        .take(5)
+        .take(3)
         .map(|e| (e.chunk_id.clone(), e.triples.clone()))
         .collect();
     let extractions = kgrag_hirag::openie_extractions(&triples);

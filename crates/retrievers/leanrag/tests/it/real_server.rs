@@ -17,8 +17,9 @@ async fn fixture_with_smollm2_aggregates_and_answer() {
     let Some(url) = test_server_url() else { return };
     // Completions capped at 32 tokens: SmolLM2 writes about 10 tokens a second on two cores.
     let chat: Arc<dyn ChatModel> = Arc::new(CappedChat::new(smollm2_chat(url).unwrap(), 32));
-    // The first eight fixture passages: 45 entities, one aggregation round of nine clusters (cluster size 5:
-    // small prompts that fit the test server's 2,048-token context), then the root.
+    // The first four fixture passages: a few dozen entities, one aggregation round of a handful of clusters
+    // (cluster size 5: small prompts that fit the test server's 2,048-token context), then the root. Every
+    // call costs seconds on two cores, so the input is as small as still makes two layers.
     let config = LeanragConfig {
         cluster_size: 5,
         concurrency: 1,
@@ -30,7 +31,7 @@ async fn fixture_with_smollm2_aggregates_and_answer() {
         embedder: embedder.clone(),
         chat: Some(chat.clone()),
     };
-    let index = LeanragIndex::build(fixture_g0(8), &models, &config)
+    let index = LeanragIndex::build(fixture_g0(4), &models, &config)
         .await
         .unwrap();
     let s = index.stats().clone();
