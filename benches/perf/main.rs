@@ -19,6 +19,8 @@
 //! kgrag-perf leiden DIR NAME      cases leiden_musique (NAME musique-leiden), leiden_1m (NAME leiden-1m)
 //! kgrag-perf modularity DIR NAME FILE   level-0 modularity of a "node cluster" partition file
 //! kgrag-perf method-query DIR     cases hirag_query_musique, leanrag_query_musique (through `kgrag bench`)
+//! kgrag-perf umap DIR            case umap_musique: our UMAP on HiRAG's first two rounds' vectors (writes
+//!                                 them for benches/python/umap_learn.py)
 //! kgrag-perf peak DIR            the machine: f32 matrix-product rate (ndarray's sgemm, one block of rows
 //!                                 per core) and memory read bandwidth, for the physical-limit estimates
 //! kgrag-perf index-full DIR       case index_musique_full: `kgrag bench` on musique-100, every method, with
@@ -35,6 +37,7 @@ mod cases;
 mod inputs;
 #[cfg(feature = "linfa")]
 mod linfa_case;
+mod umap_case;
 
 use cases::{
     gmm, gmm_linfa, hipporag2_index, hipporag2_query, index_full, leiden, method_query, modularity,
@@ -86,6 +89,7 @@ fn run(args: Vec<String>) -> Result<Value> {
         "method-query" => runtime.block_on(method_query(&dir)),
         "index-full" => runtime.block_on(index_full(&dir)),
         "peak" => peak(rounds),
+        "umap" => runtime.block_on(umap_case::run(&dir, rounds)),
         other => {
             bail!("unknown subcommand {other:?} (see the module docs of benches/perf/main.rs)")
         }

@@ -17,16 +17,19 @@ use serde_json::{json, Map, Value};
 use crate::{fail, TaskResult};
 
 /// The reference packages, pinned.
-const PACKAGES: [&str; 6] = [
+const PACKAGES: [&str; 9] = [
     "numpy==2.4.6",
     "scipy==1.17.1",
     "python-igraph==1.0.0",
     "scikit-learn==1.9.1",
     "graspologic-native==1.3.1",
     "tokenizers==0.23.3",
+    "umap-learn==0.5.12",
+    "numba==0.68.1",
+    "pynndescent==0.7.0",
 ];
 
-const CASES: [&str; 13] = [
+const CASES: [&str; 14] = [
     "embed_musique",
     "synonymy_musique",
     "hipporag2_index_musique",
@@ -39,6 +42,7 @@ const CASES: [&str; 13] = [
     "leiden_1m",
     "hirag_query_musique",
     "leanrag_query_musique",
+    "umap_musique",
     "index_musique_full",
 ];
 
@@ -80,7 +84,7 @@ impl Options {
 fn venv(root: &Path) -> TaskResult<PathBuf> {
     let dir = root.join("target/perf/venv");
     let py = dir.join("bin/python");
-    let check = "import numpy, scipy, igraph, sklearn, graspologic_native, tokenizers";
+    let check = "import numpy, scipy, igraph, sklearn, graspologic_native, tokenizers, umap";
     let ready = Command::new(&py)
         .args(["-c", check])
         .output()
@@ -496,6 +500,70 @@ fn run_case(r: &Runner, case: &str, passes: usize) -> TaskResult<Row> {
     Ok(row)
 }
 
+/// Case `umap_musique`: our UMAP (its inputs written by `kgrag-perf umap`), then umap-learn on the same
+/// vectors over twelve seeds. Met when ours takes at most half umap-learn's best time on layer 0, its
+/// trustworthiness is within 0.02 of umap-learn's mean, and on each layer our k and sparsity at the
+/// configured seed lie inside umap-learn's range over the seeds.
+fn umap_row(r: &Runner) -> TaskResult<Row> {
+    let o = r.ours(&["umap"])?;
+    let folder = r.dir.join("umap");
+    let f = r.reference("umap_learn.py", &[&folder])?;
+    let mut problems = Vec::new();
+    let mut trust_gap: Option<f64> = None;
+    for layer in ["layer0", "layer1"] {
+        let (ours, theirs) = (&o["layers"][layer], &f["layers"][layer]);
+        if ours.is_null() || theirs.is_null() {
+            continue;
+        }
+        if let (Some(a), Some(b)) = (
+            num(ours, "trustworthiness"),
+            num(theirs, "trustworthiness_mean"),
+        ) {
+            let gap = a - b;
+            if layer == "layer0" {
+                trust_gap = Some(gap);
+            }
+            if gap.abs() > 0.02 {
+                problems.push(format!("{layer}: trustworthiness {a:.4} vs {b:.4}"));
+            }
+        }
+        let inside = |v: Option<f64>, range: &Value| {
+            let lo = range.get(0).and_then(Value::as_f64);
+            let hi = range.get(1).and_then(Value::as_f64);
+            matches!((v, lo, hi), (Some(v), Some(lo), Some(hi)) if v >= lo - 1e-12 && v <= hi + 1e-12)
+        };
+        if !inside(num(ours, "k"), &theirs["k_range"]) {
+            problems.push(format!(
+                "{layer}: k {} outside {}",
+                ours["k"], theirs["k_range"]
+            ));
+        }
+        if !inside(num(ours, "sparsity"), &theirs["sparsity_range"]) {
+            problems.push(format!(
+                "{layer}: sparsity {} outside {}",
+                ours["sparsity"], theirs["sparsity_range"]
+            ));
+        }
+    }
+    let (om, rm) = (num(&o, "ms").unwrap_or(f64::NAN), num(&f, "ms"));
+    if !ratio_ok(om, rm, 0.5) {
+        problems.push("time ratio above 0.5".to_owned());
+    }
+    if !problems.is_empty() {
+        println!("xtask perf: umap_musique: {}", problems.join("; "));
+    }
+    Ok(Row {
+        met: problems.is_empty(),
+        ours: o,
+        reference: f,
+        ours_ms: om,
+        ref_ms: rm,
+        check: trust_gap,
+        check_what: "layer-0 trustworthiness (k 15), ours - umap-learn's mean; k and sparsity of both layers inside umap-learn's range over 12 seeds",
+        goal: "ratio <= 0.5, |check| <= 0.02, k and sparsity in range",
+    })
+}
+
 fn print_table(rows: &[(String, Row)]) {
     println!(
         "\n| case | ours ms | ref ms | ratio | check | goal | met |\n| --- | ---: | ---: | ---: | ---: | --- | --- |"
@@ -568,6 +636,7 @@ pub fn run(options: &Options, root: &Path, assets: &Path, data: &Path) -> TaskRe
             "embed_musique"
                 | "hirag_query_musique"
                 | "leanrag_query_musique"
+                | "umap_musique"
                 | "index_musique_full"
         ) {
             continue;
@@ -601,6 +670,10 @@ pub fn run(options: &Options, root: &Path, assets: &Path, data: &Path) -> TaskRe
                 },
             ));
         }
+    }
+    if wants("umap_musique") {
+        println!("xtask perf: umap_musique (kgrag bench builds HiRAG; then ours and umap-learn per layer)");
+        rows.push(("umap_musique".to_owned(), umap_row(&r)?));
     }
     if wants("index_musique_full") {
         println!("xtask perf: index_musique_full (kgrag bench, every method, cold embeddings)");

@@ -115,7 +115,7 @@ impl BenchArgs {
 }
 
 /// What a bench run produced.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct BenchOutcome {
     /// The report.
     pub report: Report,
@@ -125,6 +125,21 @@ pub struct BenchOutcome {
     pub files: Vec<PathBuf>,
     /// The comparison with `--compare`'s report.
     pub comparison: Option<kgrag_eval::Comparison>,
+    /// The index the methods ran on (held in memory), for a caller that inspects what was built (its
+    /// hierarchies, graphs, vectors); `None` when no method ran.
+    pub searcher: Option<kgrag::Searcher>,
+}
+
+impl std::fmt::Debug for BenchOutcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BenchOutcome")
+            .field("report", &self.report)
+            .field("path", &self.path)
+            .field("files", &self.files)
+            .field("comparison", &self.comparison)
+            .field("searcher", &self.searcher.as_ref().map(|_| "Searcher"))
+            .finish()
+    }
 }
 
 fn methods_of(args: &BenchArgs) -> Result<Vec<String>> {
@@ -295,6 +310,7 @@ pub async fn run_with_judge(
     let mut answers: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
     let mut index_report = kgrag_eval::IndexReport::default();
     let mut cache = None;
+    let mut searcher = None;
     if !strategies.is_empty() {
         let ran = run_methods(
             args,
@@ -309,6 +325,7 @@ pub async fn run_with_judge(
         reports = ran.reports;
         answers = ran.answers;
         cache = ran.cache;
+        searcher = Some(ran.searcher);
     }
     index_report.stages = stages
         .secs()
@@ -474,6 +491,7 @@ pub async fn run_with_judge(
         path,
         files,
         comparison,
+        searcher,
     })
 }
 
@@ -483,6 +501,7 @@ struct Ran {
     reports: BTreeMap<String, kgrag_eval::MethodReport>,
     answers: BTreeMap<String, Vec<Option<String>>>,
     cache: Option<kgrag_llm::ResponseCache>,
+    searcher: kgrag::Searcher,
 }
 
 async fn run_methods(
@@ -626,6 +645,7 @@ async fn run_methods(
         reports,
         answers,
         cache: index.response_cache(),
+        searcher,
     })
 }
 

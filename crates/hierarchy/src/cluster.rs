@@ -4,7 +4,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::gmm::{bic_scan, BicScan, Gmm, GmmConfig};
-use crate::reduce::{reduce_seeded, Points, Reduction};
+use crate::reduce::{reduce_reporting, Points, Reduction};
+use crate::umap::UmapInit;
 use crate::{HierarchyError, Result};
 
 /// How points are assigned to mixture components.
@@ -26,7 +27,7 @@ pub enum Assignment {
 /// `bic_rel_tol` and a `gmm` table (`n_init`, `max_iter`, `tol`, `reg_covar`, `seed`), each optional:
 ///
 /// ```toml
-/// reduction = "pca:2"
+/// reduction = "umap"
 /// max_clusters = 50
 /// bic_rel_tol = 1e-3
 /// [gmm]
@@ -36,7 +37,7 @@ pub enum Assignment {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
-    /// Reduction before the mixture (`pca:2`).
+    /// Reduction before the mixture (`umap`, as the references; `pca:2` the faster alternative).
     pub reduction: Reduction,
     /// Mixture fit settings.
     pub gmm: GmmConfig,
@@ -68,7 +69,7 @@ impl ClusterConfig {
 impl Default for ClusterConfig {
     fn default() -> Self {
         Self {
-            reduction: Reduction::Pca(2),
+            reduction: Reduction::Umap,
             gmm: GmmConfig::default(),
             max_clusters: 50,
             bic_rel_tol: 1e-3,
@@ -93,6 +94,9 @@ pub struct LayerClustering {
     pub clusters: Vec<Vec<usize>>,
     /// Points whose posteriors were all under the soft threshold and that got their argmax instead.
     pub rescued: usize,
+    /// How UMAP started its layout when the reduction was UMAP (spectral, or the PCA fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umap_init: Option<UmapInit>,
 }
 
 impl LayerClustering {
@@ -119,6 +123,7 @@ impl LayerClustering {
                 vec![(0..n).collect()]
             },
             rescued: 0,
+            umap_init: None,
         }
     }
 }
@@ -148,8 +153,10 @@ pub fn cluster_layer<V: AsRef<[f32]>>(
     if rows.len() < 2 {
         return Ok(LayerClustering::single(rows.len(), BicScan::untried()));
     }
-    let points = reduce_seeded(rows, config.reduction, config.gmm.seed)?;
-    cluster_points(&points, config, assignment, min_k)
+    let (points, init) = reduce_reporting(rows, config.reduction, config.gmm.seed)?;
+    let mut clustering = cluster_points(&points, config, assignment, min_k)?;
+    clustering.umap_init = init;
+    Ok(clustering)
 }
 
 /// [`cluster_layer`] on points that are already reduced (`config.reduction` is not applied again).
@@ -232,6 +239,7 @@ pub fn cluster_points(
         labels,
         clusters,
         rescued,
+        umap_init: None,
     })
 }
 

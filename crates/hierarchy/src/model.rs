@@ -190,6 +190,9 @@ pub struct LayerLog {
     pub bic: Vec<f64>,
     /// Soft assignment: points given their argmax because no posterior passed the threshold.
     pub rescued: usize,
+    /// How UMAP started its layout when the reduction was UMAP (spectral, or the PCA fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umap_init: Option<crate::umap::UmapInit>,
     /// Seconds spent clustering.
     #[serde(skip)]
     pub cluster_secs: f64,
@@ -221,6 +224,7 @@ impl PartialEq for LayerLog {
         ) && self.sparsity.to_bits() == o.sparsity.to_bits()
             && self.change.map(f64::to_bits) == o.change.map(f64::to_bits)
             && self.bic_ks == o.bic_ks
+            && self.umap_init == o.umap_init
             && self
                 .bic
                 .iter()

@@ -1,9 +1,9 @@
 //! Dimension reduction before the Gaussian mixture.
 //!
 //! HiRAG and LeanRAG reduce entity embeddings with UMAP to two dimensions (cosine metric, 15 neighbours,
-//! unseeded in the references). `umap` runs our UMAP ([`crate::umap`], seeded from the mixture's seed) to
-//! `min(2, N − 2)` dimensions as the references ask for; `pca:N` and `none` are the alternatives, and
-//! `pca:2` stays the default until UMAP's clusters are measured against umap-learn's on MuSiQue.
+//! unseeded in the references). `umap`, the default, runs our UMAP ([`crate::umap`], seeded from the
+//! mixture's seed) to `min(2, N − 2)` dimensions as the references ask for; `pca:N` (PCA to N dimensions,
+//! the default before UMAP was measured against umap-learn) and `none` are the alternatives.
 //!
 //! PCA is computed here (one ndarray matrix product and nalgebra's symmetric eigensolver, both already in
 //! the workspace) rather than with linfa-reduction, which would add the linfa stack for one SVD and whose
@@ -21,20 +21,15 @@ use serde::{Deserialize, Serialize};
 use crate::{HierarchyError, Result};
 
 /// How embeddings are reduced before clustering.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Reduction {
     /// Cluster the raw vectors (only sensible for small dimensions).
     None,
-    /// PCA to this many dimensions (`pca:2` is the default).
+    /// PCA to this many dimensions.
     Pca(usize),
-    /// UMAP as the references run it: cosine, 15 neighbours, `min(2, N − 2)` dimensions.
+    /// UMAP as the references run it: cosine, 15 neighbours, `min(2, N − 2)` dimensions (the default).
+    #[default]
     Umap,
-}
-
-impl Default for Reduction {
-    fn default() -> Self {
-        Reduction::Pca(2)
-    }
 }
 
 impl fmt::Display for Reduction {
@@ -156,6 +151,16 @@ pub fn reduce_seeded<V: AsRef<[f32]>>(
     reduction: Reduction,
     seed: u64,
 ) -> Result<Points> {
+    reduce_reporting(rows, reduction, seed).map(|(points, _)| points)
+}
+
+/// [`reduce_seeded`], with how UMAP started its layout (`None` for the other reductions and for inputs
+/// that needed no layout).
+pub fn reduce_reporting<V: AsRef<[f32]>>(
+    rows: &[V],
+    reduction: Reduction,
+    seed: u64,
+) -> Result<(Points, Option<crate::umap::UmapInit>)> {
     let rows: Vec<&[f32]> = rows.iter().map(AsRef::as_ref).collect();
     reduce_rows(&rows, reduction, seed)
 }
@@ -164,7 +169,11 @@ pub fn reduce_seeded<V: AsRef<[f32]>>(
 /// body would be instantiated, unoptimised in debug builds, in whichever crate calls it — through async
 /// callers that is the top-level binary).
 #[inline(never)]
-fn reduce_rows(rows: &[&[f32]], reduction: Reduction, seed: u64) -> Result<Points> {
+fn reduce_rows(
+    rows: &[&[f32]],
+    reduction: Reduction,
+    seed: u64,
+) -> Result<(Points, Option<crate::umap::UmapInit>)> {
     let n = rows.len();
     let dim = rows.first().map_or(0, |r| r.as_ref().len());
     if let Some((i, r)) = rows
@@ -186,10 +195,10 @@ fn reduce_rows(rows: &[&[f32]], reduction: Reduction, seed: u64) -> Result<Point
         )));
     }
     if n == 0 {
-        return Ok(Points::default());
+        return Ok((Points::default(), None));
     }
     if all_identical(rows) {
-        return Points::new(n, 0, Vec::new());
+        return Ok((Points::new(n, 0, Vec::new())?, None));
     }
     match reduction {
         Reduction::None => {
@@ -197,9 +206,9 @@ fn reduce_rows(rows: &[&[f32]], reduction: Reduction, seed: u64) -> Result<Point
                 .iter()
                 .flat_map(|r| r.as_ref().iter().map(|x| f64::from(*x)))
                 .collect();
-            Points::new(n, dim, data)
+            Ok((Points::new(n, dim, data)?, None))
         }
-        Reduction::Pca(want) => pca(rows, dim, want.min(n - 1).min(dim)),
+        Reduction::Pca(want) => Ok((pca(rows, dim, want.min(n - 1).min(dim))?, None)),
         Reduction::Umap => {
             let config = crate::umap::UmapConfig {
                 n_components: n.saturating_sub(2).clamp(1, 2),
@@ -207,7 +216,10 @@ fn reduce_rows(rows: &[&[f32]], reduction: Reduction, seed: u64) -> Result<Point
                 ..crate::umap::UmapConfig::default()
             };
             let layout = crate::umap::umap(rows, &config)?;
-            Points::new(n, layout.dim, layout.coords)
+            Ok((
+                Points::new(n, layout.dim, layout.coords)?,
+                Some(layout.init),
+            ))
         }
     }
 }
@@ -278,7 +290,7 @@ mod tests {
             .map(|_| ())
             .map_err(|e| e.to_string());
         assert!(unknown.is_err_and(|e| e.contains("umap")));
-        assert_eq!(Reduction::default().to_string(), "pca:2");
+        assert_eq!(Reduction::default().to_string(), "umap");
     }
 
     #[test]

@@ -7,23 +7,26 @@
 //! with umap-learn's constants:
 //!
 //! 1. **Neighbours**: exact cosine k-NN (umap-learn is exact below 4,096 points and approximate above; exact
-//!    is never worse), each point its own first neighbour at distance 0; the distance matrix in blocks of
+//!    is never worse), each point its own first neighbour at distance 0; the similarities in blocks of
 //!    rows through one matrix product each, the blocks on the thread pool (each row's result depends on
-//!    that row alone).
+//!    that row alone), each row's nearest kept in one pass.
 //! 2. **Fuzzy simplicial set**: per point, `ρ` = the distance to the nearest other point (local
 //!    connectivity 1) and `σ` by 64 bisection steps so that `Σ exp(−(d − ρ)/σ) = log₂ k`, floored at
 //!    `10⁻³ ×` the mean distance; memberships `exp(−(d − ρ)/σ)`, symmetrised as `P + Pᵀ − P∘Pᵀ`.
 //! 3. **Initialisation**: spectral — the eigenvectors of the normalised Laplacian for the second to third
-//!    smallest eigenvalues (here by subspace iteration on `(I + D^−½ A D^−½)/2` with the trivial vector
-//!    deflated), scaled so the largest coordinate is 10, plus Gaussian noise of scale 10⁻⁴, then each
-//!    coordinate rescaled to [0, 10]. A graph in several pieces or an iteration that does not settle falls
-//!    back to the leading principal components (umap-learn lays the pieces out one by one; said in
-//!    [`UmapLayout::init`]).
+//!    smallest eigenvalues, by Lanczos with full reorthogonalisation from the all-ones vector (umap-learn
+//!    asks ARPACK for them from the same start), scaled so the largest coordinate is 10, plus Gaussian
+//!    noise of scale 10⁻⁴, then each coordinate rescaled to [0, 10]. A graph in several pieces or a
+//!    Lanczos run that does not settle falls back to the leading principal components (umap-learn lays
+//!    the pieces out one by one; said in [`UmapLayout::init`] and in the hierarchy's layer logs).
 //! 4. **Layout**: `a`, `b` fitted to `min_dist` and `spread` as umap-learn's `find_ab_params`; edges below
 //!    `max weight / n_epochs` dropped; 500 epochs up to 10,000 points, else 200; per edge, attraction every
-//!    `n_epochs · max / w` epochs and 5 negative samples per attraction, gradients clipped at 4, learning
-//!    rate decaying linearly from 1. Sequential and seeded: the same input gives the same layout on any
-//!    machine and any number of threads.
+//!    `max / w` epochs and 5 negative samples per attraction, gradients clipped at 4, learning rate
+//!    decaying linearly from 1; f32 coordinates, as umap-learn's. Sequential and seeded: the same input
+//!    gives the same layout on any machine and any number of threads (the powers come from our own
+//!    polynomials, not the platform's `powf`: `x^b` is `2^(b log₂ x)` to about 10⁻⁵ relative, well inside
+//!    what the SGD's clipped steps resolve). The `umap_musique` case of `cargo xtask perf` checks the
+//!    result against umap-learn on MuSiQue (trustworthiness, the clusters HiRAG makes of the layout, time).
 //!
 //! Tiny inputs as umap-learn handles them: one point gives the origin; `N ≤ k` lowers `k` to `N − 1`.
 
@@ -95,14 +98,114 @@ pub struct UmapLayout {
     pub n_neighbors: usize,
     /// Epochs run.
     pub n_epochs: usize,
+    /// Seconds each step took.
+    pub secs: UmapSecs,
+}
+
+/// Seconds each step of [`umap`] took (wall time; not part of the result's identity).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UmapSecs {
+    /// The k-nearest-neighbour search.
+    pub neighbours: f64,
+    /// The fuzzy simplicial set.
+    pub graph: f64,
+    /// The initialisation (spectral, or PCA).
+    pub init: f64,
+    /// The SGD layout.
+    pub layout: f64,
+}
+
+/// Equal whatever the times: layouts compare by their content.
+impl PartialEq for UmapSecs {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// The k nearest neighbours by cosine distance of every row (the row itself first), as `(index,
 /// distance)` rows of length `k`.
 pub fn cosine_knn(rows: &[&[f32]], k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
     let n = rows.len();
-    let dim = rows.first().map_or(0, |r| r.len());
     let k = k.min(n);
+    let unit = unit_rows(rows)?;
+    const BLOCK: usize = 512;
+    use rayon::prelude::*;
+    let all = unit.t();
+    let blocks: Vec<Vec<Vec<(u32, f32)>>> = (0..n.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let lo = b * BLOCK;
+            let hi = (lo + BLOCK).min(n);
+            let sims = unit.slice(s![lo..hi, ..]).dot(&all);
+            (lo..hi)
+                .map(|i| {
+                    let row = sims.row(i - lo);
+                    match row.as_slice() {
+                        Some(r) => nearest_of_row(r, i, k),
+                        None => nearest_of_row(&row.to_vec(), i, k),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Ok(blocks.into_iter().flatten().collect())
+}
+
+/// The `k` nearest of one row of cosine similarities: the row's own point first (distance 0), then by
+/// distance `max(1 − s, 0)`, ties by index. One pass that keeps the `k − 1` best seen so far, sorted;
+/// most candidates are rejected by one comparison with the worst of them.
+fn nearest_of_row(sims: &[f32], i: usize, k: usize) -> Vec<(u32, f32)> {
+    let mut best: Vec<(u32, f32)> = Vec::with_capacity(k);
+    best.push((i as u32, 0.0));
+    let keep = k.saturating_sub(1);
+    if keep == 0 {
+        return best;
+    }
+    if keep > 64 {
+        // Many neighbours (a full ranking): sort them all.
+        let mut all: Vec<(u32, f32)> = sims
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .map(|(j, &s)| (j as u32, (1.0 - s).max(0.0)))
+            .collect();
+        let cmp = |a: &(u32, f32), b: &(u32, f32)| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0));
+        if keep < all.len() {
+            all.select_nth_unstable_by(keep - 1, cmp);
+            all.truncate(keep);
+        }
+        all.sort_by(cmp);
+        best.extend(all);
+        return best;
+    }
+    let mut others: Vec<(u32, f32)> = Vec::with_capacity(keep + 1);
+    let mut worst = f32::INFINITY;
+    for (j, &s) in sims.iter().enumerate() {
+        if j == i {
+            continue;
+        }
+        let d = (1.0 - s).max(0.0);
+        // Candidates come in index order, so an equal distance never displaces a kept one.
+        if others.len() == keep && d >= worst {
+            continue;
+        }
+        let at = others.partition_point(|&(_, e)| e <= d);
+        others.insert(at, (j as u32, d));
+        if others.len() > keep {
+            others.pop();
+        }
+        if others.len() == keep {
+            worst = others[keep - 1].1;
+        }
+    }
+    best.extend(others);
+    best
+}
+
+/// The rows scaled to unit length (a zero row stays zero), as an `n × dim` matrix.
+fn unit_rows(rows: &[&[f32]]) -> Result<Array2<f32>> {
+    let n = rows.len();
+    let dim = rows.first().map_or(0, |r| r.len());
     let mut unit = Array2::<f32>::zeros((n, dim));
     for (i, r) in rows.iter().enumerate() {
         if r.len() != dim {
@@ -123,44 +226,7 @@ pub fn cosine_knn(rows: &[&[f32]], k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
             }
         }
     }
-    const BLOCK: usize = 512;
-    use rayon::prelude::*;
-    let all = unit.t();
-    let blocks: Vec<Vec<Vec<(u32, f32)>>> = (0..n.div_ceil(BLOCK))
-        .into_par_iter()
-        .map(|b| {
-            let lo = b * BLOCK;
-            let hi = (lo + BLOCK).min(n);
-            let sims = unit.slice(s![lo..hi, ..]).dot(&all);
-            (lo..hi)
-                .map(|i| {
-                    let row = sims.row(i - lo);
-                    let mut cand: Vec<(u32, f32)> = row
-                        .iter()
-                        .enumerate()
-                        .map(|(j, &s)| {
-                            let d = if j == i { 0.0 } else { (1.0 - s).max(0.0) };
-                            (j as u32, d)
-                        })
-                        .collect();
-                    // The row itself first, then by distance, ties by index.
-                    let cmp = |a: &(u32, f32), b: &(u32, f32)| {
-                        ((a.0 as usize) != i)
-                            .cmp(&((b.0 as usize) != i))
-                            .then(a.1.total_cmp(&b.1))
-                            .then(a.0.cmp(&b.0))
-                    };
-                    if k < cand.len() {
-                        cand.select_nth_unstable_by(k - 1, cmp);
-                        cand.truncate(k);
-                    }
-                    cand.sort_by(cmp);
-                    cand
-                })
-                .collect()
-        })
-        .collect();
-    Ok(blocks.into_iter().flatten().collect())
+    Ok(unit)
 }
 
 /// A symmetric sparse graph: per node, `(neighbour, weight)` sorted by neighbour.
@@ -276,132 +342,144 @@ fn components(g: &Graph) -> usize {
     count
 }
 
-/// The spectral layout: eigenvectors 2..=dim+1 of the normalised Laplacian, by subspace iteration on
-/// `(I + D^−½ A D^−½) / 2` (same eigenvectors, eigenvalues shifted into [0, 1] with the wanted ones on
-/// top) with the trivial eigenvector `D^½ 1` projected out. `None` when it does not settle.
-fn spectral(g: &Graph, dim: usize, rng: &mut SplitMix64) -> Option<Vec<f64>> {
+/// The spectral layout: eigenvectors 2..=dim+1 of the normalised Laplacian `I − D^−½ A D^−½`, found as the
+/// leading eigenvectors of `M = (I + D^−½ A D^−½) / 2` (same eigenvectors, eigenvalues shifted into [0, 1]
+/// with the wanted ones on top) with the trivial eigenvector `D^½ 1` projected out. Lanczos with full
+/// reorthogonalisation from the all-ones vector (umap-learn's `v0` for ARPACK; perturbed), restarted from the sum of
+/// the wanted Ritz vectors when the Krylov space is full; done when every wanted Ritz pair's residual is
+/// at most [`SPECTRAL_TOL`]. `None` when it does not settle.
+fn spectral(g: &Graph, dim: usize) -> Option<Vec<f64>> {
     let n = g.len();
     let deg: Vec<f64> = g.iter().map(|r| r.iter().map(|&(_, w)| w).sum()).collect();
-    if deg.iter().any(|&d| d <= 0.0) {
+    if deg.iter().any(|&d| d <= 0.0) || n < dim + 2 {
         return None;
     }
     let inv_sqrt: Vec<f64> = deg.iter().map(|d| 1.0 / d.sqrt()).collect();
     let mut trivial: Vec<f64> = deg.iter().map(|d| d.sqrt()).collect();
     let norm = trivial.iter().map(|x| x * x).sum::<f64>().sqrt();
     trivial.iter_mut().for_each(|x| *x /= norm);
-    let block = (dim + 4).min(n.saturating_sub(1)).max(dim);
-    if block < dim || n < dim + 2 {
-        return None;
-    }
-    let apply = |v: &[f64]| -> Vec<f64> {
-        (0..n)
-            .map(|i| {
-                let s: f64 = g[i]
-                    .iter()
-                    .map(|&(j, w)| w * inv_sqrt[j as usize] * v[j as usize])
-                    .sum();
-                0.5 * (v[i] + inv_sqrt[i] * s)
-            })
-            .collect()
+    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    let apply = |v: &[f64], out: &mut [f64]| {
+        for (i, o) in out.iter_mut().enumerate() {
+            let s: f64 = g[i]
+                .iter()
+                .map(|&(j, w)| w * inv_sqrt[j as usize] * v[j as usize])
+                .sum();
+            *o = 0.5 * (v[i] + inv_sqrt[i] * s);
+        }
     };
     let deflate = |v: &mut [f64]| {
-        let c: f64 = v.iter().zip(&trivial).map(|(a, b)| a * b).sum();
+        let c = dot(v, &trivial);
         v.iter_mut().zip(&trivial).for_each(|(a, b)| *a -= c * b);
     };
-    // Orthonormalises the columns in place (modified Gram–Schmidt, twice).
-    let orthonormalise = |basis: &mut Vec<Vec<f64>>| -> bool {
-        for _ in 0..2 {
-            for c in 0..basis.len() {
-                for p in 0..c {
-                    let dot: f64 = basis[c].iter().zip(&basis[p]).map(|(a, b)| a * b).sum();
-                    let prev = basis[p].clone();
-                    basis[c]
-                        .iter_mut()
-                        .zip(&prev)
-                        .for_each(|(a, b)| *a -= dot * b);
-                }
-                let norm = basis[c].iter().map(|x| x * x).sum::<f64>().sqrt();
-                if norm < 1e-300 {
-                    return false;
-                }
-                basis[c].iter_mut().for_each(|x| *x /= norm);
-            }
-        }
-        true
-    };
-    let mut basis: Vec<Vec<f64>> = (0..block)
-        .map(|_| (0..n).map(|_| rng.next_f64() - 0.5).collect())
+    // The Krylov space: at most n − 1 vectors (the trivial direction is excluded), and a size that keeps
+    // memory linear in n.
+    let m_max = (n - 1).min(((n as f64).sqrt() as usize).clamp(4 * dim + 20, 400));
+    // The all-ones start, slightly perturbed (fixed seed): a start with no component along a wanted
+    // eigenvector (a symmetric graph and a symmetric start) would never find it.
+    let mut wobble = SplitMix64::new(0x5350_4543);
+    let mut start: Vec<f64> = (0..n)
+        .map(|_| 1.0 + 0.1 * (wobble.next_f64() - 0.5))
         .collect();
-    for v in &mut basis {
-        deflate(v);
-    }
-    if !orthonormalise(&mut basis) {
-        return None;
-    }
-    let mut previous: Option<Vec<f64>> = None;
-    for _ in 0..(5 * n).clamp(300, 3000) {
-        let mut next: Vec<Vec<f64>> = basis.iter().map(|v| apply(v)).collect();
-        for v in &mut next {
-            deflate(v);
-        }
-        if !orthonormalise(&mut next) {
+    for _restart in 0..SPECTRAL_RESTARTS {
+        deflate(&mut start);
+        let norm = dot(&start, &start).sqrt();
+        if norm.is_nan() || norm <= 1e-12 {
             return None;
         }
-        basis = next;
-        // Rayleigh–Ritz every step: the block's eigenvalues settle to 1e-9 → done.
-        let applied: Vec<Vec<f64>> = basis.iter().map(|v| apply(v)).collect();
-        let h = DMatrix::from_fn(block, block, |a, b| {
-            basis[a]
-                .iter()
-                .zip(&applied[b])
-                .map(|(x, y)| x * y)
-                .sum::<f64>()
-        });
-        let h = (&h + h.transpose()) * 0.5;
-        let eig = SymmetricEigen::new(h);
-        let mut order: Vec<usize> = (0..block).collect();
-        order.sort_by(|&a, &b| eig.eigenvalues[b].total_cmp(&eig.eigenvalues[a]));
-        let values: Vec<f64> = order
-            .iter()
-            .take(dim)
-            .map(|&c| eig.eigenvalues[c])
-            .collect();
-        let rotated: Vec<Vec<f64>> = order
-            .iter()
-            .map(|&c| {
-                let mut v = vec![0.0; n];
-                for (a, b) in basis.iter().enumerate() {
-                    let w = eig.eigenvectors[(a, c)];
-                    v.iter_mut().zip(b).for_each(|(x, y)| *x += w * y);
+        let mut basis: Vec<Vec<f64>> = vec![start.iter().map(|x| x / norm).collect()];
+        let (mut alpha, mut beta): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
+        let mut w = vec![0.0f64; n];
+        loop {
+            let j = basis.len() - 1;
+            apply(&basis[j], &mut w);
+            deflate(&mut w);
+            let a = dot(&w, &basis[j]);
+            alpha.push(a);
+            // Full reorthogonalisation against the whole basis, twice.
+            for _ in 0..2 {
+                for q in &basis {
+                    let c = dot(&w, q);
+                    w.iter_mut().zip(q).for_each(|(x, y)| *x -= c * y);
                 }
-                v
-            })
-            .collect();
-        basis = rotated;
-        if let Some(prev) = &previous {
-            if prev
-                .iter()
-                .zip(&values)
-                .all(|(a, b)| (a - b).abs() <= 1e-9 * b.abs().max(1e-12))
-            {
-                let mut out = vec![0.0; n * dim];
-                for (c, v) in basis.iter().take(dim).enumerate() {
-                    // Fixed signs: the largest-magnitude coordinate positive.
-                    let pivot = v
-                        .iter()
-                        .enumerate()
-                        .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()).then(b.0.cmp(&a.0)))
-                        .map_or(1.0, |(_, x)| x.signum());
-                    for i in 0..n {
-                        out[i * dim + c] = pivot * v[i];
-                    }
-                }
-                return Some(out);
             }
+            let b = dot(&w, &w).sqrt();
+            let size = basis.len();
+            let exhausted = b <= 1e-10 || size == m_max;
+            if size >= dim && (exhausted || size.is_multiple_of(10)) {
+                let (values, vectors) = tridiagonal_eigen(&alpha, &beta);
+                let mut order: Vec<usize> = (0..size).collect();
+                order.sort_by(|&x, &y| values[y].total_cmp(&values[x]).then(x.cmp(&y)));
+                let wanted = &order[..dim];
+                let converged = b <= 1e-10
+                    || wanted
+                        .iter()
+                        .all(|&c| (b * vectors[(size - 1, c)]).abs() <= SPECTRAL_TOL);
+                if converged || exhausted {
+                    let ritz: Vec<Vec<f64>> = wanted
+                        .iter()
+                        .map(|&c| {
+                            let mut v = vec![0.0; n];
+                            for (r, q) in basis.iter().enumerate() {
+                                let s = vectors[(r, c)];
+                                v.iter_mut().zip(q).for_each(|(x, y)| *x += s * y);
+                            }
+                            v
+                        })
+                        .collect();
+                    if converged {
+                        let mut out = vec![0.0; n * dim];
+                        for (c, v) in ritz.iter().enumerate() {
+                            // Fixed signs: the largest-magnitude coordinate positive.
+                            let pivot = v
+                                .iter()
+                                .enumerate()
+                                .max_by(|a, b| a.1.abs().total_cmp(&b.1.abs()).then(b.0.cmp(&a.0)))
+                                .map_or(1.0, |(_, x)| x.signum());
+                            for i in 0..n {
+                                out[i * dim + c] = pivot * v[i];
+                            }
+                        }
+                        return Some(out);
+                    }
+                    // Restart from the sum of the wanted Ritz vectors.
+                    start = vec![0.0; n];
+                    for v in &ritz {
+                        start.iter_mut().zip(v).for_each(|(x, y)| *x += y);
+                    }
+                    break;
+                }
+            }
+            beta.push(b);
+            basis.push(w.iter().map(|x| x / b).collect());
         }
-        previous = Some(values);
     }
     None
+}
+
+/// Largest residual `‖M v − θ v‖` a wanted Ritz pair of [`spectral`] may keep.
+const SPECTRAL_TOL: f64 = 1e-6;
+
+/// Lanczos restarts before [`spectral`] gives up (and the layout starts from PCA).
+const SPECTRAL_RESTARTS: usize = 30;
+
+/// Eigenvalues and eigenvectors (columns) of the symmetric tridiagonal matrix with diagonal `alpha` and
+/// off-diagonal `beta` (`beta.len() + 1 == alpha.len()`).
+fn tridiagonal_eigen(alpha: &[f64], beta: &[f64]) -> (Vec<f64>, DMatrix<f64>) {
+    let m = alpha.len();
+    let t = DMatrix::from_fn(m, m, |a, b| {
+        if a == b {
+            alpha[a]
+        } else if a + 1 == b {
+            beta[a]
+        } else if b + 1 == a {
+            beta[b]
+        } else {
+            0.0
+        }
+    });
+    let eig = SymmetricEigen::new(t);
+    (eig.eigenvalues.iter().copied().collect(), eig.eigenvectors)
 }
 
 /// umap-learn's `find_ab_params`: least squares of `1 / (1 + a x^{2b})` against the target curve (1 below
@@ -497,9 +575,9 @@ fn pca_init(rows: &[&[f32]], dim: usize) -> Result<Vec<f64>> {
 
 /// UMAP of `rows` (all of one dimension) to `config.n_components` dimensions.
 pub fn umap(rows: &[&[f32]], config: &UmapConfig) -> Result<UmapLayout> {
-    if config.n_neighbors < 2 || config.n_components == 0 {
+    if config.n_neighbors < 2 || !(1..=MAX_COMPONENTS).contains(&config.n_components) {
         return Err(HierarchyError::Config(format!(
-            "umap needs n_neighbors ≥ 2 and n_components ≥ 1 (got {} and {})",
+            "umap needs n_neighbors ≥ 2 and 1 ≤ n_components ≤ {MAX_COMPONENTS} (got {} and {})",
             config.n_neighbors, config.n_components
         )));
     }
@@ -519,6 +597,7 @@ pub fn umap(rows: &[&[f32]], config: &UmapConfig) -> Result<UmapLayout> {
             init: UmapInit::Trivial,
             n_neighbors: 0,
             n_epochs: 0,
+            secs: UmapSecs::default(),
         });
     }
     // umap-learn: with N ≤ n_neighbors it uses N − 1 neighbours (the point itself included).
@@ -527,11 +606,18 @@ pub fn umap(rows: &[&[f32]], config: &UmapConfig) -> Result<UmapLayout> {
     } else {
         config.n_neighbors
     };
+    let mut secs = UmapSecs::default();
+    let clock = std::time::Instant::now();
     let knn = cosine_knn(rows, k_used)?;
+    secs.neighbours = clock.elapsed().as_secs_f64();
+    let clock = std::time::Instant::now();
     let graph = fuzzy_graph(&knn);
+    drop(knn);
+    secs.graph = clock.elapsed().as_secs_f64();
+    let clock = std::time::Instant::now();
     let mut rng = SplitMix64::stream(config.seed, 0x554d_4150, 0);
     let (mut coords, init) = match (components(&graph) == 1)
-        .then(|| spectral(&graph, dim, &mut rng))
+        .then(|| spectral(&graph, dim))
         .flatten()
     {
         Some(c) => (c, UmapInit::Spectral),
@@ -552,115 +638,271 @@ pub fn umap(rows: &[&[f32]], config: &UmapConfig) -> Result<UmapLayout> {
             coords[i * dim + c] = 10.0 * (coords[i * dim + c] - lo) / span;
         }
     }
+    secs.init = clock.elapsed().as_secs_f64();
+    let clock = std::time::Instant::now();
     let n_epochs = config
         .n_epochs
         .unwrap_or(if n <= 10_000 { 500 } else { 200 })
         .max(1);
-    optimize(&graph, &mut coords, dim, n_epochs, config, &mut rng);
+    let mut layout: Vec<f32> = coords.iter().map(|&x| x as f32).collect();
+    optimize(&graph, &mut layout, dim, n_epochs, config, &mut rng);
+    secs.layout = clock.elapsed().as_secs_f64();
     Ok(UmapLayout {
         n,
         dim,
-        coords,
+        coords: layout.into_iter().map(f64::from).collect(),
         init,
         n_neighbors: k_used,
         n_epochs,
+        secs,
     })
 }
 
-/// umap-learn's `optimize_layout_euclidean`, sequential (`move_other`: both ends of an edge move).
+/// Most output dimensions the layout takes (its inner loops are compiled for each count).
+pub const MAX_COMPONENTS: usize = 8;
+
+/// umap-learn's `optimize_layout_euclidean` (`move_other`: both ends of an edge move), sequential, on f32
+/// coordinates as umap-learn's, with `x^b` by [`pow_pos`]; `coords` row-major with `dim` columns
+/// (1 ..= [`MAX_COMPONENTS`]).
 fn optimize(
     graph: &Graph,
-    coords: &mut [f64],
+    coords: &mut [f32],
     dim: usize,
+    n_epochs: usize,
+    config: &UmapConfig,
+    rng: &mut SplitMix64,
+) {
+    macro_rules! run {
+        ($($d:literal)*) => {
+            match dim {
+                $($d => {
+                    let mut points: Vec<[f32; $d]> = coords
+                        .chunks_exact($d)
+                        .map(|c| std::array::from_fn(|i| c[i]))
+                        .collect();
+                    sgd::<$d>(graph, &mut points, n_epochs, config, rng);
+                    for (c, p) in coords.chunks_exact_mut($d).zip(&points) {
+                        c.copy_from_slice(p);
+                    }
+                })*
+                _ => {}
+            }
+        };
+    }
+    run!(1 2 3 4 5 6 7 8);
+}
+
+/// [`optimize`] for `D` output dimensions.
+fn sgd<const D: usize>(
+    graph: &Graph,
+    coords: &mut [[f32; D]],
     n_epochs: usize,
     config: &UmapConfig,
     rng: &mut SplitMix64,
 ) {
     let n = graph.len();
     let (a, b) = find_ab_params(config.spread, config.min_dist);
+    let (a, b) = (a as f32, b as f32);
     let max_w = graph.iter().flatten().fold(0.0f64, |m, &(_, w)| m.max(w));
-    if max_w <= 0.0 {
+    if max_w <= 0.0 || n < 2 || coords.len() != n {
         return;
     }
     let cut = max_w / n_epochs as f64;
-    let mut edges: Vec<(usize, usize, f64)> = Vec::new();
+    let mut heads: Vec<u32> = Vec::new();
+    let mut tails: Vec<u32> = Vec::new();
+    let mut eps: Vec<f64> = Vec::new();
     for (i, row) in graph.iter().enumerate() {
         for &(j, w) in row {
             if w >= cut {
-                edges.push((i, j as usize, w));
+                heads.push(i as u32);
+                tails.push(j);
+                // Epochs per sample: the heaviest edge is sampled every epoch.
+                eps.push(max_w / w);
             }
         }
     }
-    let eps: Vec<f64> = edges
-        .iter()
-        .map(|&(_, _, w)| {
-            let samples = n_epochs as f64 * w / max_w;
-            if samples > 0.0 {
-                n_epochs as f64 / samples
-            } else {
-                -1.0
-            }
-        })
-        .collect();
     let rate = config.negative_sample_rate.max(1) as f64;
     let eps_neg: Vec<f64> = eps.iter().map(|e| e / rate).collect();
     let mut next_sample = eps.clone();
     let mut next_negative = eps_neg.clone();
-    let clip = |x: f64| x.clamp(-4.0, 4.0);
-    let mut current = vec![0.0f64; dim];
+    let clip = |x: f32| x.clamp(-4.0, 4.0);
+    let dist2 = |p: &[f32; D], q: &[f32; D]| -> f32 {
+        let mut d2 = 0.0f32;
+        for c in 0..D {
+            d2 += (p[c] - q[c]) * (p[c] - q[c]);
+        }
+        d2
+    };
+    let mut draw = FastDraw::new(rng.next_u64(), n);
+    let repel = RepelTable::new(a, b);
     for epoch in 0..n_epochs {
-        let alpha = 1.0 * (1.0 - epoch as f64 / n_epochs as f64);
+        let alpha = 1.0 - epoch as f32 / n_epochs as f32;
         let e_f = epoch as f64;
-        for (idx, &(j, k, _)) in edges.iter().enumerate() {
-            if eps[idx] <= 0.0 || next_sample[idx] > e_f {
+        for idx in 0..heads.len() {
+            if next_sample[idx] > e_f {
                 continue;
             }
-            current.copy_from_slice(&coords[j * dim..(j + 1) * dim]);
-            let d2: f64 = (0..dim)
-                .map(|d| (current[d] - coords[k * dim + d]).powi(2))
-                .sum();
-            let coeff = if d2 > 0.0 {
-                -2.0 * a * b * d2.powf(b - 1.0) / (a * d2.powf(b) + 1.0)
-            } else {
-                0.0
-            };
-            for d in 0..dim {
-                let g = clip(coeff * (current[d] - coords[k * dim + d]));
-                current[d] += g * alpha;
-                coords[k * dim + d] -= g * alpha;
+            let (j, k) = (heads[idx] as usize, tails[idx] as usize);
+            let mut current = coords[j];
+            let mut other = coords[k];
+            let d2 = dist2(&current, &other);
+            if d2 > 0.0 {
+                // d^(2b) and d^(2(b − 1)) from one power.
+                let pb = pow_pos(d2, b);
+                let coeff = -2.0 * a * b * (pb / d2) / (a * pb + 1.0);
+                for c in 0..D {
+                    let g = clip(coeff * (current[c] - other[c])) * alpha;
+                    current[c] += g;
+                    other[c] -= g;
+                }
+                coords[k] = other;
             }
-            coords[j * dim..(j + 1) * dim].copy_from_slice(&current);
             next_sample[idx] += eps[idx];
             let n_neg = ((e_f - next_negative[idx]) / eps_neg[idx]).max(0.0) as usize;
+            // One negative sample after another, each from where the previous one left the point, as
+            // umap-learn does. (Computing them all from one position and summing their steps is several
+            // times faster, but on MuSiQue's entity vectors it gave visibly fewer BIC clusters than
+            // umap-learn's layouts: the order of the updates matters here.)
             for _ in 0..n_neg {
-                let k = rng.below(n);
+                let k = draw.next();
                 if k == j {
                     continue;
                 }
-                let d2: f64 = (0..dim)
-                    .map(|d| (current[d] - coords[k * dim + d]).powi(2))
-                    .sum();
-                let coeff = if d2 > 0.0 {
-                    2.0 * b / ((0.001 + d2) * (a * d2.powf(b) + 1.0))
-                } else {
-                    0.0
-                };
-                if coeff <= 0.0 {
+                let other = coords[k];
+                let d2 = dist2(&current, &other);
+                if d2 <= 0.0 {
                     continue;
                 }
-                for d in 0..dim {
-                    current[d] += clip(coeff * (current[d] - coords[k * dim + d])) * alpha;
+                let coeff = repel.coeff(d2);
+                for c in 0..D {
+                    current[c] += clip(coeff * (current[c] - other[c])) * alpha;
                 }
             }
-            coords[j * dim..(j + 1) * dim].copy_from_slice(&current);
+            coords[j] = current;
             next_negative[idx] += n_neg as f64 * eps_neg[idx];
         }
     }
 }
 
+/// The repulsion coefficient `2b / ((0.001 + d²)(a d^{2b} + 1))` of a negative sample, tabulated over
+/// `d² ∈ [2⁻²⁴, 2¹⁶)` at 128 points per octave and interpolated linearly (relative error about 10⁻⁵);
+/// outside that range computed directly. The table is built with [`pow_pos`], so it is the same on every
+/// machine. A lookup and an interpolation sit on the sample-after-sample dependency chain where a power
+/// would take several times longer.
+struct RepelTable {
+    a: f32,
+    b: f32,
+    values: Vec<f32>,
+}
+
+impl RepelTable {
+    const BITS: u32 = 7;
+    const LOW_EXP: i32 = -24;
+    const HIGH_EXP: i32 = 16;
+
+    fn direct(a: f32, b: f32, d2: f32) -> f32 {
+        2.0 * b / ((0.001 + d2) * (a * pow_pos(d2, b) + 1.0))
+    }
+
+    fn new(a: f32, b: f32) -> Self {
+        let per = 1usize << Self::BITS;
+        let octaves = (Self::HIGH_EXP - Self::LOW_EXP) as usize;
+        let values = (0..=octaves * per)
+            .map(|i| {
+                let e = Self::LOW_EXP + (i / per) as i32;
+                let m = 1.0 + (i % per) as f32 / per as f32;
+                Self::direct(a, b, m * exp2_approx(e as f32))
+            })
+            .collect();
+        Self { a, b, values }
+    }
+
+    #[inline(always)]
+    fn coeff(&self, d2: f32) -> f32 {
+        let bits = d2.to_bits();
+        let e = ((bits >> 23) & 0xff) as i32 - 127;
+        if !(Self::LOW_EXP..Self::HIGH_EXP).contains(&e) {
+            return Self::direct(self.a, self.b, d2);
+        }
+        let shift = 23 - Self::BITS;
+        let slot =
+            ((e - Self::LOW_EXP) as usize) << Self::BITS | ((bits & 0x007f_ffff) >> shift) as usize;
+        let frac = (bits & ((1 << shift) - 1)) as f32 * (1.0 / (1u32 << shift) as f32);
+        match (self.values.get(slot), self.values.get(slot + 1)) {
+            (Some(&lo), Some(&hi)) => lo + (hi - lo) * frac,
+            _ => Self::direct(self.a, self.b, d2),
+        }
+    }
+}
+
+/// The negative samples' indices: SplitMix64 mapped to `0..n` by a multiply-high (Lemire), which
+/// avoids a division per sample; the bias is at most `n / 2⁶⁴`.
+struct FastDraw {
+    state: u64,
+    n: u64,
+}
+
+impl FastDraw {
+    fn new(seed: u64, n: usize) -> Self {
+        Self {
+            state: seed,
+            n: n as u64,
+        }
+    }
+
+    fn next(&mut self) -> usize {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((u128::from(z) * u128::from(self.n)) >> 64) as usize
+    }
+}
+
+/// `x^y` for `x > 0` as `2^(y · log₂ x)` with short polynomials: relative error about 10⁻⁵, from
+/// additions, multiplications and one division only — the same bits on every machine (a platform `powf`
+/// may differ in the last place between libms), and several times faster than `powf`.
+#[inline(always)]
+fn pow_pos(x: f32, y: f32) -> f32 {
+    exp2_approx(y * log2_approx(x.max(f32::MIN_POSITIVE)))
+}
+
+/// `log₂ x` for normal `x > 0`: exponent from the bits, the mantissa brought into [√½, √2) and
+/// `ln m = 2 atanh t`, `t = (m − 1)/(m + 1)`, `|t| ≤ 0.172`, by its series to `t⁵` (the next term is
+/// below 10⁻⁶).
+#[inline(always)]
+fn log2_approx(x: f32) -> f32 {
+    let bits = x.to_bits();
+    let mut e = ((bits >> 23) & 0xff) as i32 - 127;
+    let mut m = f32::from_bits((bits & 0x007f_ffff) | 0x3f80_0000);
+    if m > std::f32::consts::SQRT_2 {
+        m *= 0.5;
+        e += 1;
+    }
+    let t = (m - 1.0) / (m + 1.0);
+    let t2 = t * t;
+    let series = t * (2.0 + t2 * (2.0 / 3.0 + t2 * (2.0 / 5.0)));
+    e as f32 + series * std::f32::consts::LOG2_E
+}
+
+/// `2^y`, clamped to the normal range: `2^round(y)` from the bits times `e^(f ln 2)`, `|f| ≤ ½`, by its
+/// Taylor series to the fifth power (the next term is below 3·10⁻⁶).
+#[inline(always)]
+fn exp2_approx(y: f32) -> f32 {
+    let y = y.clamp(-126.0, 126.0);
+    // round(y) without a libm call: y + 127.5 > 0, so the cast's truncation is a floor.
+    let i = (y + 127.5) as i32 - 127;
+    let x = (y - i as f32) * std::f32::consts::LN_2;
+    let p = 1.0 + x * (1.0 + x * (0.5 + x * (1.0 / 6.0 + x * (1.0 / 24.0 + x * (1.0 / 120.0)))));
+    p * f32::from_bits(((i + 127) as u32) << 23)
+}
+
 /// Trustworthiness (Venna & Kaski) of a layout with `k` neighbours, as scikit-learn computes it: how far
 /// the layout's nearest neighbours of each point fall in the original space's neighbour ranking (1 = every
-/// layout neighbour is an original one), original distances by cosine.
+/// layout neighbour is an original one), original distances by cosine, ties by index. Rows in blocks
+/// through one matrix product each (memory linear in n); a layout neighbour outside the original `k`
+/// nearest is ranked by one pass over its row.
 pub fn trustworthiness(rows: &[&[f32]], layout: &UmapLayout, k: usize) -> Result<f64> {
     let n = rows.len();
     if n != layout.n || k == 0 || 2 * k >= n {
@@ -669,36 +911,57 @@ pub fn trustworthiness(rows: &[&[f32]], layout: &UmapLayout, k: usize) -> Result
             layout.n
         )));
     }
-    // Rank of every point in each point's original neighbour order (1 = nearest other point).
-    let full = cosine_knn(rows, n)?;
-    let mut rank = vec![0u32; n * n];
-    for (i, row) in full.iter().enumerate() {
-        for (r, &(j, _)) in row.iter().enumerate().skip(1) {
-            rank[i * n + j as usize] = r as u32;
-        }
-    }
+    let unit = unit_rows(rows)?;
     let dim = layout.dim;
-    let mut penalty = 0.0f64;
-    for i in 0..n {
-        let p = &layout.coords[i * dim..(i + 1) * dim];
-        let mut d: Vec<(f64, usize)> = (0..n)
-            .filter(|&j| j != i)
-            .map(|j| {
-                let q = &layout.coords[j * dim..(j + 1) * dim];
-                (
-                    p.iter().zip(q).map(|(x, y)| (x - y).powi(2)).sum::<f64>(),
-                    j,
-                )
-            })
-            .collect();
-        d.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
-        for &(_, j) in d.iter().take(k) {
-            let r = rank[i * n + j] as f64;
-            if r > k as f64 {
-                penalty += r - k as f64;
+    let all = unit.t();
+    const BLOCK: usize = 256;
+    use rayon::prelude::*;
+    let penalties: Vec<f64> = (0..n.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|b| {
+            let lo = b * BLOCK;
+            let hi = (lo + BLOCK).min(n);
+            let sims = unit.slice(s![lo..hi, ..]).dot(&all);
+            let mut penalty = 0.0f64;
+            for i in lo..hi {
+                let row = sims.row(i - lo).to_vec();
+                let original = nearest_of_row(&row, i, k + 1);
+                // The layout's k nearest of i, by squared distance, ties by index.
+                let p = &layout.coords[i * dim..(i + 1) * dim];
+                let mut near: Vec<(f64, usize)> = (0..n)
+                    .filter(|&j| j != i)
+                    .map(|j| {
+                        let q = &layout.coords[j * dim..(j + 1) * dim];
+                        (
+                            p.iter().zip(q).map(|(x, y)| (x - y).powi(2)).sum::<f64>(),
+                            j,
+                        )
+                    })
+                    .collect();
+                let cmp =
+                    |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
+                near.select_nth_unstable_by(k - 1, cmp);
+                for &(_, j) in &near[..k] {
+                    if original.iter().any(|&(o, _)| o as usize == j) {
+                        continue;
+                    }
+                    let dj = (1.0 - row[j]).max(0.0);
+                    let rank = row
+                        .iter()
+                        .enumerate()
+                        .filter(|&(l, &s)| {
+                            let d = (1.0 - s).max(0.0);
+                            l != i && (d < dj || (d == dj && l < j))
+                        })
+                        .count()
+                        + 1;
+                    penalty += rank.saturating_sub(k) as f64;
+                }
             }
-        }
-    }
+            penalty
+        })
+        .collect();
+    let penalty: f64 = penalties.iter().sum();
     let (n, k) = (n as f64, k as f64);
     Ok(1.0 - penalty * 2.0 / (n * k * (2.0 * n - 3.0 * k - 1.0)))
 }
@@ -844,11 +1107,165 @@ mod tests {
         let layout = umap(&refs, &UmapConfig::default()).map_err(|e| e.to_string());
         let total = t.elapsed().as_secs_f64();
         println!(
-            "umap 16000 x 384: knn {t_knn:.2} s, whole {total:.2} s, init {:?}, epochs {:?}",
+            "umap 16000 x 384: knn {t_knn:.2} s, whole {total:.2} s, init {:?}, epochs {:?}, steps {:?}",
             layout.as_ref().map(|l| l.init),
-            layout.as_ref().map(|l| l.n_epochs)
+            layout.as_ref().map(|l| l.n_epochs),
+            layout.as_ref().map(|l| l.secs)
         );
         assert!(knn.is_ok() && layout.is_ok());
+    }
+
+    #[test]
+    fn fast_power_is_close_to_powf() {
+        let mut worst = 0.0f64;
+        for e in -60..60 {
+            for m in 0..50 {
+                let x = 2f32.powi(e) * (1.0 + m as f32 / 50.0);
+                for y in [0.895f32, -0.105, 0.5, 1.0, 1.9] {
+                    let want = f64::from(x).powf(f64::from(y));
+                    if !want.is_normal() || !(1e-30..=1e30).contains(&want) {
+                        continue;
+                    }
+                    let got = f64::from(pow_pos(x, y));
+                    worst = worst.max(((got - want) / want).abs());
+                }
+            }
+        }
+        assert!(worst < 2e-5, "worst relative error {worst:e}");
+    }
+
+    #[test]
+    fn the_repulsion_table_matches_the_formula() {
+        let (a, b) = (1.577f32, 0.895f32);
+        let t = RepelTable::new(a, b);
+        let mut worst = 0.0f64;
+        let mut x = 1e-9f32;
+        while x < 1e7 {
+            let want = 2.0 * f64::from(b)
+                / ((0.001 + f64::from(x)) * (f64::from(a) * f64::from(x).powf(f64::from(b)) + 1.0));
+            worst = worst.max(((f64::from(t.coeff(x)) - want) / want).abs());
+            x *= 1.0137;
+        }
+        assert!(worst < 1e-4, "worst relative error {worst:e}");
+    }
+
+    #[test]
+    fn lanczos_finds_the_laplacians_eigenvectors() {
+        // A ring of 60 nodes with a few chords: connected, eigenvalues distinct enough.
+        let n = 60;
+        let mut rows: Vec<std::collections::BTreeMap<u32, f64>> = vec![Default::default(); n];
+        let mut link = |a: usize, b: usize, w: f64| {
+            rows[a].insert(b as u32, w);
+            rows[b].insert(a as u32, w);
+        };
+        for i in 0..n {
+            link(i, (i + 1) % n, 1.0);
+            if i % 7 == 0 {
+                link(i, (i + 17) % n, 0.3);
+            }
+        }
+        let g: Graph = rows.into_iter().map(|r| r.into_iter().collect()).collect();
+        let got = spectral(&g, 2).map(|v| v.len());
+        assert_eq!(got, Some(2 * n));
+        let Some(v) = spectral(&g, 2) else { return };
+        // Dense check: N = D^-1/2 A D^-1/2; each returned column c satisfies N c = λ c for one of the
+        // two largest eigenvalues below the trivial 1.
+        let deg: Vec<f64> = g.iter().map(|r| r.iter().map(|x| x.1).sum()).collect();
+        let dense = DMatrix::from_fn(n, n, |a, b| {
+            g[a].iter()
+                .find(|x| x.0 as usize == b)
+                .map_or(0.0, |x| x.1 / (deg[a] * deg[b]).sqrt())
+        });
+        let eig = SymmetricEigen::new(dense.clone());
+        let mut values: Vec<f64> = eig.eigenvalues.iter().copied().collect();
+        values.sort_by(|a, b| b.total_cmp(a));
+        for c in 0..2 {
+            let col = nalgebra::DVector::from_fn(n, |i, _| v[i * 2 + c]);
+            let norm = col.norm();
+            let image = &dense * &col;
+            let lambda = col.dot(&image) / (norm * norm);
+            let residual = (&image - &col * lambda).norm() / norm;
+            assert!(residual < 1e-4, "column {c}: residual {residual:e}");
+            assert!(
+                (lambda - values[c + 1]).abs() < 1e-6,
+                "column {c}: eigenvalue {lambda} is not {}",
+                values[c + 1]
+            );
+        }
+    }
+
+    #[test]
+    fn the_layout_does_not_depend_on_the_thread_count() {
+        let rows = blobs(60, 5);
+        let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| e.to_string())
+                .and_then(|pool| {
+                    pool.install(|| {
+                        let l = umap(&refs, &UmapConfig::default()).map_err(|e| e.to_string())?;
+                        let t = trustworthiness(&refs, &l, 10).map_err(|e| e.to_string())?;
+                        Ok((l.coords, t.to_bits()))
+                    })
+                })
+        };
+        let one = run(1);
+        assert!(one.is_ok(), "{one:?}");
+        assert_eq!(one, run(2));
+        assert_eq!(one, run(3));
+    }
+
+    #[test]
+    fn trustworthiness_matches_the_direct_formula() {
+        // A layout that keeps some neighbourhoods and breaks others, against sklearn's formula computed
+        // with a full ranking.
+        let rows = blobs(20, 9);
+        let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
+        let n = refs.len();
+        let mut rng = SplitMix64::new(4);
+        let coords: Vec<f64> = (0..2 * n).map(|_| rng.next_f64()).collect();
+        let layout = UmapLayout {
+            n,
+            dim: 2,
+            coords: coords.clone(),
+            init: UmapInit::Pca,
+            n_neighbors: 15,
+            n_epochs: 0,
+            secs: UmapSecs::default(),
+        };
+        let k = 5;
+        let full = cosine_knn(&refs, n).map_err(|e| e.to_string());
+        let Ok(full) = full else { panic!("{full:?}") };
+        let mut penalty = 0.0;
+        for i in 0..n {
+            let mut d: Vec<(f64, usize)> = (0..n)
+                .filter(|&j| j != i)
+                .map(|j| {
+                    let dx = coords[2 * i] - coords[2 * j];
+                    let dy = coords[2 * i + 1] - coords[2 * j + 1];
+                    (dx * dx + dy * dy, j)
+                })
+                .collect();
+            d.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            for &(_, j) in &d[..k] {
+                let rank = full[i]
+                    .iter()
+                    .position(|&(x, _)| x as usize == j)
+                    .unwrap_or(0);
+                if rank > k {
+                    penalty += (rank - k) as f64;
+                }
+            }
+        }
+        let (nf, kf) = (n as f64, k as f64);
+        let want = 1.0 - penalty * 2.0 / (nf * kf * (2.0 * nf - 3.0 * kf - 1.0));
+        let got = trustworthiness(&refs, &layout, k).map_err(|e| e.to_string());
+        assert!(
+            got.as_ref().is_ok_and(|g| (g - want).abs() < 1e-12),
+            "{got:?} vs {want}"
+        );
     }
 
     #[test]

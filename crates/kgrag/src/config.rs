@@ -22,7 +22,7 @@
 //! qa_top_k = 5
 //!
 //! [cluster]                          # the clustering of HiRAG's and LeanRAG's layers, one section for both
-//! reduction = "pca:2"                # "pca:N" | "none"
+//! reduction = "umap"                 # as the references; "pca:N" | "none"
 //! max_clusters = 50                  # the BIC scan tries k = 1 .. min(N, max_clusters) - 1
 //! bic_rel_tol = 1e-3                 # early stop of the scan
 //! # [cluster.gmm]                    # the mixtures: n_init = 5, max_iter = 100, tol = 1e-3,

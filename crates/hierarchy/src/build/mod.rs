@@ -321,6 +321,7 @@ fn log_round(layer: u32, c: &LayerClustering, secs: f64) -> LayerLog {
         bic_ks: c.scan.ks.clone(),
         bic: c.scan.bics.clone(),
         rescued: c.rescued,
+        umap_init: c.umap_init,
         cluster_secs: secs,
         summary_secs: 0.0,
         outcomes: BTreeMap::new(),
@@ -329,7 +330,7 @@ fn log_round(layer: u32, c: &LayerClustering, secs: f64) -> LayerLog {
 
 fn eprint_round(method: &str, log: &LayerLog) {
     eprintln!(
-        "kgrag-hierarchy: {method} layer {}: N {} → k {} (BIC {}, tried {}), {} clusters, sparsity {:.4}{}",
+        "kgrag-hierarchy: {method} layer {}: N {} → k {} (BIC {}, tried {}), {} clusters, sparsity {:.4}{}{}",
         log.layer,
         log.n,
         log.k,
@@ -338,6 +339,10 @@ fn eprint_round(method: &str, log: &LayerLog) {
         log.clusters,
         log.sparsity,
         log.change
-            .map_or_else(String::new, |c| format!(", change {c:.4}"))
+            .map_or_else(String::new, |c| format!(", change {c:.4}")),
+        match log.umap_init {
+            Some(crate::umap::UmapInit::Pca) => ", UMAP started from PCA (graph in pieces)",
+            _ => "",
+        }
     );
 }

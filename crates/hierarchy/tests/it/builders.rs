@@ -7,8 +7,8 @@ use std::sync::Arc;
 use kgrag_graph_store::{EdgeKind, KnowledgeGraph, NodeKind};
 use kgrag_hierarchy::{
     build_hirag, build_leanrag, BaseEntity, BaseRelation, ExtractiveClusterSummarizer, HNodeKind,
-    HiragConfig, LeanragConfig, LlmClusterSummarizer, NodeId, RelationKind, RelationRule,
-    StopReason,
+    HiragConfig, LeanragConfig, LlmClusterSummarizer, NodeId, Reduction, RelationKind,
+    RelationRule, StopReason,
 };
 use kgrag_text::{Encoding, ExtractiveSummarizer};
 use kgrag_types::testing::{HashingEmbedder, ScriptedChatModel};
@@ -41,6 +41,22 @@ fn hashed_text(dim: usize, encoding: Encoding) -> Arc<ExtractiveSummarizer> {
         Arc::new(HashingEmbedder::new(dim)),
         encoding,
     ))
+}
+
+/// HiRAG's settings with PCA to two dimensions: the layer-loop tests below check the loop on groups that
+/// PCA recovers exactly (the default UMAP splits each group of twenty into sub-clumps, which is what it
+/// does, but not what these tests are about; `umap_keeps_the_groups_apart` covers it).
+fn hirag_pca() -> HiragConfig {
+    let mut c = HiragConfig::default();
+    c.cluster.reduction = Reduction::Pca(2);
+    c
+}
+
+/// LeanRAG's settings with PCA to two dimensions (see [`hirag_pca`]).
+fn leanrag_pca() -> LeanragConfig {
+    let mut c = LeanragConfig::default();
+    c.cluster.reduction = Reduction::Pca(2);
+    c
 }
 
 /// Entities per group.
@@ -147,7 +163,7 @@ async fn leanrag_aggregated_relations_lambda_and_both_rules() {
     let text = hashed_text(32, Encoding::Cl100kBase);
     let summarizer =
         LlmClusterSummarizer::new(chat.clone(), ExtractiveClusterSummarizer::new(text));
-    let config = LeanragConfig::default();
+    let config = leanrag_pca();
     let h = build_leanrag(five_groups(), &relations(), &embedder, &summarizer, &config)
         .await
         .unwrap();
@@ -222,7 +238,7 @@ async fn leanrag_aggregated_relations_lambda_and_both_rules() {
     let summarizer = LlmClusterSummarizer::new(chat, ExtractiveClusterSummarizer::new(text));
     let mut length = LeanragConfig {
         relation_rule: RelationRule::LengthThreshold,
-        ..LeanragConfig::default()
+        ..leanrag_pca()
     };
     let h = build_leanrag(five_groups(), &relations(), &embedder, &summarizer, &length)
         .await
@@ -265,7 +281,7 @@ async fn leanrag_graph_insertion_and_determinism() {
         &relations(),
         &embedder,
         &summarizer,
-        &LeanragConfig::default(),
+        &leanrag_pca(),
     )
     .await
     .unwrap();
@@ -274,7 +290,7 @@ async fn leanrag_graph_insertion_and_determinism() {
         &relations(),
         &embedder,
         &summarizer,
-        &LeanragConfig::default(),
+        &leanrag_pca(),
     )
     .await
     .unwrap();
@@ -307,11 +323,37 @@ async fn leanrag_graph_insertion_and_determinism() {
 }
 
 #[tokio::test]
+async fn umap_keeps_the_groups_apart() {
+    // The default reduction, by cosine: no first-layer cluster of HiRAG mixes two of the groups B–E (at
+    // distinct angles from the origin), and every entity is in a cluster. Group A sits at the origin, where
+    // its wobble gives it every direction: cosine puts its members anywhere.
+    let embedder = HashingEmbedder::new(32);
+    let summarizer = ExtractiveClusterSummarizer::new(hashed_text(32, Encoding::O200kBase));
+    let config = HiragConfig::default();
+    assert_eq!(config.cluster.reduction, Reduction::Umap);
+    let h = build_hirag(five_groups(), &relations(), &embedder, &summarizer, &config)
+        .await
+        .unwrap();
+    assert!(h.log[0].umap_init.is_some());
+    assert!(h.log[0].clusters >= 5, "{:?}", h.log[0]);
+    for parent in &h.layers[1] {
+        let groups: std::collections::BTreeSet<usize> = parent
+            .children
+            .iter()
+            .filter(|c| c.layer == 0 && c.idx as usize >= PER)
+            .map(|c| c.idx as usize / PER)
+            .collect();
+        assert!(groups.len() <= 1, "{} mixes groups {groups:?}", parent.name);
+    }
+    assert!(h.layers[0].iter().all(|n| !n.parents.is_empty()));
+}
+
+#[tokio::test]
 async fn hirag_layers_stop_rule_and_graph_insertion() {
     let embedder = HashingEmbedder::new(32);
     let text = hashed_text(32, Encoding::O200kBase);
     let summarizer = ExtractiveClusterSummarizer::new(text);
-    let config = HiragConfig::default();
+    let config = hirag_pca();
     let h = build_hirag(five_groups(), &relations(), &embedder, &summarizer, &config)
         .await
         .unwrap();
@@ -413,7 +455,7 @@ async fn hirag_llm_summaries_resolve_endpoints_and_merge_names() {
         &relations(),
         &embedder,
         &summarizer,
-        &HiragConfig::default(),
+        &hirag_pca(),
     )
     .await
     .unwrap();

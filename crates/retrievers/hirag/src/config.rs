@@ -116,7 +116,7 @@ pub struct HiragConfig {
     pub summary_trigger_tokens: usize,
     /// What is embedded for clustering.
     pub cluster_description: ClusterDescription,
-    /// The clustering round of every layer: the reduction (`pca:2`), the mixtures' fit and the BIC scan
+    /// The clustering round of every layer: the reduction (`umap`), the mixtures' fit and the BIC scan
     /// (spec §2's `reduction`, `gmm_*` and `bic_rel_tol`), in TOML the `[hirag.cluster]` table. LeanRAG's
     /// settings hold the same [`ClusterConfig`]; kgrag's configuration file has one `[cluster]` section
     /// that both share.

@@ -41,8 +41,8 @@ mod table;
 pub use config::{BaseSource, BridgeEdges, ClusterDescription, ExtractionMode, HiragConfig, Mode};
 pub use graph::{BridgePath, HiEdge, HiGraph, HiNode};
 pub use index::{
-    base_records, merge_records, ChunkRecord, CommunityRecord, HiragIndex, IndexStats,
-    MergedRecords, Models,
+    base_records, merge_records, ChunkRecord, CommunityRecord, HierarchyRound, HiragIndex,
+    IndexStats, MergedRecords, Models,
 };
 pub use kgrag_community::report::Report as CommunityReport;
 pub use kgrag_types::{CountingChat, StageUsage};

@@ -45,7 +45,7 @@ pub struct LeanragConfig {
     pub embed_max_tokens: usize,
     /// k floor = ⌊N / cluster_size⌋ (20).
     pub cluster_size: usize,
-    /// The clustering round of every layer: the reduction (`pca:2`), the mixtures' fit and the BIC scan
+    /// The clustering round of every layer: the reduction (`umap`), the mixtures' fit and the BIC scan
     /// (spec §2's `reduction`, `gmm_*` and `bic_rel_tol`), in TOML the `[leanrag.cluster]` table. HiRAG's
     /// settings hold the same [`ClusterConfig`]; kgrag's configuration file has one `[cluster]` section
     /// that both share.

@@ -44,6 +44,10 @@ pub struct LayerStats {
     pub sparsity: f64,
     /// Aggregates per outcome (`llm`, `retried`, `fallback`, `extractive`).
     pub outcomes: BTreeMap<String, usize>,
+    /// How UMAP started its layout (spectral, or PCA when the neighbour graph was in pieces); absent for
+    /// the other reductions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umap_init: Option<kgrag_hierarchy::umap::UmapInit>,
 }
 
 /// What a build made and cost.
@@ -210,6 +214,7 @@ impl LeanragIndex {
                 clusters: l.clusters,
                 sparsity: l.sparsity,
                 outcomes: l.outcomes.clone(),
+                umap_init: l.umap_init,
             })
             .collect();
         for r in &hierarchy.relations {

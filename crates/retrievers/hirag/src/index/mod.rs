@@ -94,6 +94,27 @@ pub struct CommunityRecord {
     pub row_tokens: (u32, u32),
 }
 
+/// One clustering round of the HiIndex.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct HierarchyRound {
+    /// The layer clustered.
+    pub layer: u32,
+    /// Its node count N.
+    pub n: usize,
+    /// Mixture components fitted (BIC's choice).
+    pub k: usize,
+    /// Non-empty clusters.
+    pub clusters: usize,
+    /// Sparsity of the clusters (HiRAG's stop measure).
+    pub sparsity: f64,
+    /// Relative change of sparsity from the previous round.
+    pub change: Option<f64>,
+    /// How UMAP started its layout (spectral, or PCA when the neighbour graph was in pieces); absent for
+    /// the other reductions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub umap_init: Option<kgrag_hierarchy::umap::UmapInit>,
+}
+
 /// What a build made and what it cost.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct IndexStats {
@@ -113,6 +134,9 @@ pub struct IndexStats {
     pub entities_per_layer: Vec<usize>,
     /// Nodes per HiIndex layer as the hierarchy built them (layer 0 = clustered base entities).
     pub hierarchy_layers: Vec<usize>,
+    /// The clustering rounds (the last one is the round the stop rule ended on).
+    #[serde(default)]
+    pub hierarchy_rounds: Vec<HierarchyRound>,
     /// Summaries per outcome (`llm`, `retried`, `fallback`, `extractive`) over all layers.
     pub summary_outcomes: BTreeMap<String, usize>,
     /// Graph edges (relations, member relations included).
@@ -363,6 +387,19 @@ impl HiragIndex {
             }
         }
         stats.hierarchy_layers = hierarchy.layer_sizes();
+        stats.hierarchy_rounds = hierarchy
+            .log
+            .iter()
+            .map(|l| HierarchyRound {
+                layer: l.layer,
+                n: l.n,
+                k: l.k,
+                clusters: l.clusters,
+                sparsity: l.sparsity,
+                change: l.change,
+                umap_init: l.umap_init,
+            })
+            .collect();
         hierarchy.insert_into(&mut kg)?;
         record_stage(&mut stats, "hirag_hierarchy", started);
 

@@ -156,6 +156,12 @@ async fn the_context_is_the_references_describe_byte_for_byte() {
     let config = LeanragConfig {
         top_n: TOP_N,
         log_layers: false,
+        // The tree the reference rendered from (tests/data/golden/) was clustered after PCA; the contexts
+        // do not depend on how the tree was made, only on the tree.
+        cluster: kgrag_hierarchy::ClusterConfig {
+            reduction: kgrag_hierarchy::Reduction::Pca(2),
+            ..kgrag_hierarchy::ClusterConfig::default()
+        },
         ..LeanragConfig::default()
     };
     let models = Models {
