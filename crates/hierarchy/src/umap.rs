@@ -409,6 +409,10 @@ fn spectral(g: &Graph, dim: usize) -> Option<Vec<f64>> {
             let b = dot(&w, &w).sqrt();
             let size = basis.len();
             let exhausted = b <= 1e-10 || size == m_max;
+            if exhausted && size < dim {
+                // An invariant subspace smaller than the layout: no spectral start.
+                return None;
+            }
             if size >= dim && (exhausted || size.is_multiple_of(10)) {
                 let (values, vectors) = tridiagonal_eigen(&alpha, &beta);
                 let mut order: Vec<usize> = (0..size).collect();
