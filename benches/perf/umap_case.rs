@@ -76,11 +76,7 @@ pub(crate) async fn run(dir: &Path, rounds: usize) -> Result<Value> {
 /// clusters HiRAG's step makes of the layout at the configured seed and at each of [`SEEDS`].
 fn measure(rows: &[&[f32]], cluster: &ClusterConfig, rounds: usize) -> Result<Value> {
     let n = rows.len();
-    let base = UmapConfig {
-        n_components: n.saturating_sub(2).clamp(1, 2),
-        seed: cluster.gmm.seed,
-        ..UmapConfig::default()
-    };
+    let base = UmapConfig::for_layer(n, cluster.gmm.seed);
     let mut best = f64::INFINITY;
     let mut layout = None;
     for _ in 0..rounds.max(1) {

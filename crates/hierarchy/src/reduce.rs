@@ -210,11 +210,7 @@ fn reduce_rows(
         }
         Reduction::Pca(want) => Ok((pca(rows, dim, want.min(n - 1).min(dim))?, None)),
         Reduction::Umap => {
-            let config = crate::umap::UmapConfig {
-                n_components: n.saturating_sub(2).clamp(1, 2),
-                seed,
-                ..crate::umap::UmapConfig::default()
-            };
+            let config = crate::umap::UmapConfig::for_layer(n, seed);
             let layout = crate::umap::umap(rows, &config)?;
             Ok((
                 Points::new(n, layout.dim, layout.coords)?,

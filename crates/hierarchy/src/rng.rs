@@ -20,6 +20,11 @@ impl SplitMix64 {
         Self::new(s)
     }
 
+    /// A generator whose state is `state` as it stands (no mixing step first).
+    pub(crate) fn from_state(state: u64) -> Self {
+        Self(state)
+    }
+
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -43,6 +48,12 @@ impl SplitMix64 {
                 return (x % n) as usize;
             }
         }
+    }
+
+    /// Uniform in 0..n (n > 0) by a multiply-high (Lemire), without [`Self::below`]'s division; the bias is
+    /// at most `n / 2⁶⁴`. For hot loops (UMAP's negative samples).
+    pub(crate) fn below_fast(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
     }
 
     /// `m` distinct indices of 0..n, in ascending order (Floyd's algorithm).

@@ -59,6 +59,18 @@ pub struct UmapConfig {
     pub seed: u64,
 }
 
+impl UmapConfig {
+    /// The settings HiRAG and LeanRAG reduce a layer of `n` points with: umap-learn's defaults, 15
+    /// neighbours, `min(2, n − 2)` components (at least one), as the references call it; seeded.
+    pub fn for_layer(n: usize, seed: u64) -> Self {
+        Self {
+            n_components: n.saturating_sub(2).clamp(1, 2),
+            seed,
+            ..Self::default()
+        }
+    }
+}
+
 impl Default for UmapConfig {
     fn default() -> Self {
         Self {
@@ -131,27 +143,40 @@ pub fn cosine_knn(rows: &[&[f32]], k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
     let n = rows.len();
     let k = k.min(n);
     let unit = unit_rows(rows)?;
-    const BLOCK: usize = 512;
+    Ok(per_row_similarities(&unit, 512, |i, sims| {
+        nearest_of_row(sims, i, k)
+    }))
+}
+
+/// `f(i, s)` for every row `i` of `unit`, `s` its cosine similarities to every row: the similarities in
+/// blocks of `block` rows through one matrix product each, the blocks on the thread pool; results in row
+/// order (each row's result depends on that row alone, so on no thread count).
+fn per_row_similarities<T: Send>(
+    unit: &Array2<f32>,
+    block: usize,
+    f: impl Fn(usize, &[f32]) -> T + Sync,
+) -> Vec<T> {
     use rayon::prelude::*;
+    let n = unit.nrows();
     let all = unit.t();
-    let blocks: Vec<Vec<Vec<(u32, f32)>>> = (0..n.div_ceil(BLOCK))
+    let blocks: Vec<Vec<T>> = (0..n.div_ceil(block))
         .into_par_iter()
         .map(|b| {
-            let lo = b * BLOCK;
-            let hi = (lo + BLOCK).min(n);
+            let lo = b * block;
+            let hi = (lo + block).min(n);
             let sims = unit.slice(s![lo..hi, ..]).dot(&all);
             (lo..hi)
                 .map(|i| {
                     let row = sims.row(i - lo);
                     match row.as_slice() {
-                        Some(r) => nearest_of_row(r, i, k),
-                        None => nearest_of_row(&row.to_vec(), i, k),
+                        Some(r) => f(i, r),
+                        None => f(i, &row.to_vec()),
                     }
                 })
                 .collect()
         })
         .collect();
-    Ok(blocks.into_iter().flatten().collect())
+    blocks.into_iter().flatten().collect()
 }
 
 /// The `k` nearest of one row of cosine similarities: the row's own point first (distance 0), then by
@@ -740,7 +765,8 @@ fn sgd<const D: usize>(
         }
         d2
     };
-    let mut draw = FastDraw::new(rng.next_u64(), n);
+    // The negative samples' indices, from their own stream.
+    let mut draw = SplitMix64::from_state(rng.next_u64());
     for epoch in 0..n_epochs {
         let alpha = 1.0 - epoch as f32 / n_epochs as f32;
         let e_f = epoch as f64;
@@ -768,7 +794,7 @@ fn sgd<const D: usize>(
             // One negative sample after another, each from where the previous one left the point, as
             // umap-learn does (see the module docs for the faster variants that were dropped).
             for _ in 0..n_neg {
-                let k = draw.next();
+                let k = draw.below_fast(n);
                 if k == j {
                     continue;
                 }
@@ -785,31 +811,6 @@ fn sgd<const D: usize>(
             coords[j] = current;
             next_negative[idx] += n_neg as f64 * eps_neg[idx];
         }
-    }
-}
-
-/// The negative samples' indices: SplitMix64 mapped to `0..n` by a multiply-high (Lemire), which
-/// avoids a division per sample; the bias is at most `n / 2⁶⁴`.
-struct FastDraw {
-    state: u64,
-    n: u64,
-}
-
-impl FastDraw {
-    fn new(seed: u64, n: usize) -> Self {
-        Self {
-            state: seed,
-            n: n as u64,
-        }
-    }
-
-    fn next(&mut self) -> usize {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        ((u128::from(z) * u128::from(self.n)) >> 64) as usize
     }
 }
 
@@ -871,54 +872,42 @@ pub fn trustworthiness(rows: &[&[f32]], layout: &UmapLayout, k: usize) -> Result
     }
     let unit = unit_rows(rows)?;
     let dim = layout.dim;
-    let all = unit.t();
-    const BLOCK: usize = 256;
-    use rayon::prelude::*;
-    let penalties: Vec<f64> = (0..n.div_ceil(BLOCK))
-        .into_par_iter()
-        .map(|b| {
-            let lo = b * BLOCK;
-            let hi = (lo + BLOCK).min(n);
-            let sims = unit.slice(s![lo..hi, ..]).dot(&all);
-            let mut penalty = 0.0f64;
-            for i in lo..hi {
-                let row = sims.row(i - lo).to_vec();
-                let original = nearest_of_row(&row, i, k + 1);
-                // The layout's k nearest of i, by squared distance, ties by index.
-                let p = &layout.coords[i * dim..(i + 1) * dim];
-                let mut near: Vec<(f64, usize)> = (0..n)
-                    .filter(|&j| j != i)
-                    .map(|j| {
-                        let q = &layout.coords[j * dim..(j + 1) * dim];
-                        (
-                            p.iter().zip(q).map(|(x, y)| (x - y).powi(2)).sum::<f64>(),
-                            j,
-                        )
-                    })
-                    .collect();
-                let cmp =
-                    |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
-                near.select_nth_unstable_by(k - 1, cmp);
-                for &(_, j) in &near[..k] {
-                    if original.iter().any(|&(o, _)| o as usize == j) {
-                        continue;
-                    }
-                    let dj = (1.0 - row[j]).max(0.0);
-                    let rank = row
-                        .iter()
-                        .enumerate()
-                        .filter(|&(l, &s)| {
-                            let d = (1.0 - s).max(0.0);
-                            l != i && (d < dj || (d == dj && l < j))
-                        })
-                        .count()
-                        + 1;
-                    penalty += rank.saturating_sub(k) as f64;
-                }
+    let penalties = per_row_similarities(&unit, 256, |i, row| {
+        let original = nearest_of_row(row, i, k + 1);
+        // The layout's k nearest of i, by squared distance, ties by index.
+        let p = &layout.coords[i * dim..(i + 1) * dim];
+        let mut near: Vec<(f64, usize)> = (0..n)
+            .filter(|&j| j != i)
+            .map(|j| {
+                let q = &layout.coords[j * dim..(j + 1) * dim];
+                (
+                    p.iter().zip(q).map(|(x, y)| (x - y).powi(2)).sum::<f64>(),
+                    j,
+                )
+            })
+            .collect();
+        let cmp = |x: &(f64, usize), y: &(f64, usize)| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1));
+        near.select_nth_unstable_by(k - 1, cmp);
+        let mut penalty = 0.0f64;
+        for &(_, j) in &near[..k] {
+            if original.iter().any(|&(o, _)| o as usize == j) {
+                continue;
             }
-            penalty
-        })
-        .collect();
+            let dj = (1.0 - row[j]).max(0.0);
+            let rank = row
+                .iter()
+                .enumerate()
+                .filter(|&(l, &s)| {
+                    let d = (1.0 - s).max(0.0);
+                    l != i && (d < dj || (d == dj && l < j))
+                })
+                .count()
+                + 1;
+            penalty += rank.saturating_sub(k) as f64;
+        }
+        penalty
+    });
+    // Whole numbers: the sum is exact in any order.
     let penalty: f64 = penalties.iter().sum();
     let (n, k) = (n as f64, k as f64);
     Ok(1.0 - penalty * 2.0 / (n * k * (2.0 * n - 3.0 * k - 1.0)))
