@@ -20,11 +20,6 @@ impl SplitMix64 {
         Self::new(s)
     }
 
-    /// A generator whose state is `state` as it stands (no mixing step first).
-    pub(crate) fn from_state(state: u64) -> Self {
-        Self(state)
-    }
-
     pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;

@@ -7,29 +7,39 @@
 //! with umap-learn's constants:
 //!
 //! 1. **Neighbours**: exact cosine k-NN (umap-learn is exact below 4,096 points and approximate above; exact
-//!    is never worse), each point its own first neighbour at distance 0; the similarities in blocks of
-//!    rows through one matrix product each, the blocks on the thread pool (each row's result depends on
-//!    that row alone), each row's nearest kept in one pass.
+//!    is never worse), each point its own first neighbour at distance 0. Each pair's similarity is
+//!    computed once: bands of rows on the thread pool, each through matrix products against the rows from
+//!    its own on, offering every similarity to both rows' running lists; most are turned away sixteen at a
+//!    time by one vector comparison with the lists' current worst. A list's final set does not depend on
+//!    the order of the offers (distance, then index), so not on the thread count.
 //! 2. **Fuzzy simplicial set**: per point, `ρ` = the distance to the nearest other point (local
 //!    connectivity 1) and `σ` by 64 bisection steps so that `Σ exp(−(d − ρ)/σ) = log₂ k`, floored at
 //!    `10⁻³ ×` the mean distance; memberships `exp(−(d − ρ)/σ)`, symmetrised as `P + Pᵀ − P∘Pᵀ`.
 //! 3. **Initialisation**: spectral — the eigenvectors of the normalised Laplacian for the second to third
-//!    smallest eigenvalues, by Lanczos with full reorthogonalisation from the all-ones vector (umap-learn
-//!    asks ARPACK for them from the same start), scaled so the largest coordinate is 10, plus Gaussian
+//!    smallest eigenvalues, by Lanczos with full reorthogonalisation (classical Gram–Schmidt, twice, its
+//!    products on the thread pool in a fixed order) from the all-ones vector (umap-learn asks ARPACK for
+//!    them from the same start), scaled so the largest coordinate is 10, plus Gaussian
 //!    noise of scale 10⁻⁴, then each coordinate rescaled to [0, 10]. A graph in several pieces or a
 //!    Lanczos run that does not settle falls back to the leading principal components (umap-learn lays
 //!    the pieces out one by one; said in [`UmapLayout::init`] and in the hierarchy's layer logs).
 //! 4. **Layout**: `a`, `b` fitted to `min_dist` and `spread` as umap-learn's `find_ab_params`; edges below
 //!    `max weight / n_epochs` dropped; 500 epochs up to 10,000 points, else 200; per edge, attraction every
 //!    `max / w` epochs and 5 negative samples per attraction, gradients clipped at 4, learning rate
-//!    decaying linearly from 1; f32 coordinates, as umap-learn's. Sequential and seeded: the same input
-//!    gives the same layout on any machine and any number of threads (the powers come from our own
-//!    polynomials, not the platform's `powf`: `x^b` is `2^(b log₂ x)` to below 10⁻⁵ relative). The
-//!    `umap_musique` case of `cargo xtask perf` checks the result against umap-learn on MuSiQue
-//!    (trustworthiness, the clusters HiRAG makes of the layout over twelve seeds, time). Tried and
-//!    dropped, because over twelve seeds the BIC k of HiRAG's first layer fell below umap-learn's
-//!    (median 5 against 7.5): computing an edge's negative samples from one position and summing their
-//!    steps (2× faster), and the repulsion coefficient from an interpolated table (2.5× faster).
+//!    decaying linearly from 1; f32 coordinates, as umap-learn's. umap-learn seeded runs this on one
+//!    thread in edge order; unseeded (as HiRAG and LeanRAG call it) on every core, Hogwild. Ours is
+//!    parallel and deterministic: the points fall in fixed partitions of 2,048 (by index, whatever the
+//!    thread count); within an epoch each partition takes its heads' edges in umap-learn's order, moves its
+//!    own points in place and reads other partitions' points as the epoch found them, and the steps its
+//!    attractions give to other partitions' points are added when the epoch ends, partition by partition.
+//!    Inside a partition eight heads' samples are interleaved (each head's samples stay in order, the eight
+//!    coefficients are computed side by side), and negative samples come from a generator per epoch and
+//!    partition. The same input and seed give the same layout on any machine and any number of threads
+//!    (the powers come from our own polynomials, not the platform's `powf`: `x^b` is `2^(b log₂ x)` to
+//!    below 10⁻⁵ relative). The `umap_musique` case of `cargo xtask perf` checks the result against
+//!    umap-learn on MuSiQue (trustworthiness, the clusters HiRAG makes of the layout over twelve seeds,
+//!    time). Tried and dropped, because over twelve seeds the BIC k of HiRAG's first layer fell below
+//!    umap-learn's (median 5 against 7.5): computing an edge's negative samples from one position and
+//!    summing their steps, and the repulsion coefficient from an interpolated table.
 //!
 //! Tiny inputs as umap-learn handles them: one point gives the origin; `N ≤ k` lowers `k` to `N − 1`.
 
@@ -143,9 +153,178 @@ pub fn cosine_knn(rows: &[&[f32]], k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
     let n = rows.len();
     let k = k.min(n);
     let unit = unit_rows(rows)?;
-    Ok(per_row_similarities(&unit, 512, |i, sims| {
-        nearest_of_row(sims, i, k)
-    }))
+    if k > 65 {
+        // Many neighbours (a full ranking): whole rows, sorted.
+        return Ok(per_row_similarities(&unit, 512, |i, sims| {
+            nearest_of_row(sims, i, k)
+        }));
+    }
+    Ok(symmetric_knn(&unit, k))
+}
+
+/// Rows per band of [`symmetric_knn`], and columns per matrix product.
+const KNN_BAND: usize = 256;
+const KNN_COLUMNS: usize = 1024;
+
+/// Similarities scanned per vector test in [`symmetric_knn`].
+const KNN_LANES: usize = 16;
+
+/// The `k` (≤ 65) nearest rows of every unit row by cosine, each pair's similarity computed once: bands of
+/// rows on the thread pool, each against the rows from its own on through matrix products of
+/// [`KNN_COLUMNS`] columns; a product offers each of its rows' similarities to that row's list and each
+/// later row's to that row's list (behind a lock each). A list keeps its `k − 1` best by distance
+/// `max(1 − s, 0)` then index — a set that does not depend on the order of the offers, so on no thread
+/// count. Most similarities are turned away [`KNN_LANES`] at a time by one vector comparison.
+fn symmetric_knn(unit: &Array2<f32>, k: usize) -> Vec<Vec<(u32, f32)>> {
+    use rayon::prelude::*;
+    use std::sync::Mutex;
+
+    let n = unit.nrows();
+    let keep = k.saturating_sub(1);
+    if keep == 0 {
+        return (0..n).map(|i| vec![(i as u32, 0.0)]).collect();
+    }
+    // Columns contiguous, so that the products read them without gathering.
+    let columns_of: Array2<f32> = unit.t().as_standard_layout().into_owned();
+    let incoming: Vec<Mutex<Nearest>> = (0..n).map(|_| Mutex::new(Nearest::new(keep))).collect();
+    let misses = |ds: &[f32], bars: &[f32]| -> bool {
+        ds.iter()
+            .zip(bars)
+            .map(|(&s, &b)| u32::from((1.0 - s).max(0.0) <= b))
+            .sum::<u32>()
+            == 0
+    };
+    let bands: Vec<Vec<Nearest>> = (0..n.div_ceil(KNN_BAND))
+        .into_par_iter()
+        // Bands shrink from the first to the last: one per task, so that both threads stay busy.
+        .with_max_len(1)
+        .map(|t| {
+            let rows_of = t * KNN_BAND..((t + 1) * KNN_BAND).min(n);
+            let band = unit.slice(s![rows_of.clone(), ..]);
+            let mut lists: Vec<Nearest> = rows_of.clone().map(|_| Nearest::new(keep)).collect();
+            let mut start = rows_of.start;
+            while start < n {
+                let cols = start..(start + KNN_COLUMNS).min(n);
+                let width = cols.len();
+                let sims = band.dot(&columns_of.slice(s![.., cols.clone()]));
+                // Columns of later bands (the band's own are its rows' lists already).
+                let later = rows_of.end.saturating_sub(start).min(width);
+                let mut columns: Vec<Nearest> =
+                    (later..width).map(|_| Nearest::new(keep)).collect();
+                // What a later row's list already holds bars most of the band's offers.
+                let mut bar: Vec<f32> = incoming[cols.start + later..cols.end]
+                    .iter()
+                    .map(|m| {
+                        m.lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .worst()
+                    })
+                    .collect();
+                for (r, list) in lists.iter_mut().enumerate() {
+                    let i = rows_of.start + r;
+                    let Some(row) = sims.row(r).to_slice() else {
+                        continue;
+                    };
+                    let mut worst = [list.worst(); KNN_LANES];
+                    for (g, chunk) in row.chunks(KNN_LANES).enumerate() {
+                        if misses(chunk, &worst[..chunk.len()]) {
+                            continue;
+                        }
+                        for (c, &s) in chunk.iter().enumerate() {
+                            let j = cols.start + g * KNN_LANES + c;
+                            let d = (1.0 - s).max(0.0);
+                            if j != i && d <= worst[0] {
+                                list.offer(j as u32, d);
+                                worst = [list.worst(); KNN_LANES];
+                            }
+                        }
+                    }
+                    for ((chunk, bars), lists) in row[later..]
+                        .chunks(KNN_LANES)
+                        .zip(bar.chunks_mut(KNN_LANES))
+                        .zip(columns.chunks_mut(KNN_LANES))
+                    {
+                        if misses(chunk, bars) {
+                            continue;
+                        }
+                        for ((&s, b), column) in chunk.iter().zip(bars).zip(lists) {
+                            let d = (1.0 - s).max(0.0);
+                            if d <= *b {
+                                column.offer(i as u32, d);
+                                *b = column.worst();
+                            }
+                        }
+                    }
+                }
+                for (c, column) in columns.into_iter().enumerate() {
+                    incoming[cols.start + later + c]
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .merge(&column);
+                }
+                start = cols.end;
+            }
+            lists
+        })
+        .collect();
+    bands
+        .into_iter()
+        .flatten()
+        .zip(incoming)
+        .enumerate()
+        .map(|(i, (mut list, other))| {
+            list.merge(
+                &other
+                    .into_inner()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            );
+            let mut row = Vec::with_capacity(k);
+            row.push((i as u32, 0.0));
+            row.extend(list.items);
+            row
+        })
+        .collect()
+}
+
+/// A running list of the `keep` nearest candidates, sorted by distance then index.
+#[derive(Debug, Clone)]
+struct Nearest {
+    keep: usize,
+    items: Vec<(u32, f32)>,
+}
+
+impl Nearest {
+    fn new(keep: usize) -> Self {
+        Self {
+            keep,
+            items: Vec::with_capacity(keep + 1),
+        }
+    }
+
+    /// The distance a candidate must not exceed to enter (∞ until the list is full).
+    fn worst(&self) -> f32 {
+        if self.items.len() < self.keep {
+            f32::INFINITY
+        } else {
+            self.items.last().map_or(f32::INFINITY, |&(_, d)| d)
+        }
+    }
+
+    fn offer(&mut self, j: u32, d: f32) {
+        let before = |&(e, f): &(u32, f32)| f < d || (f == d && e < j);
+        if self.items.len() == self.keep && self.items.last().is_some_and(before) {
+            return;
+        }
+        let at = self.items.partition_point(before);
+        self.items.insert(at, (j, d));
+        self.items.truncate(self.keep);
+    }
+
+    fn merge(&mut self, other: &Nearest) {
+        for &(j, d) in &other.items {
+            self.offer(j, d);
+        }
+    }
 }
 
 /// `f(i, s)` for every row `i` of `unit`, `s` its cosine similarities to every row: the similarities in
@@ -377,6 +556,8 @@ fn components(g: &Graph) -> usize {
 /// the wanted Ritz vectors when the Krylov space is full; done when every wanted Ritz pair's residual is
 /// at most [`SPECTRAL_TOL`]. `None` when it does not settle.
 fn spectral(g: &Graph, dim: usize) -> Option<Vec<f64>> {
+    use rayon::prelude::*;
+
     let n = g.len();
     let deg: Vec<f64> = g.iter().map(|r| r.iter().map(|&(_, w)| w).sum()).collect();
     if deg.iter().any(|&d| d <= 0.0) || n < dim + 2 {
@@ -384,21 +565,57 @@ fn spectral(g: &Graph, dim: usize) -> Option<Vec<f64>> {
     }
     let inv_sqrt: Vec<f64> = deg.iter().map(|d| 1.0 / d.sqrt()).collect();
     let mut trivial: Vec<f64> = deg.iter().map(|d| d.sqrt()).collect();
-    let norm = trivial.iter().map(|x| x * x).sum::<f64>().sqrt();
+    let norm = dot_f64(&trivial, &trivial).sqrt();
     trivial.iter_mut().for_each(|x| *x /= norm);
-    let dot = |a: &[f64], b: &[f64]| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>();
+    // `M`'s off-diagonal part, `½ D^−½ A D^−½`, row by row.
+    let offsets: Vec<usize> = std::iter::once(0)
+        .chain(g.iter().scan(0, |acc, r| {
+            *acc += r.len();
+            Some(*acc)
+        }))
+        .collect();
+    let cols: Vec<u32> = g.iter().flatten().map(|&(j, _)| j).collect();
+    let vals: Vec<f64> = g
+        .iter()
+        .enumerate()
+        .flat_map(|(i, r)| {
+            let inv_sqrt = &inv_sqrt;
+            r.iter()
+                .map(move |&(j, w)| 0.5 * w * inv_sqrt[i] * inv_sqrt[j as usize])
+        })
+        .collect();
+    // Rows per task of the vector kernels: each row's result is computed alone, in a fixed order.
+    const ROWS: usize = 2048;
     let apply = |v: &[f64], out: &mut [f64]| {
-        for (i, o) in out.iter_mut().enumerate() {
-            let s: f64 = g[i]
-                .iter()
-                .map(|&(j, w)| w * inv_sqrt[j as usize] * v[j as usize])
-                .sum();
-            *o = 0.5 * (v[i] + inv_sqrt[i] * s);
-        }
+        out.par_chunks_mut(ROWS).enumerate().for_each(|(c, chunk)| {
+            for (r, o) in chunk.iter_mut().enumerate() {
+                let i = c * ROWS + r;
+                let span = offsets[i]..offsets[i + 1];
+                let s: f64 = cols[span.clone()]
+                    .iter()
+                    .zip(&vals[span])
+                    .map(|(&j, &w)| w * v[j as usize])
+                    .sum();
+                *o = 0.5 * v[i] + s;
+            }
+        });
     };
     let deflate = |v: &mut [f64]| {
-        let c = dot(v, &trivial);
+        let c = dot_f64(v, &trivial);
         v.iter_mut().zip(&trivial).for_each(|(a, b)| *a -= c * b);
+    };
+    // `w ← w − Q Qᵀ w` against the basis `q` (rows of length n): the coefficients in parallel, then the
+    // update in parallel over stretches of `w`, each element in basis order.
+    let orthogonalise = |w: &mut [f64], q: &[f64]| {
+        let coefs: Vec<f64> = q.par_chunks(n).map(|row| dot_f64(w, row)).collect();
+        w.par_chunks_mut(ROWS).enumerate().for_each(|(c, part)| {
+            let span = c * ROWS..c * ROWS + part.len();
+            for (row, &coef) in q.chunks_exact(n).zip(&coefs) {
+                part.iter_mut()
+                    .zip(&row[span.clone()])
+                    .for_each(|(x, y)| *x -= coef * y);
+            }
+        });
     };
     // The Krylov space: at most n − 1 vectors (the trivial direction is excluded), and a size that keeps
     // memory linear in n.
@@ -409,30 +626,27 @@ fn spectral(g: &Graph, dim: usize) -> Option<Vec<f64>> {
     let mut start: Vec<f64> = (0..n)
         .map(|_| 1.0 + 0.1 * (wobble.next_f64() - 0.5))
         .collect();
+    let mut basis: Vec<f64> = Vec::with_capacity(n * m_max);
     for _restart in 0..SPECTRAL_RESTARTS {
         deflate(&mut start);
-        let norm = dot(&start, &start).sqrt();
+        let norm = dot_f64(&start, &start).sqrt();
         if norm.is_nan() || norm <= 1e-12 {
             return None;
         }
-        let mut basis: Vec<Vec<f64>> = vec![start.iter().map(|x| x / norm).collect()];
+        basis.clear();
+        basis.extend(start.iter().map(|x| x / norm));
         let (mut alpha, mut beta): (Vec<f64>, Vec<f64>) = (Vec::new(), Vec::new());
         let mut w = vec![0.0f64; n];
         loop {
-            let j = basis.len() - 1;
-            apply(&basis[j], &mut w);
+            let size = basis.len() / n;
+            let last = &basis[(size - 1) * n..];
+            apply(last, &mut w);
             deflate(&mut w);
-            let a = dot(&w, &basis[j]);
-            alpha.push(a);
+            alpha.push(dot_f64(&w, last));
             // Full reorthogonalisation against the whole basis, twice.
-            for _ in 0..2 {
-                for q in &basis {
-                    let c = dot(&w, q);
-                    w.iter_mut().zip(q).for_each(|(x, y)| *x -= c * y);
-                }
-            }
-            let b = dot(&w, &w).sqrt();
-            let size = basis.len();
+            orthogonalise(&mut w, &basis);
+            orthogonalise(&mut w, &basis);
+            let b = dot_f64(&w, &w).sqrt();
             let exhausted = b <= 1e-10 || size == m_max;
             if exhausted && size < dim {
                 // An invariant subspace smaller than the layout: no spectral start.
@@ -452,7 +666,7 @@ fn spectral(g: &Graph, dim: usize) -> Option<Vec<f64>> {
                         .iter()
                         .map(|&c| {
                             let mut v = vec![0.0; n];
-                            for (r, q) in basis.iter().enumerate() {
+                            for (r, q) in basis.chunks_exact(n).enumerate() {
                                 let s = vectors[(r, c)];
                                 v.iter_mut().zip(q).for_each(|(x, y)| *x += s * y);
                             }
@@ -483,10 +697,29 @@ fn spectral(g: &Graph, dim: usize) -> Option<Vec<f64>> {
                 }
             }
             beta.push(b);
-            basis.push(w.iter().map(|x| x / b).collect());
+            basis.extend(w.iter().map(|x| x / b));
         }
     }
     None
+}
+
+/// `Σ aᵢ bᵢ` in eight interleaved partial sums (a fixed order, so the same bits everywhere, and one the
+/// compiler turns into vector instructions).
+fn dot_f64(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f64 = ca
+        .remainder()
+        .iter()
+        .zip(cb.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    for (x, y) in ca.zip(cb) {
+        for l in 0..8 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
 /// Largest residual `‖M v − θ v‖` a wanted Ritz pair of [`spectral`] may keep.
@@ -607,6 +840,11 @@ fn pca_init(rows: &[&[f32]], dim: usize) -> Result<Vec<f64>> {
 
 /// UMAP of `rows` (all of one dimension) to `config.n_components` dimensions.
 pub fn umap(rows: &[&[f32]], config: &UmapConfig) -> Result<UmapLayout> {
+    umap_in_parts(rows, config, PARTITION_ROWS)
+}
+
+/// [`umap`] with the layout's partitions of `part_rows` points.
+fn umap_in_parts(rows: &[&[f32]], config: &UmapConfig, part_rows: usize) -> Result<UmapLayout> {
     if config.n_neighbors < 2 || !(1..=MAX_COMPONENTS).contains(&config.n_components) {
         return Err(HierarchyError::Config(format!(
             "umap needs n_neighbors ≥ 2 and 1 ≤ n_components ≤ {MAX_COMPONENTS} (got {} and {})",
@@ -677,7 +915,15 @@ pub fn umap(rows: &[&[f32]], config: &UmapConfig) -> Result<UmapLayout> {
         .unwrap_or(if n <= 10_000 { 500 } else { 200 })
         .max(1);
     let mut layout: Vec<f32> = coords.iter().map(|&x| x as f32).collect();
-    optimize(&graph, &mut layout, dim, n_epochs, config, &mut rng);
+    optimize(
+        &graph,
+        &mut layout,
+        dim,
+        n_epochs,
+        config,
+        &mut rng,
+        part_rows,
+    );
     secs.layout = clock.elapsed().as_secs_f64();
     Ok(UmapLayout {
         n,
@@ -693,9 +939,9 @@ pub fn umap(rows: &[&[f32]], config: &UmapConfig) -> Result<UmapLayout> {
 /// Most output dimensions the layout takes (its inner loops are compiled for each count).
 pub const MAX_COMPONENTS: usize = 8;
 
-/// umap-learn's `optimize_layout_euclidean` (`move_other`: both ends of an edge move), sequential, on f32
-/// coordinates as umap-learn's, with `x^b` by [`pow_pos`]; `coords` row-major with `dim` columns
-/// (1 ..= [`MAX_COMPONENTS`]).
+/// umap-learn's `optimize_layout_euclidean` (`move_other`: both ends of an edge move) on f32 coordinates as
+/// umap-learn's, in fixed partitions (see [`sgd`]), with `x^b` by [`pow_pos`]; `coords` row-major with `dim`
+/// columns (1 ..= [`MAX_COMPONENTS`]).
 fn optimize(
     graph: &Graph,
     coords: &mut [f32],
@@ -703,6 +949,7 @@ fn optimize(
     n_epochs: usize,
     config: &UmapConfig,
     rng: &mut SplitMix64,
+    part_rows: usize,
 ) {
     macro_rules! run {
         ($($d:literal)*) => {
@@ -712,7 +959,7 @@ fn optimize(
                         .chunks_exact($d)
                         .map(|c| std::array::from_fn(|i| c[i]))
                         .collect();
-                    sgd::<$d>(graph, &mut points, n_epochs, config, rng);
+                    sgd::<$d>(graph, &mut points, n_epochs, config, rng, part_rows);
                     for (c, p) in coords.chunks_exact_mut($d).zip(&points) {
                         c.copy_from_slice(p);
                     }
@@ -724,92 +971,264 @@ fn optimize(
     run!(1 2 3 4 5 6 7 8);
 }
 
-/// [`optimize`] for `D` output dimensions.
+/// Rows per partition of the layout's epochs: the partitions are fixed by the input alone (never by the
+/// thread count), so the layout is the same on any number of threads.
+const PARTITION_ROWS: usize = 2048;
+
+/// Heads whose samples one partition interleaves, so that their dependency chains overlap in the CPU.
+const LANES: usize = 8;
+
+/// Heads whose samples are drawn, then applied, at a time (bounds the sample buffers).
+const CHUNK_HEADS: usize = 256;
+
+/// Set on a sample's `other` index when it is the edge's attraction (else it is a negative sample).
+const ATTRACT: u32 = 1 << 31;
+
+/// The edges the layout samples, by head: `heads[row[h]..row[h + 1]]` are `h`'s.
+struct Edges {
+    row: Vec<usize>,
+    tails: Vec<u32>,
+    eps: Vec<f64>,
+    eps_neg: Vec<f64>,
+}
+
+/// One partition of the points: the heads it moves, its edges' schedules, its sample buffers and the steps
+/// its attractions give to other partitions' points.
+struct Part<const D: usize> {
+    heads: std::ops::Range<usize>,
+    next_sample: Vec<f64>,
+    next_negative: Vec<f64>,
+    lanes: Vec<Vec<(u32, u32)>>,
+    deltas: Vec<(u32, [f32; D])>,
+}
+
+/// The layout's constants in one epoch.
+#[derive(Clone, Copy)]
+struct Step {
+    a: f32,
+    b: f32,
+    alpha: f32,
+}
+
+/// [`optimize`] for `D` output dimensions, in partitions of `part_rows` points.
+///
+/// Each epoch, every partition goes through its heads' edges in umap-learn's order (the attraction of an
+/// edge that is due, then its negative samples one after another), moving its own points in place and
+/// reading other partitions' points as they stood when the epoch began; the steps its attractions give to
+/// other partitions' points are added when the epoch ends, partition by partition. Inside a partition,
+/// [`LANES`] heads' samples are interleaved (each head's own samples stay in order). Negative samples draw
+/// from a generator per epoch and partition. All of it depends on the input and the seed only.
 fn sgd<const D: usize>(
     graph: &Graph,
     coords: &mut [[f32; D]],
     n_epochs: usize,
     config: &UmapConfig,
     rng: &mut SplitMix64,
+    part_rows: usize,
 ) {
+    use rayon::prelude::*;
+
     let n = graph.len();
     let (a, b) = find_ab_params(config.spread, config.min_dist);
     let (a, b) = (a as f32, b as f32);
     let max_w = graph.iter().flatten().fold(0.0f64, |m, &(_, w)| m.max(w));
-    if max_w <= 0.0 || n < 2 || coords.len() != n {
+    if max_w <= 0.0 || n < 2 || coords.len() != n || n >= ATTRACT as usize {
         return;
     }
     let cut = max_w / n_epochs as f64;
-    let mut heads: Vec<u32> = Vec::new();
-    let mut tails: Vec<u32> = Vec::new();
-    let mut eps: Vec<f64> = Vec::new();
-    for (i, row) in graph.iter().enumerate() {
+    let rate = config.negative_sample_rate.max(1) as f64;
+    let mut edges = Edges {
+        row: Vec::with_capacity(n + 1),
+        tails: Vec::new(),
+        eps: Vec::new(),
+        eps_neg: Vec::new(),
+    };
+    edges.row.push(0);
+    for row in graph {
         for &(j, w) in row {
             if w >= cut {
-                heads.push(i as u32);
-                tails.push(j);
+                edges.tails.push(j);
                 // Epochs per sample: the heaviest edge is sampled every epoch.
-                eps.push(max_w / w);
+                edges.eps.push(max_w / w);
+                edges.eps_neg.push(max_w / w / rate);
+            }
+        }
+        edges.row.push(edges.tails.len());
+    }
+    let part_rows = part_rows.max(1);
+    let mut parts: Vec<Part<D>> = (0..n.div_ceil(part_rows))
+        .map(|p| {
+            let heads = p * part_rows..((p + 1) * part_rows).min(n);
+            let span = edges.row[heads.start]..edges.row[heads.end];
+            Part {
+                next_sample: edges.eps[span.clone()].to_vec(),
+                next_negative: edges.eps_neg[span].to_vec(),
+                heads,
+                lanes: vec![Vec::new(); LANES],
+                deltas: Vec::new(),
+            }
+        })
+        .collect();
+    let draw_seed = rng.next_u64();
+    let mut snapshot = coords.to_vec();
+    for epoch in 0..n_epochs {
+        let step = Step {
+            a,
+            b,
+            alpha: 1.0 - epoch as f32 / n_epochs as f32,
+        };
+        if parts.len() > 1 {
+            snapshot.copy_from_slice(coords);
+        }
+        let mut slices: Vec<&mut [[f32; D]]> = Vec::with_capacity(parts.len());
+        let mut rest = &mut coords[..];
+        for part in &parts {
+            let (own, tail) = rest.split_at_mut(part.heads.len());
+            slices.push(own);
+            rest = tail;
+        }
+        parts
+            .par_iter_mut()
+            .zip(slices)
+            .enumerate()
+            .for_each(|(p, (part, own))| {
+                let mut draw = SplitMix64::stream(draw_seed, epoch as u64, p as u64);
+                part.epoch(own, &snapshot, &edges, epoch as f64, step, &mut draw);
+            });
+        for part in &mut parts {
+            for (o, d) in part.deltas.drain(..) {
+                let p = &mut coords[o as usize];
+                for c in 0..D {
+                    p[c] += d[c];
+                }
             }
         }
     }
-    let rate = config.negative_sample_rate.max(1) as f64;
-    let eps_neg: Vec<f64> = eps.iter().map(|e| e / rate).collect();
-    let mut next_sample = eps.clone();
-    let mut next_negative = eps_neg.clone();
-    let clip = |x: f32| x.clamp(-4.0, 4.0);
-    let dist2 = |p: &[f32; D], q: &[f32; D]| -> f32 {
-        let mut d2 = 0.0f32;
-        for c in 0..D {
-            d2 += (p[c] - q[c]) * (p[c] - q[c]);
+}
+
+impl<const D: usize> Part<D> {
+    /// One epoch of this partition's heads: see [`sgd`].
+    fn epoch(
+        &mut self,
+        own: &mut [[f32; D]],
+        snapshot: &[[f32; D]],
+        edges: &Edges,
+        e_f: f64,
+        step: Step,
+        draw: &mut SplitMix64,
+    ) {
+        let n = snapshot.len();
+        let h0 = self.heads.start;
+        let e0 = edges.row[h0];
+        let mut start = self.heads.start;
+        while start < self.heads.end {
+            let end = (start + CHUNK_HEADS).min(self.heads.end);
+            for lane in &mut self.lanes {
+                lane.clear();
+            }
+            for h in start..end {
+                let lane = &mut self.lanes[(h - start) % LANES];
+                for idx in edges.row[h]..edges.row[h + 1] {
+                    let local = idx - e0;
+                    if self.next_sample[local] > e_f {
+                        continue;
+                    }
+                    lane.push((h as u32, edges.tails[idx] | ATTRACT));
+                    self.next_sample[local] += edges.eps[idx];
+                    let n_neg =
+                        ((e_f - self.next_negative[local]) / edges.eps_neg[idx]).max(0.0) as usize;
+                    for _ in 0..n_neg {
+                        let k = draw.below_fast(n);
+                        if k != h {
+                            lane.push((h as u32, k as u32));
+                        }
+                    }
+                    self.next_negative[local] += n_neg as f64 * edges.eps_neg[idx];
+                }
+            }
+            // Lanes padded to one length with a head against itself (no step).
+            let longest = self.lanes.iter().map(Vec::len).max().unwrap_or(0);
+            for lane in &mut self.lanes {
+                lane.resize(longest, (start as u32, start as u32));
+            }
+            for t in 0..longest {
+                let batch: [(u32, u32); LANES] = std::array::from_fn(|l| self.lanes[l][t]);
+                samples(own, snapshot, h0, &batch, step, &mut self.deltas);
+            }
+            start = end;
         }
-        d2
-    };
-    // The negative samples' indices, from their own stream.
-    let mut draw = SplitMix64::from_state(rng.next_u64());
-    for epoch in 0..n_epochs {
-        let alpha = 1.0 - epoch as f32 / n_epochs as f32;
-        let e_f = epoch as f64;
-        for idx in 0..heads.len() {
-            if next_sample[idx] > e_f {
-                continue;
-            }
-            let (j, k) = (heads[idx] as usize, tails[idx] as usize);
-            let mut current = coords[j];
-            let mut other = coords[k];
-            let d2 = dist2(&current, &other);
-            if d2 > 0.0 {
-                // d^(2b) and d^(2(b − 1)) from one power.
-                let pb = pow_pos(d2, b);
-                let coeff = -2.0 * a * b * (pb / d2) / (a * pb + 1.0);
+    }
+}
+
+/// One sample from each lane of [`sgd`]: head `h` (in `own`, which starts at point `h0`) against `o` (an
+/// attraction when it carries [`ATTRACT`]; then `o` moves too, in place when it is in `own`, else by a step
+/// in `deltas`). Every lane reads its two points first, the coefficients are computed side by side, then
+/// the lanes write in order.
+#[inline(always)]
+fn samples<const D: usize>(
+    own: &mut [[f32; D]],
+    snapshot: &[[f32; D]],
+    h0: usize,
+    batch: &[(u32, u32); LANES],
+    step: Step,
+    deltas: &mut Vec<(u32, [f32; D])>,
+) {
+    let Step { a, b, alpha } = step;
+    let mut current = [[0.0f32; D]; LANES];
+    let mut other = [[0.0f32; D]; LANES];
+    let mut attract = [false; LANES];
+    let mut mine = [false; LANES];
+    let mut d2 = [0.0f32; LANES];
+    let last = own.len() - 1;
+    for l in 0..LANES {
+        let (h, o) = batch[l];
+        attract[l] = o & ATTRACT != 0;
+        let o = (o & !ATTRACT) as usize;
+        let ol = o.wrapping_sub(h0);
+        mine[l] = ol <= last;
+        current[l] = own[h as usize - h0];
+        // Both reads, then a choice (no branch to mispredict).
+        let (live, start) = (own[ol.min(last)], snapshot[o]);
+        other[l] = if mine[l] { live } else { start };
+        for c in 0..D {
+            d2[l] += (current[l][c] - other[l][c]) * (current[l][c] - other[l][c]);
+        }
+    }
+    // Attraction −2ab d^(2(b−1)) / (1 + a d^(2b)), repulsion 2b / ((0.001 + d²)(1 + a d^(2b))): d^(2b) from
+    // one power, one division.
+    let mut coeff = [0.0f32; LANES];
+    for l in 0..LANES {
+        let x = d2[l].max(f32::MIN_POSITIVE);
+        let pb = pow_pos(x, b);
+        let (num, den) = if attract[l] {
+            (-2.0 * a * b * pb, x)
+        } else {
+            (2.0 * b, 0.001 + x)
+        };
+        let c = num / (den * (a * pb + 1.0));
+        coeff[l] = if d2[l] > 0.0 { c } else { 0.0 };
+    }
+    for l in 0..LANES {
+        if d2[l] <= 0.0 {
+            continue;
+        }
+        let (h, o) = batch[l];
+        let o = (o & !ATTRACT) as usize;
+        let mut g = [0.0f32; D];
+        for c in 0..D {
+            g[c] = (coeff[l] * (current[l][c] - other[l][c])).clamp(-4.0, 4.0) * alpha;
+            current[l][c] += g[c];
+        }
+        own[h as usize - h0] = current[l];
+        if attract[l] {
+            if mine[l] {
+                let p = &mut own[o.wrapping_sub(h0)];
                 for c in 0..D {
-                    let g = clip(coeff * (current[c] - other[c])) * alpha;
-                    current[c] += g;
-                    other[c] -= g;
+                    p[c] = other[l][c] - g[c];
                 }
-                coords[k] = other;
+            } else {
+                deltas.push((o as u32, g.map(|x| -x)));
             }
-            next_sample[idx] += eps[idx];
-            let n_neg = ((e_f - next_negative[idx]) / eps_neg[idx]).max(0.0) as usize;
-            // One negative sample after another, each from where the previous one left the point, as
-            // umap-learn does (see the module docs for the faster variants that were dropped).
-            for _ in 0..n_neg {
-                let k = draw.below_fast(n);
-                if k == j {
-                    continue;
-                }
-                let other = coords[k];
-                let d2 = dist2(&current, &other);
-                if d2 <= 0.0 {
-                    continue;
-                }
-                let coeff = 2.0 * b / ((0.001 + d2) * (a * pow_pos(d2, b) + 1.0));
-                for c in 0..D {
-                    current[c] += clip(coeff * (current[c] - other[c])) * alpha;
-                }
-            }
-            coords[j] = current;
-            next_negative[idx] += n_neg as f64 * eps_neg[idx];
         }
     }
 }
@@ -982,24 +1401,124 @@ mod tests {
         );
         let t = trustworthiness(&refs, &layout, 15).map_err(|e| e.to_string());
         assert!(t.as_ref().is_ok_and(|t| *t > 0.9), "{t:?}");
-        // Every point nearer its own group's centre than any other group's.
+        groups_apart(&layout, 3, 40);
+    }
+
+    /// Every point of `layout` nearer its own group's centre (groups of `per` consecutive rows) than
+    /// any other group's.
+    fn groups_apart(layout: &UmapLayout, groups: usize, per: usize) {
         let centre = |g: usize| -> [f64; 2] {
             let mut c = [0.0; 2];
-            for i in g * 40..(g + 1) * 40 {
-                c[0] += layout.coords[2 * i] / 40.0;
-                c[1] += layout.coords[2 * i + 1] / 40.0;
+            for i in g * per..(g + 1) * per {
+                c[0] += layout.coords[2 * i] / per as f64;
+                c[1] += layout.coords[2 * i + 1] / per as f64;
             }
             c
         };
-        let centres = [centre(0), centre(1), centre(2)];
-        for i in 0..120 {
+        let centres: Vec<[f64; 2]> = (0..groups).map(centre).collect();
+        for i in 0..groups * per {
             let p = [layout.coords[2 * i], layout.coords[2 * i + 1]];
             let d: Vec<f64> = centres
                 .iter()
                 .map(|c| (p[0] - c[0]).powi(2) + (p[1] - c[1]).powi(2))
                 .collect();
-            let best = (0..3).min_by(|&x, &y| d[x].total_cmp(&d[y]));
-            assert_eq!(best, Some(i / 40), "point {i}");
+            let best = (0..groups).min_by(|&x, &y| d[x].total_cmp(&d[y]));
+            assert_eq!(best, Some(i / per), "point {i}");
+        }
+    }
+
+    #[test]
+    fn partitioned_layout_keeps_the_groups_and_ignores_the_thread_count() {
+        // 120 points in partitions of 16: most attractions and negative samples cross partitions.
+        let rows = blobs(40, 7);
+        let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| e.to_string())
+                .and_then(|pool| {
+                    pool.install(|| {
+                        umap_in_parts(&refs, &UmapConfig::default(), 16).map_err(|e| e.to_string())
+                    })
+                })
+        };
+        let one = run(1);
+        assert!(one.is_ok(), "{one:?}");
+        assert_eq!(one, run(2));
+        assert_eq!(one, run(3));
+        let Ok(layout) = one else { return };
+        let whole = umap_in_parts(&refs, &UmapConfig::default(), 1 << 20);
+        assert!(
+            whole.as_ref().is_ok_and(|w| w.coords != layout.coords),
+            "partitions change the steps' order"
+        );
+        let t = trustworthiness(&refs, &layout, 15).map_err(|e| e.to_string());
+        assert!(t.as_ref().is_ok_and(|t| *t > 0.9), "{t:?}");
+        groups_apart(&layout, 3, 40);
+    }
+
+    #[test]
+    fn knn_across_bands_is_exact_and_ignores_the_thread_count() {
+        // 700 rows: three bands, so most pairs meet in a product of two different bands; every fifth row
+        // repeats an earlier one (ties, broken by index).
+        let mut rng = SplitMix64::new(21);
+        let mut rows: Vec<Vec<f32>> = Vec::new();
+        for i in 0..700 {
+            if i % 5 == 4 {
+                let j = rng.below(i);
+                rows.push(rows[j].clone());
+            } else {
+                rows.push((0..12).map(|_| rng.next_f64() as f32 - 0.5).collect());
+            }
+        }
+        let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
+        let k = 15;
+        let run = |threads: usize| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .map_err(|e| e.to_string())
+                .and_then(|pool| pool.install(|| cosine_knn(&refs, k).map_err(|e| e.to_string())))
+        };
+        let one = run(1);
+        assert_eq!(one, run(2));
+        assert_eq!(one, run(3));
+        let Ok(knn) = one else { return };
+        // Against a direct ranking in f64 (distances to 1e-5; where two are that close, either order).
+        let unit: Vec<Vec<f64>> = rows
+            .iter()
+            .map(|r| {
+                let norm = r.iter().map(|&x| f64::from(x).powi(2)).sum::<f64>().sqrt();
+                r.iter().map(|&x| f64::from(x) / norm).collect()
+            })
+            .collect();
+        for (i, got) in knn.iter().enumerate() {
+            assert_eq!(got.len(), k);
+            assert_eq!(got[0], (i as u32, 0.0), "row {i} first");
+            let mut truth: Vec<(usize, f64)> = (0..rows.len())
+                .filter(|&j| j != i)
+                .map(|j| {
+                    let s: f64 = unit[i].iter().zip(&unit[j]).map(|(a, b)| a * b).sum();
+                    (j, (1.0 - s).max(0.0))
+                })
+                .collect();
+            truth.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+            for (r, &(j, d)) in got[1..].iter().enumerate() {
+                assert!((f64::from(d) - truth[r].1).abs() < 1e-5, "row {i} rank {r}");
+                let exact = truth.iter().find(|t| t.0 == j as usize).map(|t| t.1);
+                assert!(
+                    exact.is_some_and(|e| (e - f64::from(d)).abs() < 1e-5),
+                    "row {i} → {j}"
+                );
+            }
+            // Ties by index: a repeated row's twins come in index order.
+            for w in got[1..].windows(2) {
+                assert!(
+                    w[0].1 < w[1].1 || (w[0].1 == w[1].1 && w[0].0 < w[1].0),
+                    "row {i}: {w:?}"
+                );
+            }
         }
     }
 
