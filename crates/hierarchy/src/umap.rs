@@ -31,9 +31,10 @@
 //!    thread count); within an epoch each partition takes its heads' edges in umap-learn's order, moves its
 //!    own points in place and reads other partitions' points as the epoch found them, and the steps its
 //!    attractions give to other partitions' points are added when the epoch ends, partition by partition.
-//!    Inside a partition eight heads' samples are interleaved (each head's samples stay in order, the eight
-//!    coefficients are computed side by side), and negative samples come from a generator per epoch and
-//!    partition. The same input and seed give the same layout on any machine and any number of threads
+//!    Inside a partition the heads come 256 at a time as eight runs of consecutive heads whose samples are
+//!    interleaved (each run in umap-learn's order; the eight coefficients computed side by side, then
+//!    each lane adds its steps, so no step is lost when two lanes move one point), and negative samples
+//!    come from a generator per epoch and partition. The same input and seed give the same layout on any machine and any number of threads
 //!    (the powers come from our own polynomials, not the platform's `powf`: `x^b` is `2^(b log₂ x)` to
 //!    below 10⁻⁵ relative). The `umap_musique` case of `cargo xtask perf` checks the result against
 //!    umap-learn on MuSiQue (trustworthiness, the clusters HiRAG makes of the layout over twelve seeds,
@@ -162,8 +163,10 @@ pub fn cosine_knn(rows: &[&[f32]], k: usize) -> Result<Vec<Vec<(u32, f32)>>> {
     Ok(symmetric_knn(&unit, k))
 }
 
-/// Rows per band of [`symmetric_knn`], and columns per matrix product.
+/// Rows per band of [`symmetric_knn`].
 const KNN_BAND: usize = 256;
+
+/// Columns per matrix product of [`symmetric_knn`].
 const KNN_COLUMNS: usize = 1024;
 
 /// Similarities scanned per vector test in [`symmetric_knn`].
@@ -171,8 +174,9 @@ const KNN_LANES: usize = 16;
 
 /// The `k` (≤ 65) nearest rows of every unit row by cosine, each pair's similarity computed once: bands of
 /// rows on the thread pool, each against the rows from its own on through matrix products of
-/// [`KNN_COLUMNS`] columns; a product offers each of its rows' similarities to that row's list and each
-/// later row's to that row's list (behind a lock each). A list keeps its `k − 1` best by distance
+/// [`KNN_COLUMNS`] columns; a product offers each of its rows' similarities to that row's list, and each
+/// later row's to a list of the product's own, barred by what that row's shared list (behind a lock)
+/// already holds and merged into it once the product is done. A list keeps its `k − 1` best by distance
 /// `max(1 − s, 0)` then index — a set that does not depend on the order of the offers, so on no thread
 /// count. Most similarities are turned away [`KNN_LANES`] at a time by one vector comparison.
 fn symmetric_knn(unit: &Array2<f32>, k: usize) -> Vec<Vec<(u32, f32)>> {
@@ -222,8 +226,13 @@ fn symmetric_knn(unit: &Array2<f32>, k: usize) -> Vec<Vec<(u32, f32)>> {
                     .collect();
                 for (r, list) in lists.iter_mut().enumerate() {
                     let i = rows_of.start + r;
-                    let Some(row) = sims.row(r).to_slice() else {
-                        continue;
+                    let owned;
+                    let row = match sims.row(r).to_slice() {
+                        Some(row) => row,
+                        None => {
+                            owned = sims.row(r).to_vec();
+                            &owned[..]
+                        }
                     };
                     let mut worst = [list.worst(); KNN_LANES];
                     for (g, chunk) in row.chunks(KNN_LANES).enumerate() {
@@ -251,7 +260,9 @@ fn symmetric_knn(unit: &Array2<f32>, k: usize) -> Vec<Vec<(u32, f32)>> {
                             let d = (1.0 - s).max(0.0);
                             if d <= *b {
                                 column.offer(i as u32, d);
-                                *b = column.worst();
+                                // The list is local to this product: keep the bar the later row's
+                                // own list set until this one is tighter.
+                                *b = b.min(column.worst());
                             }
                         }
                     }
@@ -857,6 +868,18 @@ fn umap_in_parts(rows: &[&[f32]], config: &UmapConfig, part_rows: usize) -> Resu
             config.min_dist, config.spread
         )));
     }
+    if config.negative_sample_rate > MAX_NEGATIVE_RATE {
+        return Err(HierarchyError::Config(format!(
+            "umap's negative_sample_rate is at most {MAX_NEGATIVE_RATE} (got {})",
+            config.negative_sample_rate
+        )));
+    }
+    if rows.len() >= ATTRACT as usize {
+        return Err(HierarchyError::Input(format!(
+            "umap takes fewer than 2^31 points (got {})",
+            rows.len()
+        )));
+    }
     let n = rows.len();
     let dim = config.n_components;
     if n <= 1 || crate::reduce::all_identical(rows) {
@@ -971,6 +994,9 @@ fn optimize(
     run!(1 2 3 4 5 6 7 8);
 }
 
+/// Most negative samples per attraction a layout takes (they are buffered per batch of heads).
+pub const MAX_NEGATIVE_RATE: usize = 1000;
+
 /// Rows per partition of the layout's epochs: the partitions are fixed by the input alone (never by the
 /// thread count), so the layout is the same on any number of threads.
 const PARTITION_ROWS: usize = 2048;
@@ -984,7 +1010,7 @@ const CHUNK_HEADS: usize = 256;
 /// Set on a sample's `other` index when it is the edge's attraction (else it is a negative sample).
 const ATTRACT: u32 = 1 << 31;
 
-/// The edges the layout samples, by head: `heads[row[h]..row[h + 1]]` are `h`'s.
+/// The edges the layout samples, by head: `tails[row[h]..row[h + 1]]` (and their schedules) are `h`'s.
 struct Edges {
     row: Vec<usize>,
     tails: Vec<u32>,
@@ -1016,7 +1042,8 @@ struct Step {
 /// edge that is due, then its negative samples one after another), moving its own points in place and
 /// reading other partitions' points as they stood when the epoch began; the steps its attractions give to
 /// other partitions' points are added when the epoch ends, partition by partition. Inside a partition,
-/// [`LANES`] heads' samples are interleaved (each head's own samples stay in order). Negative samples draw
+/// [`CHUNK_HEADS`] heads at a time make [`LANES`] runs of consecutive heads whose samples are interleaved
+/// (each run's samples stay in order). Negative samples draw
 /// from a generator per epoch and partition. All of it depends on the input and the seed only.
 fn sgd<const D: usize>(
     graph: &Graph,
@@ -1127,7 +1154,9 @@ impl<const D: usize> Part<D> {
                 lane.clear();
             }
             for h in start..end {
-                let lane = &mut self.lanes[(h - start) % LANES];
+                // Each lane a run of consecutive heads (neighbouring heads are often each other's
+                // neighbours; apart, they rarely meet in one batch).
+                let lane = &mut self.lanes[(h - start) * LANES / (end - start)];
                 for idx in edges.row[h]..edges.row[h + 1] {
                     let local = idx - e0;
                     if self.next_sample[local] > e_f {
@@ -1163,7 +1192,7 @@ impl<const D: usize> Part<D> {
 /// One sample from each lane of [`sgd`]: head `h` (in `own`, which starts at point `h0`) against `o` (an
 /// attraction when it carries [`ATTRACT`]; then `o` moves too, in place when it is in `own`, else by a step
 /// in `deltas`). Every lane reads its two points first, the coefficients are computed side by side, then
-/// the lanes write in order.
+/// the lanes add their steps in order (steps, so that a point two lanes move keeps both).
 #[inline(always)]
 fn samples<const D: usize>(
     own: &mut [[f32; D]],
@@ -1217,14 +1246,17 @@ fn samples<const D: usize>(
         let mut g = [0.0f32; D];
         for c in 0..D {
             g[c] = (coeff[l] * (current[l][c] - other[l][c])).clamp(-4.0, 4.0) * alpha;
-            current[l][c] += g[c];
         }
-        own[h as usize - h0] = current[l];
+        // Steps, not positions, are written: a point two lanes of the batch move keeps both steps.
+        let p = &mut own[h as usize - h0];
+        for c in 0..D {
+            p[c] += g[c];
+        }
         if attract[l] {
             if mine[l] {
                 let p = &mut own[o.wrapping_sub(h0)];
                 for c in 0..D {
-                    p[c] = other[l][c] - g[c];
+                    p[c] -= g[c];
                 }
             } else {
                 deltas.push((o as u32, g.map(|x| -x)));
@@ -1460,11 +1492,11 @@ mod tests {
 
     #[test]
     fn knn_across_bands_is_exact_and_ignores_the_thread_count() {
-        // 700 rows: three bands, so most pairs meet in a product of two different bands; every fifth row
-        // repeats an earlier one (ties, broken by index).
+        // 1,300 rows: six bands, so most pairs meet in a product of two different bands, and two column
+        // blocks per band; every fifth row repeats an earlier one (ties, broken by index).
         let mut rng = SplitMix64::new(21);
         let mut rows: Vec<Vec<f32>> = Vec::new();
-        for i in 0..700 {
+        for i in 0..1300 {
             if i % 5 == 4 {
                 let j = rng.below(i);
                 rows.push(rows[j].clone());
