@@ -283,7 +283,8 @@ pub(crate) fn modularity(dir: &Path, name: &str, file: &Path) -> Result<Value> {
 }
 
 /// Cases `hirag_query_musique` and `leanrag_query_musique`: `kgrag bench` on musique-100 with the HiRAG and
-/// LeanRAG methods (offline, through the default response cache); their p50 query latency.
+/// LeanRAG methods (offline, through the default response cache); their query latency after the query
+/// embedding (p50, p95), and with it, and the embedding's mean time, apart.
 pub(crate) async fn method_query(dir: &Path) -> Result<Value> {
     let mut args = kgrag_bench::BenchArgs::new(data_dir());
     args.dataset = Some("musique-100".to_owned());
@@ -300,12 +301,18 @@ pub(crate) async fn method_query(dir: &Path) -> Result<Value> {
             .methods
             .get(method)
             .ok_or_else(|| anyhow!("the bench report has no {method}"))?;
-        let after = m.latency_after_embedding_ms;
+        // The judged figure leaves the query embedding out: the first method embeds every question, the
+        // next finds the vectors cached, so latencies with it compare the cache, not the methods.
+        let after = m.latency_after_embedding_ms.ok_or_else(|| {
+            anyhow!("{method} reports no per-query embedding time (stat embed_ms)")
+        })?;
         out.insert(
             case.to_owned(),
             json!({
-                "ms": m.latency_ms.p50, "p95_ms": m.latency_ms.p95,
-                "after_embedding_p50_ms": after.map(|l| l.p50),
+                "ms": after.p50, "p95_ms": after.p95,
+                "with_embedding_p50_ms": m.latency_ms.p50,
+                "with_embedding_p95_ms": m.latency_ms.p95,
+                "embedding_mean_ms": m.stats.get("embed_ms"),
             }),
         );
     }

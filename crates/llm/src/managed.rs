@@ -1,6 +1,7 @@
 //! What wraps every provider: a concurrency limit, retries with exponential backoff and jitter, a
 //! per-request timeout, accounting, and the response cache.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -343,7 +344,19 @@ impl<B: EmbedBackend> Managed<B> {
                 }
             }
         }
-        let missing: Vec<usize> = (0..texts.len()).filter(|&i| rows[i].is_none()).collect();
+        // A text that comes more than once is embedded once (its first place); the others copy it.
+        let mut first: HashMap<&str, usize> = HashMap::new();
+        let mut copies: Vec<(usize, usize)> = Vec::new();
+        let mut missing: Vec<usize> = Vec::new();
+        for i in (0..texts.len()).filter(|&i| rows[i].is_none()) {
+            match first.entry(texts[i].as_str()) {
+                std::collections::hash_map::Entry::Occupied(e) => copies.push((i, *e.get())),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(i);
+                    missing.push(i);
+                }
+            }
+        }
         for batch in missing.chunks(self.backend.max_batch().max(1)) {
             let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
             let vectors = self
@@ -389,6 +402,9 @@ impl<B: EmbedBackend> Managed<B> {
             for (&i, v) in batch.iter().zip(vectors) {
                 rows[i] = Some(v);
             }
+        }
+        for (i, from) in copies {
+            rows[i] = rows[from].clone();
         }
         let rows: Vec<Vec<f32>> = rows.into_iter().flatten().collect();
         let embeddings = Embeddings::from_rows(rows).map_err(|e| LlmError::InvalidResponse {
@@ -571,6 +587,50 @@ mod tests {
         assert_eq!(rerun.backend().calls.load(Ordering::Relaxed), 0);
         assert_eq!(rerun.usage().cache_hits, 1);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// An embedding backend that counts the texts it embeds; a text's vector is its length, then 1.
+    struct Counting {
+        texts: AtomicU64,
+    }
+
+    #[async_trait]
+    impl EmbedBackend for Counting {
+        fn provider(&self) -> &str {
+            "test"
+        }
+        fn model(&self) -> &str {
+            "counting"
+        }
+        fn dimension(&self) -> Option<usize> {
+            Some(2)
+        }
+        fn max_batch(&self) -> usize {
+            2
+        }
+        async fn embed_batch(&self, texts: &[String], _kind: &EmbedKind) -> Result<Vec<Vec<f32>>> {
+            self.texts.fetch_add(texts.len() as u64, Ordering::Relaxed);
+            Ok(texts.iter().map(|t| vec![t.len() as f32, 1.0]).collect())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_repeated_text_is_embedded_once() {
+        let m = Managed::new(
+            Counting {
+                texts: AtomicU64::new(0),
+            },
+            fast_limits(),
+            None,
+        );
+        let texts: Vec<String> = ["a", "bb", "a", "ccc", "bb", "a"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        let e = m.embed_checked(&texts, &EmbedKind::Document).await.unwrap();
+        assert_eq!(m.backend().texts.load(Ordering::Relaxed), 3);
+        let firsts: Vec<f32> = e.rows().map(|r| r[0]).collect();
+        assert_eq!(firsts, vec![1.0, 2.0, 1.0, 3.0, 2.0, 1.0]);
     }
 
     /// An embedding backend whose vector for a text containing "bad" holds `poison` at dimension 2.
