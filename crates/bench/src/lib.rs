@@ -77,6 +77,10 @@ pub struct BenchArgs {
     /// Keep only the passages the selected questions list (CI-sized runs; see
     /// [`Dataset::restrict_corpus_to_questions`]).
     pub question_corpus: bool,
+    /// Ignore the triples the dataset brings (its OpenIE file or inline triples): every chunk is then
+    /// extracted as the configuration's `openie` says (offline: the rule extractor). For measuring an
+    /// extractor on a dataset that ships triples (musique-100).
+    pub no_dataset_triples: bool,
     /// Output folder (default `target/bench/<dataset>`).
     pub out: Option<PathBuf>,
     /// Configuration file (default: [`Config::default`], offline).
@@ -103,6 +107,7 @@ impl BenchArgs {
             limit: None,
             docs: None,
             question_corpus: false,
+            no_dataset_triples: false,
             out: None,
             config: None,
             data_dir,
@@ -264,6 +269,14 @@ pub async fn run_with_judge(
             dataset.passages.len(),
             dataset.questions.len()
         ));
+    }
+    if args.no_dataset_triples && !matches!(dataset.extraction, ExtractionSource::None) {
+        dataset.extraction = ExtractionSource::None;
+        notes.push(
+            "--no-dataset-triples: the dataset's own triples are ignored; every chunk is extracted as \
+             `openie` says (offline: rules)"
+                .to_owned(),
+        );
     }
     if dataset.questions.is_empty() {
         return Err(BenchError::Config(format!(

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use kgrag::eval::Report;
 use kgrag::types::testing::ScriptedChatModel;
 use kgrag::types::{ChatModel, ChatRequest};
-use kgrag_bench::{run_with_judge, BenchArgs};
+use kgrag_bench::{run, run_with_judge, BenchArgs};
 
 /// The data folder when it holds ultradomain-mix (`$KGRAG_DATA_DIR`, resolved against the workspace root when
 /// relative: tests run in the crate folder); `None`, with the line saying why, skips the test (see
@@ -236,5 +236,50 @@ async fn scores_repeat_and_unusable_verdicts_are_counted_not_guessed() {
         .notes
         .iter()
         .any(|n| n.contains("2 of 6 verdicts unusable")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_dataset_triples_extracts_every_chunk_by_the_configured_extractor() {
+    let dir = temp("no-dataset-triples");
+    let config = dir.join("kgrag.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "cache_dir = {:?}\nopenie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n",
+            dir.join("cache").display().to_string()
+        ),
+    )
+    .unwrap();
+    let run_with = |no_dataset_triples: bool, out: &str| {
+        let mut a = BenchArgs::new(PathBuf::from("/nonexistent"));
+        a.dataset = Some("kgrag-fixture".into());
+        a.methods = vec!["hipporag2".into()];
+        a.limit = Some(2);
+        a.config = Some(config.clone());
+        a.out = Some(dir.join(out));
+        a.no_dataset_triples = no_dataset_triples;
+        a
+    };
+    let shipped = run(&run_with(false, "shipped")).await.unwrap().report;
+    let rules = run(&run_with(true, "rules")).await.unwrap().report;
+    assert!(!shipped
+        .notes
+        .iter()
+        .any(|n| n.contains("--no-dataset-triples")));
+    assert!(
+        rules
+            .notes
+            .iter()
+            .any(|n| n.contains("--no-dataset-triples")),
+        "{:?}",
+        rules.notes
+    );
+    // The fixture's hand-written triples and the rule extractor's give different graphs.
+    assert_ne!(
+        (shipped.index.entities, shipped.index.relations),
+        (rules.index.entities, rules.index.relations)
+    );
+    assert!(rules.index.relations > 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
