@@ -370,8 +370,8 @@ fn per_row_similarities<T: Send>(
 }
 
 /// The `k` nearest of one row of cosine similarities: the row's own point first (distance 0), then by
-/// distance `max(1 − s, 0)`, ties by index. One pass that keeps the `k − 1` best seen so far, sorted;
-/// most candidates are rejected by one comparison with the worst of them.
+/// distance `max(1 − s, 0)`, ties by index. One pass that keeps the `k − 1` best seen so far in a
+/// [`Nearest`]; most candidates are rejected by one comparison with the worst of them.
 fn nearest_of_row(sims: &[f32], i: usize, k: usize) -> Vec<(u32, f32)> {
     let mut best: Vec<(u32, f32)> = Vec::with_capacity(k);
     best.push((i as u32, 0.0));
@@ -396,27 +396,16 @@ fn nearest_of_row(sims: &[f32], i: usize, k: usize) -> Vec<(u32, f32)> {
         best.extend(all);
         return best;
     }
-    let mut others: Vec<(u32, f32)> = Vec::with_capacity(keep + 1);
+    let mut others = Nearest::new(keep);
     let mut worst = f32::INFINITY;
     for (j, &s) in sims.iter().enumerate() {
-        if j == i {
-            continue;
-        }
         let d = (1.0 - s).max(0.0);
-        // Candidates come in index order, so an equal distance never displaces a kept one.
-        if others.len() == keep && d >= worst {
-            continue;
-        }
-        let at = others.partition_point(|&(_, e)| e <= d);
-        others.insert(at, (j as u32, d));
-        if others.len() > keep {
-            others.pop();
-        }
-        if others.len() == keep {
-            worst = others[keep - 1].1;
+        if j != i && d <= worst {
+            others.offer(j as u32, d);
+            worst = others.worst();
         }
     }
-    best.extend(others);
+    best.extend(others.items);
     best
 }
 
@@ -1386,6 +1375,18 @@ mod tests {
         rows
     }
 
+    /// `f` on a pool of `threads` threads.
+    fn on_threads<T: Send>(
+        threads: usize,
+        f: impl FnOnce() -> std::result::Result<T, String> + Send,
+    ) -> std::result::Result<T, String> {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| e.to_string())
+            .and_then(|pool| pool.install(f))
+    }
+
     #[test]
     fn ab_params_match_umap_learn() {
         // umap-learn's find_ab_params(1.0, 0.1) gives a ≈ 1.5769, b ≈ 0.8951.
@@ -1465,15 +1466,9 @@ mod tests {
         let rows = blobs(40, 7);
         let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
         let run = |threads: usize| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .map_err(|e| e.to_string())
-                .and_then(|pool| {
-                    pool.install(|| {
-                        umap_in_parts(&refs, &UmapConfig::default(), 16).map_err(|e| e.to_string())
-                    })
-                })
+            on_threads(threads, || {
+                umap_in_parts(&refs, &UmapConfig::default(), 16).map_err(|e| e.to_string())
+            })
         };
         let one = run(1);
         assert!(one.is_ok(), "{one:?}");
@@ -1507,11 +1502,7 @@ mod tests {
         let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
         let k = 15;
         let run = |threads: usize| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .map_err(|e| e.to_string())
-                .and_then(|pool| pool.install(|| cosine_knn(&refs, k).map_err(|e| e.to_string())))
+            on_threads(threads, || cosine_knn(&refs, k).map_err(|e| e.to_string()))
         };
         let one = run(1);
         assert_eq!(one, run(2));
@@ -1682,17 +1673,11 @@ mod tests {
         let rows = blobs(60, 5);
         let refs: Vec<&[f32]> = rows.iter().map(Vec::as_slice).collect();
         let run = |threads: usize| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .map_err(|e| e.to_string())
-                .and_then(|pool| {
-                    pool.install(|| {
-                        let l = umap(&refs, &UmapConfig::default()).map_err(|e| e.to_string())?;
-                        let t = trustworthiness(&refs, &l, 10).map_err(|e| e.to_string())?;
-                        Ok((l.coords, t.to_bits()))
-                    })
-                })
+            on_threads(threads, || {
+                let l = umap(&refs, &UmapConfig::default()).map_err(|e| e.to_string())?;
+                let t = trustworthiness(&refs, &l, 10).map_err(|e| e.to_string())?;
+                Ok((l.coords, t.to_bits()))
+            })
         };
         let one = run(1);
         assert!(one.is_ok(), "{one:?}");
