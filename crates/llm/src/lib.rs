@@ -44,8 +44,8 @@ pub mod testing;
 pub use cache::ResponseCache;
 pub use config::{
     asset_path, asset_roots, build_chat, build_embedder, missing_assets_hint, user_assets_dir,
-    ChatConfig, EmbedderConfig, LocalChatConfig, LocalEmbedderConfig, ManagedChatModel,
-    ManagedEmbedder,
+    ChatConfig, EmbedderConfig, EncoderPrecision, LocalChatConfig, LocalEmbedderConfig,
+    ManagedChatModel, ManagedEmbedder,
 };
 pub use error::{LlmError, Result};
 pub use hashing::{HashingEmbedder, HashingEmbedderConfig};

@@ -5,14 +5,16 @@
 //! stacked (no padding rows, no attention mask: a sequence attends to its own tokens only, which is what
 //! the mask of a padded batch computes), attention runs per sequence and head. A batch is split into one
 //! group of sequences per core (balanced by cost), each group computed on its own thread with
-//! single-threaded matrix products (matrixmultiply's kernels, chosen at run time for the CPU), so no core
-//! waits on another inside a layer. GELU uses a rational approximation of erf (error below 5e-7) and the
+//! single-threaded matrix products (the linear layers against weights packed at load, see
+//! [`super::gemm`]; attention with matrixmultiply's kernels), so no core waits on another inside a layer. GELU uses a rational approximation of erf (error below 5e-7) and the
 //! softmax a polynomial exp (about 1 ulp), both written to vectorise.
 
 use ndarray::linalg::general_mat_mul;
 use std::ops::Range;
 
 use ndarray::{Array2, ArrayView2, ArrayViewMut2, Axis, Slice};
+
+use super::gemm::{Kernel, Linear};
 
 /// Encoder settings (the model's `config.json`).
 #[derive(Debug, Clone, Copy)]
@@ -34,15 +36,11 @@ pub(crate) struct BertSizes {
 
 struct Layer {
     /// Query, key and value weights stacked: (3·hidden, hidden), `y = x · Wᵀ + b`.
-    qkv: Array2<f32>,
-    qkv_b: Vec<f32>,
-    out: Array2<f32>,
-    out_b: Vec<f32>,
+    qkv: Linear,
+    out: Linear,
     ln1: (Vec<f32>, Vec<f32>),
-    inter: Array2<f32>,
-    inter_b: Vec<f32>,
-    down: Array2<f32>,
-    down_b: Vec<f32>,
+    inter: Linear,
+    down: Linear,
     ln2: (Vec<f32>, Vec<f32>),
 }
 
@@ -118,7 +116,13 @@ impl<'a> Weights<'a> {
 
 impl Bert {
     /// Loads the encoder; `vocab`, `positions`, `intermediate` and `layers` from the model's config.
-    pub fn load(w: &Weights<'_>, shape: BertShape, sizes: BertSizes) -> Result<Self, String> {
+    /// `kernel` (one this CPU runs, from [`Kernel::best`]) computes the linear layers.
+    pub fn load(
+        w: &Weights<'_>,
+        shape: BertShape,
+        sizes: BertSizes,
+        kernel: Kernel,
+    ) -> Result<Self, String> {
         let BertSizes {
             vocab,
             positions,
@@ -153,16 +157,19 @@ impl Bert {
             for n in ["query", "key", "value"] {
                 qkv_b.extend(w.vector(&format!("{p}attention.self.{n}.bias"), h)?);
             }
+            let dense = |name: &str, rows: usize, cols: usize| -> Result<Linear, String> {
+                Ok(Linear::new(
+                    w.matrix(&format!("{p}{name}.weight"), rows, cols)?,
+                    w.vector(&format!("{p}{name}.bias"), rows)?,
+                    kernel,
+                ))
+            };
             out.push(Layer {
-                qkv,
-                qkv_b,
-                out: w.matrix(&format!("{p}attention.output.dense.weight"), h, h)?,
-                out_b: w.vector(&format!("{p}attention.output.dense.bias"), h)?,
+                qkv: Linear::new(qkv, qkv_b, kernel),
+                out: dense("attention.output.dense", h, h)?,
                 ln1: w.norm(&format!("{p}attention.output.LayerNorm"), h)?,
-                inter: w.matrix(&format!("{p}intermediate.dense.weight"), intermediate, h)?,
-                inter_b: w.vector(&format!("{p}intermediate.dense.bias"), intermediate)?,
-                down: w.matrix(&format!("{p}output.dense.weight"), h, intermediate)?,
-                down_b: w.vector(&format!("{p}output.dense.bias"), h)?,
+                inter: dense("intermediate.dense", intermediate, h)?,
+                down: dense("output.dense", h, intermediate)?,
                 ln2: w.norm(&format!("{p}output.LayerNorm"), h)?,
             });
         }
@@ -238,7 +245,7 @@ impl Bert {
         let mut scratch = Scratch::new(
             total,
             h,
-            self.layers.first().map_or(0, |l| l.inter.nrows()),
+            self.layers.first().map_or(0, |l| l.inter.outputs()),
             longest,
         );
         for layer in &self.layers {
@@ -262,7 +269,7 @@ impl Bert {
         let heads = self.shape.heads;
         let hd = h / heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        linear(x.view(), &l.qkv, &l.qkv_b, sc.qkv.view_mut());
+        l.qkv.apply(x.view(), sc.qkv.view_mut());
         for w in starts.windows(2) {
             let (a, b) = (w[0], w[1]);
             let n = b - a;
@@ -282,15 +289,15 @@ impl Bert {
             }
         }
         // Attention output, residual, norm.
-        linear(sc.ctx.view(), &l.out, &l.out_b, sc.tmp.view_mut());
+        l.out.apply(sc.ctx.view(), sc.tmp.view_mut());
         sc.tmp += &*x;
         layer_norm(sc.tmp.view_mut(), &l.ln1, self.shape.eps);
         // Feed-forward, residual, norm.
-        linear(sc.tmp.view(), &l.inter, &l.inter_b, sc.inter.view_mut());
+        l.inter.apply(sc.tmp.view(), sc.inter.view_mut());
         if let Some(v) = sc.inter.as_slice_mut() {
             gelu(v);
         }
-        linear(sc.inter.view(), &l.down, &l.down_b, x.view_mut());
+        l.down.apply(sc.inter.view(), x.view_mut());
         *x += &sc.tmp;
         layer_norm(x.view_mut(), &l.ln2, self.shape.eps);
     }
@@ -355,16 +362,6 @@ fn block(m: &Array2<f32>, r: Range<usize>, c: Range<usize>) -> ArrayView2<'_, f3
 fn block_mut(m: &mut Array2<f32>, r: Range<usize>, c: Range<usize>) -> ArrayViewMut2<'_, f32> {
     m.slice_axis_mut(Axis(0), Slice::from(r))
         .slice_axis_move(Axis(1), Slice::from(c))
-}
-
-/// `y = x · Wᵀ + b` for `w` of shape (out, in).
-fn linear(x: ArrayView2<'_, f32>, w: &Array2<f32>, b: &[f32], mut y: ArrayViewMut2<'_, f32>) {
-    general_mat_mul(1.0, &x, &w.t(), 0.0, &mut y);
-    for mut row in y.rows_mut() {
-        for (o, bias) in row.iter_mut().zip(b) {
-            *o += bias;
-        }
-    }
 }
 
 /// Row-wise layer normalisation in place.

@@ -14,9 +14,10 @@ use kgrag_types::EmbedKind;
 use tokenizers::{Tokenizer, TruncationParams};
 
 use super::bert::{Bert, BertShape, BertSizes, Weights};
+use super::gemm::Kernel;
 
 use super::local_err;
-use crate::config::{asset_path, LocalEmbedderConfig};
+use crate::config::{asset_path, EncoderPrecision, LocalEmbedderConfig};
 use crate::error::{LlmError, Result};
 use crate::managed::EmbedBackend;
 
@@ -123,6 +124,7 @@ impl LocalEmbedder {
         }
         let weights = read(&dir.join("model.safetensors"), &name)?;
         let parsed = Weights::parse(&weights).map_err(|e| local_err(&name, e))?;
+        let kernel = Kernel::best(config.precision == EncoderPrecision::Bf16);
         let model = Bert::load(
             &parsed,
             BertShape {
@@ -137,6 +139,7 @@ impl LocalEmbedder {
                 intermediate: cfg.intermediate_size,
                 layers: cfg.num_hidden_layers,
             },
+            kernel,
         )
         .map_err(|e| local_err(&name, format!("model.safetensors: {e}")))?;
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
@@ -148,10 +151,16 @@ impl LocalEmbedder {
                 threads,
                 // A truncation length other than the model's default changes the vectors, so it becomes
                 // part of the name (and so of the response-cache key).
-                name: if max_tokens == crate::config::default_max_len() {
+                // So does bfloat16 arithmetic (where it ran).
+                name: {
+                    let mut name = name;
+                    if max_tokens != crate::config::default_max_len() {
+                        name = format!("{name}@{max_tokens}");
+                    }
+                    if kernel == Kernel::Bf16 {
+                        name.push_str("@bf16");
+                    }
                     name
-                } else {
-                    format!("{name}@{max_tokens}")
                 },
             }),
             batch_size: config.batch_size.max(1),

@@ -6,6 +6,7 @@
 mod bert;
 mod chat;
 mod embed;
+mod gemm;
 
 pub use chat::LocalChat;
 pub use embed::LocalEmbedder;

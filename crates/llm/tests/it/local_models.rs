@@ -3,7 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use kgrag_llm::{
-    build_chat, build_embedder, ChatConfig, EmbedderConfig, LocalChatConfig, LocalEmbedderConfig,
+    build_chat, build_embedder, ChatConfig, EmbedderConfig, EncoderPrecision, LocalChatConfig,
+    LocalEmbedderConfig,
 };
 use kgrag_types::testing::asset_dir;
 use kgrag_types::{ChatRequest, EmbedKind};
@@ -110,6 +111,55 @@ async fn a_vector_does_not_depend_on_its_batch_or_thread() {
             .map(|(x, y)| (x - y).abs())
             .fold(0f32, f32::max);
         assert!(diff < 1e-6, "text {i}: max difference {diff}");
+    }
+}
+
+#[tokio::test]
+async fn bf16_precision_stays_within_a_cosine_of_the_f32_vectors() {
+    // `precision = "bf16"` rounds the products' inputs to bfloat16: its vectors must stay within cosine
+    // 0.9999 of f32's, carry their own model name (so the response cache never mixes the two), and still
+    // not depend on their batch. Without AVX512-BF16 the encoder stays in f32 under the plain name.
+    let dir = asset_dir("all-minilm-l6-v2", "model.safetensors");
+    let f32_config = LocalEmbedderConfig {
+        model_dir: Some(dir.clone()),
+        ..LocalEmbedderConfig::default()
+    };
+    let bf16_config = LocalEmbedderConfig {
+        model_dir: Some(dir),
+        precision: EncoderPrecision::Bf16,
+        ..LocalEmbedderConfig::default()
+    };
+    let full = build_embedder(&EmbedderConfig::Local(f32_config), None).unwrap();
+    let half = build_embedder(&EmbedderConfig::Local(bf16_config), None).unwrap();
+    let has_bf16 = std::arch::is_x86_feature_detected!("avx512bf16")
+        && std::arch::is_x86_feature_detected!("avx512f");
+    assert_eq!(
+        half.model_name().ends_with("@bf16"),
+        has_bf16,
+        "{}",
+        half.model_name()
+    );
+    assert!(!full.model_name().contains("@bf16"));
+    let texts: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                "Item {i}: the {} founded in {} by the river, {}",
+                ["company", "album", "city", "school"][i % 4],
+                1900 + i * 3,
+                "whose records were kept by its first mayor ".repeat(i % 9)
+            )
+        })
+        .collect();
+    let a = full.embed(&texts, &EmbedKind::Document).await.unwrap();
+    let b = half.embed(&texts, &EmbedKind::Document).await.unwrap();
+    for (i, text) in texts.iter().enumerate() {
+        let cos = cosine(a.row(i).unwrap(), b.row(i).unwrap());
+        assert!(cos >= 0.9999, "text {i}: cosine {cos}");
+        let alone = half
+            .embed(std::slice::from_ref(text), &EmbedKind::Document)
+            .await
+            .unwrap();
+        assert_eq!(alone.row(0).unwrap(), b.row(i).unwrap(), "text {i}");
     }
 }
 

@@ -1,0 +1,532 @@
+//! The encoder's linear layers, `y = x · Wᵀ + b`, against weights packed once at load time.
+//!
+//! A general matrix product packs both operands on every call; the encoder's weights never change, and at
+//! its sizes (a few hundred rows per thread against 384 × 1,536 weights) packing the weights was a fifth
+//! of the encoder's time. Here each weight matrix is stored at load as panels of 16 output columns, one
+//! 16-lane vector per input index, and the product runs on AVX-512 (pulp's safe run-time dispatch): tiles
+//! of 6 rows × 64 columns, 24 accumulators started at the bias, one broadcast of `x` per row and one
+//! fused multiply-add per accumulator for every input index, summed in input order. Rows are taken in
+//! blocks whose `x` stays in L2 while every panel passes over them.
+//!
+//! With `precision = "bf16"` and AVX512-BF16, the weights are packed as bfloat16 pairs and each row of `x`
+//! is rounded to bfloat16 pairs once per product; `vdpbf16ps` adds two products per lane in f32, twice
+//! the multiply-adds of an f32 FMA per instruction (the same tiles).
+//!
+//! Every output is `b + Σₖ x·w` in `k` order whatever its tile or the thread, so a vector does not depend
+//! on its batch. Without AVX-512 the weights stay as they are and the product is matrixmultiply's (then
+//! the bias is added after the sum). On this project's machine (Zen 5, one thread, 1,000 × 384 by
+//! 384 × 1,536): matrixmultiply 73–80 GFLOP/s, the packed f32 kernel 99–104, bf16 161–175.
+
+use ndarray::linalg::general_mat_mul;
+use ndarray::{Array2, ArrayView2, ArrayViewMut2};
+
+/// Output columns per panel (one AVX-512 vector of f32).
+const LANES: usize = 16;
+/// Rows per tile.
+const ROWS: usize = 6;
+/// Panels per tile.
+const PANELS: usize = 4;
+/// Floats of `x` per block of rows (256 KiB), so a block stays in L2 while every panel passes over it.
+const BLOCK_FLOATS: usize = 1 << 16;
+
+/// A weight matrix `W` (`n` outputs × `k` inputs) with its bias, stored for [`Linear::apply`].
+pub(crate) enum Linear {
+    /// Packed for the AVX-512 kernel.
+    #[cfg(target_arch = "x86_64")]
+    Packed(Packed),
+    /// Packed in bfloat16 pairs for AVX512-BF16.
+    #[cfg(target_arch = "x86_64")]
+    Bf16(PackedBf16),
+    /// As loaded, for matrixmultiply.
+    Plain { w: Array2<f32>, b: Vec<f32> },
+}
+
+/// How the encoder's products are computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kernel {
+    /// matrixmultiply on the weights as loaded.
+    Plain,
+    /// f32 on AVX-512 against packed weights.
+    Avx512,
+    /// Weights and inputs rounded to bfloat16, products summed in f32 (AVX512-BF16).
+    Bf16,
+}
+
+impl Kernel {
+    /// The fastest f32 kernel this CPU runs, or (`bf16`) the bfloat16 one where the CPU has it.
+    pub(crate) fn best(bf16: bool) -> Self {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if pulp::x86::V4::try_new().is_some() {
+                if bf16 && std::arch::is_x86_feature_detected!("avx512bf16") {
+                    return Self::Bf16;
+                }
+                return Self::Avx512;
+            }
+        }
+        let _ = bf16;
+        Self::Plain
+    }
+}
+
+/// `W` as panels of [`LANES`] outputs: vector `p·k + i` holds `W[p·16 + lane][i]` (zero past `n`).
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct Packed {
+    n: usize,
+    k: usize,
+    panels: Vec<pulp::f32x16>,
+    bias: Vec<pulp::f32x16>,
+}
+
+impl Linear {
+    /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::best`]: one this CPU runs).
+    pub(crate) fn new(w: Array2<f32>, b: Vec<f32>, kernel: Kernel) -> Self {
+        match kernel {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 if pulp::x86::V4::try_new().is_some() => {
+                Self::Packed(Packed::new(w.view(), &b))
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Bf16 if Kernel::best(true) == Kernel::Bf16 => {
+                // SAFETY: `Kernel::best` found AVX-512F and AVX512-BF16 on this CPU: every feature
+                // `PackedBf16::new` is compiled for.
+                #[allow(unsafe_code)]
+                Self::Bf16(unsafe { PackedBf16::new(w.view(), &b) })
+            }
+            _ => Self::Plain { w, b },
+        }
+    }
+
+    /// Number of outputs.
+    pub(crate) fn outputs(&self) -> usize {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Packed(p) => p.n,
+            #[cfg(target_arch = "x86_64")]
+            Self::Bf16(p) => p.n,
+            Self::Plain { w, .. } => w.nrows(),
+        }
+    }
+
+    /// `y = x · Wᵀ + b`; `x` is `rows × k`, `y` is `rows × n`.
+    pub(crate) fn apply(&self, x: ArrayView2<'_, f32>, mut y: ArrayViewMut2<'_, f32>) {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Packed(p) => {
+                if let (Some(simd), Some(xs), rows) =
+                    (pulp::x86::V4::try_new(), x.as_slice(), x.nrows())
+                {
+                    if x.ncols() == p.k && y.ncols() == p.n && y.nrows() == rows {
+                        if let Some(ys) = y.as_slice_mut() {
+                            // SAFETY: `simd` exists only where pulp found AVX-512F (with AVX, AVX2 and
+                            // FMA) on this CPU: every feature `apply_avx512` is compiled for.
+                            #[allow(unsafe_code)]
+                            unsafe {
+                                p.apply_avx512(simd, xs, rows, ys)
+                            };
+                            return;
+                        }
+                    }
+                }
+                // Not reached for the encoder's own (contiguous, well-shaped) buffers.
+                let w = p.unpack();
+                plain(x, &w, &p.unpacked_bias(), y);
+            }
+            #[cfg(target_arch = "x86_64")]
+            Self::Bf16(p) => {
+                let rows = x.nrows();
+                if let (Some(xs), true) = (x.as_slice(), x.ncols() == p.k && y.dim() == (rows, p.n))
+                {
+                    if let Some(ys) = y.as_slice_mut() {
+                        // SAFETY: a `PackedBf16` is built only where `Kernel::best` found AVX-512F and
+                        // AVX512-BF16 on this CPU: every feature `apply` is compiled for.
+                        #[allow(unsafe_code)]
+                        unsafe {
+                            p.apply(xs, rows, ys)
+                        };
+                        return;
+                    }
+                }
+                // Not reached for the encoder's own buffers.
+                plain(x, &p.weights, &p.bias, y);
+            }
+            Self::Plain { w, b } => plain(x, w, b, y),
+        }
+    }
+}
+
+fn plain(x: ArrayView2<'_, f32>, w: &Array2<f32>, b: &[f32], mut y: ArrayViewMut2<'_, f32>) {
+    general_mat_mul(1.0, &x, &w.t(), 0.0, &mut y);
+    for mut row in y.rows_mut() {
+        for (o, bias) in row.iter_mut().zip(b) {
+            *o += bias;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Packed {
+    fn new(w: ArrayView2<'_, f32>, b: &[f32]) -> Self {
+        let (n, k) = w.dim();
+        let count = n.div_ceil(LANES);
+        let mut panels = Vec::with_capacity(count * k);
+        let mut bias = Vec::with_capacity(count);
+        for p in 0..count {
+            for i in 0..k {
+                let lanes: [f32; LANES] = std::array::from_fn(|l| {
+                    let o = p * LANES + l;
+                    if o < n {
+                        w[[o, i]]
+                    } else {
+                        0.0
+                    }
+                });
+                panels.push(pulp::cast(lanes));
+            }
+            let lanes: [f32; LANES] =
+                std::array::from_fn(|l| b.get(p * LANES + l).copied().unwrap_or(0.0));
+            bias.push(pulp::cast(lanes));
+        }
+        Self { n, k, panels, bias }
+    }
+
+    fn unpack(&self) -> Array2<f32> {
+        Array2::from_shape_fn((self.n, self.k), |(o, i)| {
+            let v: [f32; LANES] = pulp::cast(self.panels[(o / LANES) * self.k + i]);
+            v[o % LANES]
+        })
+    }
+
+    fn unpacked_bias(&self) -> Vec<f32> {
+        (0..self.n)
+            .map(|o| {
+                let v: [f32; LANES] = pulp::cast(self.bias[o / LANES]);
+                v[o % LANES]
+            })
+            .collect()
+    }
+
+    /// The product on contiguous row-major `x` (`rows × k`) into `y` (`rows × n`), compiled for
+    /// AVX-512 (pulp's closures were not inlined into its dispatch at this size, leaving the vector
+    /// operations outside the features they need).
+    #[target_feature(enable = "avx,avx2,fma,avx512f")]
+    fn apply_avx512(&self, simd: pulp::x86::V4, x: &[f32], rows: usize, y: &mut [f32]) {
+        let k = self.k;
+        let count = self.bias.len();
+        let block = (BLOCK_FLOATS / k.max(1)).max(ROWS) / ROWS * ROWS;
+        let mut r0 = 0;
+        while r0 < rows {
+            let r1 = (r0 + block).min(rows);
+            let mut p0 = 0;
+            while p0 < count {
+                let np = if count - p0 >= PANELS { PANELS } else { 1 };
+                let mut r = r0;
+                while r < r1 {
+                    let nr = (r1 - r).min(ROWS);
+                    let t = Tile { x, r, p0 };
+                    match (nr, np) {
+                        (6, PANELS) => self.tile::<6, PANELS>(simd, t, y),
+                        (5, PANELS) => self.tile::<5, PANELS>(simd, t, y),
+                        (4, PANELS) => self.tile::<4, PANELS>(simd, t, y),
+                        (3, PANELS) => self.tile::<3, PANELS>(simd, t, y),
+                        (2, PANELS) => self.tile::<2, PANELS>(simd, t, y),
+                        (1, PANELS) => self.tile::<1, PANELS>(simd, t, y),
+                        (6, _) => self.tile::<6, 1>(simd, t, y),
+                        (5, _) => self.tile::<5, 1>(simd, t, y),
+                        (4, _) => self.tile::<4, 1>(simd, t, y),
+                        (3, _) => self.tile::<3, 1>(simd, t, y),
+                        (2, _) => self.tile::<2, 1>(simd, t, y),
+                        _ => self.tile::<1, 1>(simd, t, y),
+                    }
+                    r += nr;
+                }
+                p0 += np;
+            }
+            r0 = r1;
+        }
+    }
+
+    /// Rows `t.r..t.r + R` against panels `t.p0..t.p0 + P`.
+    #[inline(always)]
+    fn tile<const R: usize, const P: usize>(
+        &self,
+        simd: pulp::x86::V4,
+        t: Tile<'_>,
+        y: &mut [f32],
+    ) {
+        let k = self.k;
+        let xs: [&[f32]; R] = std::array::from_fn(|i| &t.x[(t.r + i) * k..(t.r + i + 1) * k]);
+        let ws: [&[pulp::f32x16]; P] =
+            std::array::from_fn(|p| &self.panels[(t.p0 + p) * k..(t.p0 + p + 1) * k]);
+        let mut acc: [[pulp::f32x16; P]; R] = [std::array::from_fn(|p| self.bias[t.p0 + p]); R];
+        for i in 0..k {
+            let w: [pulp::f32x16; P] = std::array::from_fn(|p| ws[p][i]);
+            for (row, x) in acc.iter_mut().zip(&xs) {
+                let a = simd.splat_f32x16(x[i]);
+                for (c, w) in row.iter_mut().zip(&w) {
+                    *c = simd.mul_add_f32x16(a, *w, *c);
+                }
+            }
+        }
+        let n = self.n;
+        for (i, row) in acc.iter().enumerate() {
+            let out = &mut y[(t.r + i) * n..(t.r + i + 1) * n];
+            for (p, v) in row.iter().enumerate() {
+                let lanes: [f32; LANES] = pulp::cast(*v);
+                let c0 = (t.p0 + p) * LANES;
+                let len = LANES.min(n - c0);
+                out[c0..c0 + len].copy_from_slice(&lanes[..len]);
+            }
+        }
+    }
+}
+
+/// `W` in bfloat16 for AVX512-BF16's `vdpbf16ps` (two products per f32 lane): vector `p·⌈k/2⌉ + j` holds,
+/// for each of the panel's 16 outputs `o`, the pair `(W[o][2j], W[o][2j+1])` (zero past `n` and `k`). The
+/// inputs are rounded to bfloat16 pairs the same way once per product (round to nearest, ties to even)
+/// and broadcast; the sums stay in f32, started at the bias.
+#[cfg(target_arch = "x86_64")]
+pub(crate) struct PackedBf16 {
+    n: usize,
+    k: usize,
+    panels: Vec<std::arch::x86_64::__m512bh>,
+    bias: Vec<f32>,
+    /// The f32 weights, for a caller's buffer the kernel cannot take (not reached by the encoder).
+    weights: Array2<f32>,
+}
+
+/// `x` rounded to bfloat16 (round to nearest, ties to even; the encoder's values are finite).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn bf16_bits(x: f32) -> u32 {
+    let b = x.to_bits();
+    (b.wrapping_add(0x7FFF + ((b >> 16) & 1))) >> 16
+}
+
+#[cfg(target_arch = "x86_64")]
+impl PackedBf16 {
+    #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
+    fn new(w: ArrayView2<'_, f32>, b: &[f32]) -> Self {
+        use std::arch::x86_64::_mm512_cvtne2ps_pbh;
+        let (n, k) = w.dim();
+        let pairs = k.div_ceil(2);
+        let count = n.div_ceil(LANES);
+        let at = |o: usize, i: usize| if o < n && i < k { w[[o, i]] } else { 0.0 };
+        let mut panels = Vec::with_capacity(count * pairs);
+        for p in 0..count {
+            for j in 0..pairs {
+                // Outputs 0–7 of the panel come from the low source, 8–15 from the high one, each as
+                // its (2j, 2j+1) pair.
+                let half = |h: usize| -> pulp::f32x16 {
+                    pulp::cast::<[f32; LANES], _>(std::array::from_fn(|e| {
+                        at(p * LANES + h * 8 + e / 2, 2 * j + e % 2)
+                    }))
+                };
+                let lo: std::arch::x86_64::__m512 = pulp::cast(half(0));
+                let hi: std::arch::x86_64::__m512 = pulp::cast(half(1));
+                panels.push(_mm512_cvtne2ps_pbh(hi, lo));
+            }
+        }
+        Self {
+            n,
+            k,
+            panels,
+            bias: b.to_vec(),
+            weights: w.to_owned(),
+        }
+    }
+
+    /// The product on contiguous row-major `x` (`rows × k`) into `y` (`rows × n`).
+    #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
+    fn apply(&self, x: &[f32], rows: usize, y: &mut [f32]) {
+        let (k, pairs) = (self.k, self.k.div_ceil(2));
+        let mut xs = vec![0u32; rows * pairs];
+        for (r, out) in xs.chunks_exact_mut(pairs).enumerate() {
+            let row = &x[r * k..(r + 1) * k];
+            for (j, o) in out.iter_mut().enumerate() {
+                let a = bf16_bits(row[2 * j]);
+                let b = row.get(2 * j + 1).map_or(0, |&v| bf16_bits(v));
+                *o = a | (b << 16);
+            }
+        }
+        let count = self.n.div_ceil(LANES);
+        let block = (BLOCK_FLOATS / pairs.max(1)).max(ROWS) / ROWS * ROWS;
+        let mut r0 = 0;
+        while r0 < rows {
+            let r1 = (r0 + block).min(rows);
+            let mut p0 = 0;
+            while p0 < count {
+                let np = if count - p0 >= PANELS { PANELS } else { 1 };
+                let mut r = r0;
+                while r < r1 {
+                    let nr = (r1 - r).min(ROWS);
+                    let t = Tile { x: &[], r, p0 };
+                    match (nr, np) {
+                        (6, PANELS) => self.tile::<6, PANELS>(&xs, t, y),
+                        (5, PANELS) => self.tile::<5, PANELS>(&xs, t, y),
+                        (4, PANELS) => self.tile::<4, PANELS>(&xs, t, y),
+                        (3, PANELS) => self.tile::<3, PANELS>(&xs, t, y),
+                        (2, PANELS) => self.tile::<2, PANELS>(&xs, t, y),
+                        (1, PANELS) => self.tile::<1, PANELS>(&xs, t, y),
+                        (6, _) => self.tile::<6, 1>(&xs, t, y),
+                        (5, _) => self.tile::<5, 1>(&xs, t, y),
+                        (4, _) => self.tile::<4, 1>(&xs, t, y),
+                        (3, _) => self.tile::<3, 1>(&xs, t, y),
+                        (2, _) => self.tile::<2, 1>(&xs, t, y),
+                        _ => self.tile::<1, 1>(&xs, t, y),
+                    }
+                    r += nr;
+                }
+                p0 += np;
+            }
+            r0 = r1;
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
+    fn tile<const R: usize, const P: usize>(&self, xs: &[u32], t: Tile<'_>, y: &mut [f32]) {
+        use std::arch::x86_64::{__m512, __m512bh, _mm512_dpbf16_ps, _mm512_set1_epi32};
+        let pairs = self.k.div_ceil(2);
+        let rows: [&[u32]; R] =
+            std::array::from_fn(|i| &xs[(t.r + i) * pairs..(t.r + i + 1) * pairs]);
+        let ws: [&[__m512bh]; P] =
+            std::array::from_fn(|p| &self.panels[(t.p0 + p) * pairs..(t.p0 + p + 1) * pairs]);
+        let n = self.n;
+        let bias: [__m512; P] = std::array::from_fn(|p| {
+            pulp::cast::<[f32; LANES], _>(std::array::from_fn(|l| {
+                self.bias
+                    .get((t.p0 + p) * LANES + l)
+                    .copied()
+                    .unwrap_or(0.0)
+            }))
+        });
+        let mut acc: [[__m512; P]; R] = [bias; R];
+        for j in 0..pairs {
+            let w: [__m512bh; P] = std::array::from_fn(|p| ws[p][j]);
+            for (row, x) in acc.iter_mut().zip(&rows) {
+                // SAFETY: `__m512i` and `__m512bh` are both 64 plain bytes; every bit pattern is valid.
+                #[allow(unsafe_code)]
+                let a: __m512bh = unsafe { std::mem::transmute(_mm512_set1_epi32(x[j] as i32)) };
+                for (c, w) in row.iter_mut().zip(&w) {
+                    *c = _mm512_dpbf16_ps(*c, a, *w);
+                }
+            }
+        }
+        for (i, row) in acc.iter().enumerate() {
+            let out = &mut y[(t.r + i) * n..(t.r + i + 1) * n];
+            for (p, v) in row.iter().enumerate() {
+                let lanes: [f32; LANES] = pulp::cast(*v);
+                let c0 = (t.p0 + p) * LANES;
+                let len = LANES.min(n - c0);
+                out[c0..c0 + len].copy_from_slice(&lanes[..len]);
+            }
+        }
+    }
+}
+
+/// Where a tile starts: its first row of `x` and its first panel.
+#[derive(Clone, Copy)]
+struct Tile<'a> {
+    x: &'a [f32],
+    r: usize,
+    p0: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matrix(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
+        let mut s = seed;
+        Array2::from_shape_fn((rows, cols), |_| {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+    }
+
+    /// `x` as the bf16 kernel sees it.
+    fn round_bf16(x: f32) -> f32 {
+        let b = x.to_bits();
+        f32::from_bits(((b.wrapping_add(0x7FFF + ((b >> 16) & 1))) >> 16) << 16)
+    }
+
+    /// The kernels this CPU runs.
+    fn kernels() -> Vec<Kernel> {
+        let mut out = vec![Kernel::Plain];
+        for k in [Kernel::best(false), Kernel::best(true)] {
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+        out
+    }
+
+    /// Every shape class (full tiles, leftover rows, leftover panels, a partial last panel, an odd
+    /// input length, blocks of rows) on every kernel against an f64 sum of what the kernel multiplies
+    /// (the bf16 kernel: both sides rounded to bfloat16).
+    #[test]
+    fn every_kernel_matches_an_exact_sum() {
+        for &(rows, n, k) in &[
+            (1, 16, 1),
+            (7, 64, 5),
+            (13, 83, 37),
+            (20, 80, 384),
+            (400, 144, 1000),
+            (5, 1536, 384),
+        ] {
+            let x = matrix(rows, k, 1 + rows as u64);
+            let w = matrix(n, k, 2 + n as u64);
+            let b: Vec<f32> = (0..n).map(|o| o as f32 * 0.01 - 0.3).collect();
+            for kernel in kernels() {
+                let lin = Linear::new(w.clone(), b.clone(), kernel);
+                assert_eq!(lin.outputs(), n);
+                let mut y = Array2::<f32>::from_elem((rows, n), f32::NAN);
+                lin.apply(x.view(), y.view_mut());
+                let round = |v: f32| {
+                    if kernel == Kernel::Bf16 {
+                        round_bf16(v)
+                    } else {
+                        v
+                    }
+                };
+                for r in 0..rows {
+                    for o in 0..n {
+                        let exact: f64 = b[o] as f64
+                            + (0..k)
+                                .map(|i| round(x[[r, i]]) as f64 * round(w[[o, i]]) as f64)
+                                .sum::<f64>();
+                        let tol = 1e-5 * (1.0 + (k as f64).sqrt());
+                        let got = y[[r, o]] as f64;
+                        assert!(
+                            (got - exact).abs() <= tol,
+                            "{kernel:?} ({rows}×{k}·{k}×{n}) [{r},{o}]: {got} vs {exact}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A row's output does not depend on where it sits in the batch (its tile, its block).
+    #[test]
+    fn a_row_gives_the_same_bits_at_any_position() {
+        let (n, k) = (80, 300);
+        let w = matrix(n, k, 9);
+        let b = vec![0.1; n];
+        let x = matrix(500, k, 3);
+        for kernel in kernels() {
+            let lin = Linear::new(w.clone(), b.clone(), kernel);
+            let mut all = Array2::<f32>::zeros((500, n));
+            lin.apply(x.view(), all.view_mut());
+            for r in [0usize, 5, 6, 217, 499] {
+                let one = x.slice(ndarray::s![r..r + 1, ..]).to_owned();
+                let mut y = Array2::<f32>::zeros((1, n));
+                lin.apply(one.view(), y.view_mut());
+                assert_eq!(y.row(0), all.row(r), "{kernel:?} row {r}");
+            }
+        }
+    }
+}
