@@ -14,7 +14,8 @@
 //! or per tile, and every pair kept is scored again exactly by the caller, so the lists are those of the
 //! f32 scan.
 //!
-//! The VNNI kernel is the workspace's one `unsafe` call: pulp has no safe `vpdpbusd`, so the kernel is a
+//! The VNNI kernel is one of the workspace's few `unsafe` calls (the others: the local encoder's products,
+//! `kgrag-llm`'s `local::gemm`): pulp has no safe `vpdpbusd`, so the kernel is a
 //! `#[target_feature]` function (whose intrinsics are safe inside it) entered once per block pair after
 //! the CPU was found to have every feature it is compiled for ([`Kernel::available`]).
 //!

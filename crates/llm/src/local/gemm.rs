@@ -20,12 +20,16 @@
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
+#[cfg(target_arch = "x86_64")]
 /// Output columns per panel (one AVX-512 vector of f32).
 const LANES: usize = 16;
+#[cfg(target_arch = "x86_64")]
 /// Rows per tile.
 const ROWS: usize = 6;
+#[cfg(target_arch = "x86_64")]
 /// Panels per tile.
 const PANELS: usize = 4;
+#[cfg(target_arch = "x86_64")]
 /// Floats of `x` per block of rows (256 KiB), so a block stays in L2 while every panel passes over it.
 const BLOCK_FLOATS: usize = 1 << 16;
 
@@ -38,7 +42,12 @@ pub(crate) enum Linear {
     #[cfg(target_arch = "x86_64")]
     Bf16(PackedBf16),
     /// As loaded, for matrixmultiply.
-    Plain { w: Array2<f32>, b: Vec<f32> },
+    Plain {
+        /// The weights, `n × k`.
+        w: Array2<f32>,
+        /// The bias, `n`.
+        b: Vec<f32>,
+    },
 }
 
 /// How the encoder's products are computed.
@@ -79,19 +88,20 @@ pub(crate) struct Packed {
 }
 
 impl Linear {
-    /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::best`]: one this CPU runs).
+    /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::best`]); a kernel this CPU cannot
+    /// run falls back to the next one it can (bf16 → packed f32 → matrixmultiply).
     pub(crate) fn new(w: Array2<f32>, b: Vec<f32>, kernel: Kernel) -> Self {
         match kernel {
-            #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 if pulp::x86::V4::try_new().is_some() => {
-                Self::Packed(Packed::new(w.view(), &b))
-            }
             #[cfg(target_arch = "x86_64")]
             Kernel::Bf16 if Kernel::best(true) == Kernel::Bf16 => {
                 // SAFETY: `Kernel::best` found AVX-512F and AVX512-BF16 on this CPU: every feature
                 // `PackedBf16::new` is compiled for.
                 #[allow(unsafe_code)]
                 Self::Bf16(unsafe { PackedBf16::new(w.view(), &b) })
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 | Kernel::Bf16 if pulp::x86::V4::try_new().is_some() => {
+                Self::Packed(Packed::new(w.view(), &b))
             }
             _ => Self::Plain { w, b },
         }
@@ -108,49 +118,71 @@ impl Linear {
         }
     }
 
-    /// `y = x · Wᵀ + b`; `x` is `rows × k`, `y` is `rows × n`.
+    /// `y = x · Wᵀ + b`; `x` is `rows × k`, `y` is `rows × n` (any layout; the encoder's buffers are
+    /// contiguous, others are copied).
+    ///
+    /// # Panics
+    /// When the shapes disagree (a caller's bug, as with matrixmultiply).
     pub(crate) fn apply(&self, x: ArrayView2<'_, f32>, mut y: ArrayViewMut2<'_, f32>) {
+        let (rows, k) = x.dim();
+        assert_eq!(y.nrows(), rows, "rows of x and y");
+        assert_eq!(y.ncols(), self.outputs(), "outputs of W and columns of y");
+        let packed = match self {
+            Self::Plain { w, b } => {
+                assert_eq!(w.ncols(), k, "inputs of W and columns of x");
+                return plain(x, w, b, y);
+            }
+            #[cfg(target_arch = "x86_64")]
+            other => other,
+        };
+        #[cfg(target_arch = "x86_64")]
+        {
+            let owned: Vec<f32>;
+            let xs = match x.as_slice() {
+                Some(s) => s,
+                None => {
+                    owned = x.iter().copied().collect();
+                    &owned
+                }
+            };
+            match y.as_slice_mut() {
+                Some(ys) => packed.packed(xs, rows, k, ys),
+                None => {
+                    let mut out = Array2::<f32>::zeros(y.raw_dim());
+                    if let Some(ys) = out.as_slice_mut() {
+                        packed.packed(xs, rows, k, ys);
+                    }
+                    y.assign(&out);
+                }
+            }
+        }
+    }
+
+    /// The packed kernels on contiguous row-major `x` (`rows × k`) and `y`.
+    #[cfg(target_arch = "x86_64")]
+    fn packed(&self, x: &[f32], rows: usize, k: usize, y: &mut [f32]) {
         match self {
-            #[cfg(target_arch = "x86_64")]
             Self::Packed(p) => {
-                if let (Some(simd), Some(xs), rows) =
-                    (pulp::x86::V4::try_new(), x.as_slice(), x.nrows())
-                {
-                    if x.ncols() == p.k && y.ncols() == p.n && y.nrows() == rows {
-                        if let Some(ys) = y.as_slice_mut() {
-                            // SAFETY: `simd` exists only where pulp found AVX-512F (with AVX, AVX2 and
-                            // FMA) on this CPU: every feature `apply_avx512` is compiled for.
-                            #[allow(unsafe_code)]
-                            unsafe {
-                                p.apply_avx512(simd, xs, rows, ys)
-                            };
-                            return;
-                        }
-                    }
+                assert_eq!(p.k, k, "inputs of W and columns of x");
+                if let Some(simd) = pulp::x86::V4::try_new() {
+                    // SAFETY: `simd` exists only where pulp found AVX-512F (with AVX, AVX2 and FMA) on
+                    // this CPU: every feature `apply_avx512` is compiled for.
+                    #[allow(unsafe_code)]
+                    unsafe {
+                        p.apply_avx512(simd, x, rows, y)
+                    };
                 }
-                // Not reached for the encoder's own (contiguous, well-shaped) buffers.
-                let w = p.unpack();
-                plain(x, &w, &p.unpacked_bias(), y);
             }
-            #[cfg(target_arch = "x86_64")]
             Self::Bf16(p) => {
-                let rows = x.nrows();
-                if let (Some(xs), true) = (x.as_slice(), x.ncols() == p.k && y.dim() == (rows, p.n))
-                {
-                    if let Some(ys) = y.as_slice_mut() {
-                        // SAFETY: a `PackedBf16` is built only where `Kernel::best` found AVX-512F and
-                        // AVX512-BF16 on this CPU: every feature `apply` is compiled for.
-                        #[allow(unsafe_code)]
-                        unsafe {
-                            p.apply(xs, rows, ys)
-                        };
-                        return;
-                    }
-                }
-                // Not reached for the encoder's own buffers.
-                plain(x, &p.weights, &p.bias, y);
+                assert_eq!(p.k, k, "inputs of W and columns of x");
+                // SAFETY: a `PackedBf16` is built only where `Kernel::best` found AVX-512F and
+                // AVX512-BF16 on this CPU: every feature `apply` is compiled for.
+                #[allow(unsafe_code)]
+                unsafe {
+                    p.apply(x, rows, y)
+                };
             }
-            Self::Plain { w, b } => plain(x, w, b, y),
+            Self::Plain { .. } => {}
         }
     }
 }
@@ -190,25 +222,10 @@ impl Packed {
         Self { n, k, panels, bias }
     }
 
-    fn unpack(&self) -> Array2<f32> {
-        Array2::from_shape_fn((self.n, self.k), |(o, i)| {
-            let v: [f32; LANES] = pulp::cast(self.panels[(o / LANES) * self.k + i]);
-            v[o % LANES]
-        })
-    }
-
-    fn unpacked_bias(&self) -> Vec<f32> {
-        (0..self.n)
-            .map(|o| {
-                let v: [f32; LANES] = pulp::cast(self.bias[o / LANES]);
-                v[o % LANES]
-            })
-            .collect()
-    }
-
     /// The product on contiguous row-major `x` (`rows × k`) into `y` (`rows × n`), compiled for
     /// AVX-512 (pulp's closures were not inlined into its dispatch at this size, leaving the vector
-    /// operations outside the features they need).
+    /// operations outside the features they need). Callers must have found AVX, AVX2, FMA and AVX-512F
+    /// on this CPU (`simd` is that proof).
     #[target_feature(enable = "avx,avx2,fma,avx512f")]
     fn apply_avx512(&self, simd: pulp::x86::V4, x: &[f32], rows: usize, y: &mut [f32]) {
         let k = self.k;
@@ -282,29 +299,33 @@ impl Packed {
 }
 
 /// `W` in bfloat16 for AVX512-BF16's `vdpbf16ps` (two products per f32 lane): vector `p·⌈k/2⌉ + j` holds,
-/// for each of the panel's 16 outputs `o`, the pair `(W[o][2j], W[o][2j+1])` (zero past `n` and `k`). The
-/// inputs are rounded to bfloat16 pairs the same way once per product (round to nearest, ties to even)
-/// and broadcast; the sums stay in f32, started at the bias.
+/// for each of the panel's 16 outputs `o`, the pair `(W[o][2j], W[o][2j+1])` (zero past `n` and `k`;
+/// rounded by `vcvtne2ps2bf16`, to nearest even, denormals to zero). The inputs are rounded to
+/// bfloat16 pairs once per product (to nearest even, in software; `vdpbf16ps` takes denormals as zero
+/// anyway) and broadcast; the sums stay in f32, started at the bias, pair by pair in input order.
 #[cfg(target_arch = "x86_64")]
 pub(crate) struct PackedBf16 {
     n: usize,
     k: usize,
     panels: Vec<std::arch::x86_64::__m512bh>,
     bias: Vec<f32>,
-    /// The f32 weights, for a caller's buffer the kernel cannot take (not reached by the encoder).
-    weights: Array2<f32>,
 }
 
-/// `x` rounded to bfloat16 (round to nearest, ties to even; the encoder's values are finite).
+/// `x` rounded to bfloat16 (round to nearest, ties to even; a NaN stays a quiet NaN).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn bf16_bits(x: f32) -> u32 {
     let b = x.to_bits();
+    if x.is_nan() {
+        return (b >> 16) | 0x40;
+    }
     (b.wrapping_add(0x7FFF + ((b >> 16) & 1))) >> 16
 }
 
 #[cfg(target_arch = "x86_64")]
 impl PackedBf16 {
+    /// Packs `w` and `b`. Callers must have found AVX-512F and AVX512-BF16 on this CPU
+    /// ([`Kernel::best`]).
     #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
     fn new(w: ArrayView2<'_, f32>, b: &[f32]) -> Self {
         use std::arch::x86_64::_mm512_cvtne2ps_pbh;
@@ -332,14 +353,21 @@ impl PackedBf16 {
             k,
             panels,
             bias: b.to_vec(),
-            weights: w.to_owned(),
         }
     }
 
-    /// The product on contiguous row-major `x` (`rows × k`) into `y` (`rows × n`).
+    /// The product on contiguous row-major `x` (`rows × k`) into `y` (`rows × n`). Callers must have
+    /// found AVX-512F and AVX512-BF16 on this CPU (a `PackedBf16` exists only there).
     #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
     fn apply(&self, x: &[f32], rows: usize, y: &mut [f32]) {
         let (k, pairs) = (self.k, self.k.div_ceil(2));
+        if pairs == 0 || self.n == 0 {
+            // No inputs: every output is its bias.
+            for row in y.chunks_exact_mut(self.n.max(1)).take(rows) {
+                row.copy_from_slice(&self.bias[..row.len()]);
+            }
+            return;
+        }
         let mut xs = vec![0u32; rows * pairs];
         for (r, out) in xs.chunks_exact_mut(pairs).enumerate() {
             let row = &x[r * k..(r + 1) * k];
@@ -383,6 +411,7 @@ impl PackedBf16 {
         }
     }
 
+    /// Rows `t.r..t.r + R` against panels `t.p0..t.p0 + P` (callers: as for [`Self::apply`]).
     #[inline]
     #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
     fn tile<const R: usize, const P: usize>(&self, xs: &[u32], t: Tile<'_>, y: &mut [f32]) {
@@ -425,6 +454,7 @@ impl PackedBf16 {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 /// Where a tile starts: its first row of `x` and its first panel.
 #[derive(Clone, Copy)]
 struct Tile<'a> {
@@ -471,6 +501,7 @@ mod tests {
     fn every_kernel_matches_an_exact_sum() {
         for &(rows, n, k) in &[
             (1, 16, 1),
+            (3, 20, 0),
             (7, 64, 5),
             (13, 83, 37),
             (20, 80, 384),
@@ -527,6 +558,24 @@ mod tests {
                 lin.apply(one.view(), y.view_mut());
                 assert_eq!(y.row(0), all.row(r), "{kernel:?} row {r}");
             }
+        }
+    }
+
+    /// Views that are not contiguous (a block of a wider matrix) give the same bits as contiguous ones.
+    #[test]
+    fn strided_views_give_the_same_bits() {
+        let (rows, n, k) = (9, 48, 40);
+        let wide = matrix(rows, k + 7, 5);
+        let x = wide.slice(ndarray::s![.., 3..3 + k]);
+        let w = matrix(n, k, 6);
+        let b = vec![0.25; n];
+        for kernel in kernels() {
+            let lin = Linear::new(w.clone(), b.clone(), kernel);
+            let mut dense = Array2::<f32>::zeros((rows, n));
+            lin.apply(x.to_owned().view(), dense.view_mut());
+            let mut big = Array2::<f32>::zeros((rows, n + 5));
+            lin.apply(x, big.slice_mut(ndarray::s![.., 2..2 + n]));
+            assert_eq!(big.slice(ndarray::s![.., 2..2 + n]), dense, "{kernel:?}");
         }
     }
 }
