@@ -202,7 +202,6 @@ impl Packed {
         let (n, k) = w.dim();
         let count = n.div_ceil(LANES);
         let mut panels = Vec::with_capacity(count * k);
-        let mut bias = Vec::with_capacity(count);
         for p in 0..count {
             for i in 0..k {
                 let lanes: [f32; LANES] = std::array::from_fn(|l| {
@@ -215,11 +214,13 @@ impl Packed {
                 });
                 panels.push(pulp::cast(lanes));
             }
-            let lanes: [f32; LANES] =
-                std::array::from_fn(|l| b.get(p * LANES + l).copied().unwrap_or(0.0));
-            bias.push(pulp::cast(lanes));
         }
-        Self { n, k, panels, bias }
+        Self {
+            n,
+            k,
+            panels,
+            bias: bias_panels(b, count),
+        }
     }
 
     /// The product on contiguous row-major `x` (`rows × k`) into `y` (`rows × n`), compiled for
@@ -228,51 +229,22 @@ impl Packed {
     /// on this CPU (`simd` is that proof).
     #[target_feature(enable = "avx,avx2,fma,avx512f")]
     fn apply_avx512(&self, simd: pulp::x86::V4, x: &[f32], rows: usize, y: &mut [f32]) {
-        let k = self.k;
-        let count = self.bias.len();
-        let block = (BLOCK_FLOATS / k.max(1)).max(ROWS) / ROWS * ROWS;
-        let mut r0 = 0;
-        while r0 < rows {
-            let r1 = (r0 + block).min(rows);
-            let mut p0 = 0;
-            while p0 < count {
-                let np = if count - p0 >= PANELS { PANELS } else { 1 };
-                let mut r = r0;
-                while r < r1 {
-                    let nr = (r1 - r).min(ROWS);
-                    let t = Tile { x, r, p0 };
-                    match (nr, np) {
-                        (6, PANELS) => self.tile::<6, PANELS>(simd, t, y),
-                        (5, PANELS) => self.tile::<5, PANELS>(simd, t, y),
-                        (4, PANELS) => self.tile::<4, PANELS>(simd, t, y),
-                        (3, PANELS) => self.tile::<3, PANELS>(simd, t, y),
-                        (2, PANELS) => self.tile::<2, PANELS>(simd, t, y),
-                        (1, PANELS) => self.tile::<1, PANELS>(simd, t, y),
-                        (6, _) => self.tile::<6, 1>(simd, t, y),
-                        (5, _) => self.tile::<5, 1>(simd, t, y),
-                        (4, _) => self.tile::<4, 1>(simd, t, y),
-                        (3, _) => self.tile::<3, 1>(simd, t, y),
-                        (2, _) => self.tile::<2, 1>(simd, t, y),
-                        _ => self.tile::<1, 1>(simd, t, y),
-                    }
-                    r += nr;
-                }
-                p0 += np;
-            }
-            r0 = r1;
+        for t in tiles(rows, self.bias.len(), self.k) {
+            by_shape!(t, self.tile(simd, x, t, y));
         }
     }
 
-    /// Rows `t.r..t.r + R` against panels `t.p0..t.p0 + P`.
+    /// Rows `t.r..t.r + R` of `x` against panels `t.p0..t.p0 + P`.
     #[inline(always)]
     fn tile<const R: usize, const P: usize>(
         &self,
         simd: pulp::x86::V4,
-        t: Tile<'_>,
+        x: &[f32],
+        t: Tile,
         y: &mut [f32],
     ) {
         let k = self.k;
-        let xs: [&[f32]; R] = std::array::from_fn(|i| &t.x[(t.r + i) * k..(t.r + i + 1) * k]);
+        let xs: [&[f32]; R] = std::array::from_fn(|i| &x[(t.r + i) * k..(t.r + i + 1) * k]);
         let ws: [&[pulp::f32x16]; P] =
             std::array::from_fn(|p| &self.panels[(t.p0 + p) * k..(t.p0 + p + 1) * k]);
         let mut acc: [[pulp::f32x16; P]; R] = [std::array::from_fn(|p| self.bias[t.p0 + p]); R];
@@ -285,16 +257,7 @@ impl Packed {
                 }
             }
         }
-        let n = self.n;
-        for (i, row) in acc.iter().enumerate() {
-            let out = &mut y[(t.r + i) * n..(t.r + i + 1) * n];
-            for (p, v) in row.iter().enumerate() {
-                let lanes: [f32; LANES] = pulp::cast(*v);
-                let c0 = (t.p0 + p) * LANES;
-                let len = LANES.min(n - c0);
-                out[c0..c0 + len].copy_from_slice(&lanes[..len]);
-            }
-        }
+        store(&acc, self.n, t, y);
     }
 }
 
@@ -308,7 +271,7 @@ pub(crate) struct PackedBf16 {
     n: usize,
     k: usize,
     panels: Vec<std::arch::x86_64::__m512bh>,
-    bias: Vec<f32>,
+    bias: Vec<pulp::f32x16>,
 }
 
 /// `x` rounded to bfloat16 (round to nearest, ties to even; a NaN stays a quiet NaN).
@@ -352,7 +315,7 @@ impl PackedBf16 {
             n,
             k,
             panels,
-            bias: b.to_vec(),
+            bias: bias_panels(b, count),
         }
     }
 
@@ -361,76 +324,33 @@ impl PackedBf16 {
     #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
     fn apply(&self, x: &[f32], rows: usize, y: &mut [f32]) {
         let (k, pairs) = (self.k, self.k.div_ceil(2));
-        if pairs == 0 || self.n == 0 {
-            // No inputs: every output is its bias.
-            for row in y.chunks_exact_mut(self.n.max(1)).take(rows) {
-                row.copy_from_slice(&self.bias[..row.len()]);
-            }
-            return;
-        }
         let mut xs = vec![0u32; rows * pairs];
-        for (r, out) in xs.chunks_exact_mut(pairs).enumerate() {
+        for r in 0..rows {
             let row = &x[r * k..(r + 1) * k];
-            for (j, o) in out.iter_mut().enumerate() {
+            for (j, o) in xs[r * pairs..(r + 1) * pairs].iter_mut().enumerate() {
                 let a = bf16_bits(row[2 * j]);
                 let b = row.get(2 * j + 1).map_or(0, |&v| bf16_bits(v));
                 *o = a | (b << 16);
             }
         }
-        let count = self.n.div_ceil(LANES);
-        let block = (BLOCK_FLOATS / pairs.max(1)).max(ROWS) / ROWS * ROWS;
-        let mut r0 = 0;
-        while r0 < rows {
-            let r1 = (r0 + block).min(rows);
-            let mut p0 = 0;
-            while p0 < count {
-                let np = if count - p0 >= PANELS { PANELS } else { 1 };
-                let mut r = r0;
-                while r < r1 {
-                    let nr = (r1 - r).min(ROWS);
-                    let t = Tile { x: &[], r, p0 };
-                    match (nr, np) {
-                        (6, PANELS) => self.tile::<6, PANELS>(&xs, t, y),
-                        (5, PANELS) => self.tile::<5, PANELS>(&xs, t, y),
-                        (4, PANELS) => self.tile::<4, PANELS>(&xs, t, y),
-                        (3, PANELS) => self.tile::<3, PANELS>(&xs, t, y),
-                        (2, PANELS) => self.tile::<2, PANELS>(&xs, t, y),
-                        (1, PANELS) => self.tile::<1, PANELS>(&xs, t, y),
-                        (6, _) => self.tile::<6, 1>(&xs, t, y),
-                        (5, _) => self.tile::<5, 1>(&xs, t, y),
-                        (4, _) => self.tile::<4, 1>(&xs, t, y),
-                        (3, _) => self.tile::<3, 1>(&xs, t, y),
-                        (2, _) => self.tile::<2, 1>(&xs, t, y),
-                        _ => self.tile::<1, 1>(&xs, t, y),
-                    }
-                    r += nr;
-                }
-                p0 += np;
-            }
-            r0 = r1;
+        for t in tiles(rows, self.bias.len(), pairs) {
+            by_shape!(t, self.tile(&xs, t, y));
         }
     }
 
-    /// Rows `t.r..t.r + R` against panels `t.p0..t.p0 + P` (callers: as for [`Self::apply`]).
+    /// Rows `t.r..t.r + R` of the paired inputs `xs` against panels `t.p0..t.p0 + P` (callers: as for
+    /// [`Self::apply`]).
     #[inline]
     #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bf16")]
-    fn tile<const R: usize, const P: usize>(&self, xs: &[u32], t: Tile<'_>, y: &mut [f32]) {
+    fn tile<const R: usize, const P: usize>(&self, xs: &[u32], t: Tile, y: &mut [f32]) {
         use std::arch::x86_64::{__m512, __m512bh, _mm512_dpbf16_ps, _mm512_set1_epi32};
         let pairs = self.k.div_ceil(2);
         let rows: [&[u32]; R] =
             std::array::from_fn(|i| &xs[(t.r + i) * pairs..(t.r + i + 1) * pairs]);
         let ws: [&[__m512bh]; P] =
             std::array::from_fn(|p| &self.panels[(t.p0 + p) * pairs..(t.p0 + p + 1) * pairs]);
-        let n = self.n;
-        let bias: [__m512; P] = std::array::from_fn(|p| {
-            pulp::cast::<[f32; LANES], _>(std::array::from_fn(|l| {
-                self.bias
-                    .get((t.p0 + p) * LANES + l)
-                    .copied()
-                    .unwrap_or(0.0)
-            }))
-        });
-        let mut acc: [[__m512; P]; R] = [bias; R];
+        let mut acc: [[__m512; P]; R] =
+            [std::array::from_fn(|p| pulp::cast(self.bias[t.p0 + p])); R];
         for j in 0..pairs {
             let w: [__m512bh; P] = std::array::from_fn(|p| ws[p][j]);
             for (row, x) in acc.iter_mut().zip(&rows) {
@@ -442,25 +362,97 @@ impl PackedBf16 {
                 }
             }
         }
-        for (i, row) in acc.iter().enumerate() {
-            let out = &mut y[(t.r + i) * n..(t.r + i + 1) * n];
-            for (p, v) in row.iter().enumerate() {
-                let lanes: [f32; LANES] = pulp::cast(*v);
-                let c0 = (t.p0 + p) * LANES;
-                let len = LANES.min(n - c0);
-                out[c0..c0 + len].copy_from_slice(&lanes[..len]);
-            }
+        store(&acc, self.n, t, y);
+    }
+}
+
+/// One tile of a product: its first row and panel, and how many of each (at most [`ROWS`] and
+/// [`PANELS`]).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Tile {
+    r: usize,
+    p0: usize,
+    rows: usize,
+    panels: usize,
+}
+
+/// The tiles of a product of `rows` rows against `count` panels, in the order both packed kernels take
+/// them: blocks of rows whose inputs (`row_len` values each) fit [`BLOCK_FLOATS`], each block against
+/// every panel (four at a time, then one), the rows of a block six at a time.
+#[cfg(target_arch = "x86_64")]
+fn tiles(rows: usize, count: usize, row_len: usize) -> impl Iterator<Item = Tile> {
+    let block = (BLOCK_FLOATS / row_len.max(1)).max(ROWS) / ROWS * ROWS;
+    (0..rows).step_by(block).flat_map(move |r0| {
+        let r1 = (r0 + block).min(rows);
+        let whole = count / PANELS * PANELS;
+        let starts = (0..whole).step_by(PANELS).chain(whole..count);
+        starts.flat_map(move |p0| {
+            let panels = if p0 < whole { PANELS } else { 1 };
+            (r0..r1).step_by(ROWS).map(move |r| Tile {
+                r,
+                p0,
+                rows: (r1 - r).min(ROWS),
+                panels,
+            })
+        })
+    })
+}
+
+/// Runs `$self.$tile::<R, P>(args)` with the tile's row and panel counts as constants.
+#[cfg(target_arch = "x86_64")]
+macro_rules! by_shape {
+    ($t:expr, $s:ident . $tile:ident ( $($arg:expr),* )) => {
+        match ($t.rows, $t.panels == PANELS) {
+            (6, true) => $s.$tile::<6, PANELS>($($arg),*),
+            (5, true) => $s.$tile::<5, PANELS>($($arg),*),
+            (4, true) => $s.$tile::<4, PANELS>($($arg),*),
+            (3, true) => $s.$tile::<3, PANELS>($($arg),*),
+            (2, true) => $s.$tile::<2, PANELS>($($arg),*),
+            (1, true) => $s.$tile::<1, PANELS>($($arg),*),
+            (6, false) => $s.$tile::<6, 1>($($arg),*),
+            (5, false) => $s.$tile::<5, 1>($($arg),*),
+            (4, false) => $s.$tile::<4, 1>($($arg),*),
+            (3, false) => $s.$tile::<3, 1>($($arg),*),
+            (2, false) => $s.$tile::<2, 1>($($arg),*),
+            _ => $s.$tile::<1, 1>($($arg),*),
+        }
+    };
+}
+#[cfg(target_arch = "x86_64")]
+use by_shape;
+
+/// A tile's sums (16-lane f32 vectors: pulp's or `__m512`) into its rows of `y` (`n` columns; the lanes
+/// past `n` of a last, partial panel dropped).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn store<V: pulp::bytemuck::Pod, const R: usize, const P: usize>(
+    acc: &[[V; P]; R],
+    n: usize,
+    t: Tile,
+    y: &mut [f32],
+) {
+    for (i, row) in acc.iter().enumerate() {
+        let out = &mut y[(t.r + i) * n..(t.r + i + 1) * n];
+        for (p, v) in row.iter().enumerate() {
+            let lanes: [f32; LANES] = pulp::cast(*v);
+            let c0 = (t.p0 + p) * LANES;
+            let len = LANES.min(n - c0);
+            out[c0..c0 + len].copy_from_slice(&lanes[..len]);
         }
     }
 }
 
+/// The bias as panels of [`LANES`] (zero past its end).
 #[cfg(target_arch = "x86_64")]
-/// Where a tile starts: its first row of `x` and its first panel.
-#[derive(Clone, Copy)]
-struct Tile<'a> {
-    x: &'a [f32],
-    r: usize,
-    p0: usize,
+fn bias_panels(b: &[f32], count: usize) -> Vec<pulp::f32x16> {
+    (0..count)
+        .map(|p| {
+            let lanes: [f32; LANES] =
+                std::array::from_fn(|l| b.get(p * LANES + l).copied().unwrap_or(0.0));
+            pulp::cast(lanes)
+        })
+        .collect()
 }
 
 #[cfg(test)]
