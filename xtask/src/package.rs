@@ -85,8 +85,12 @@ fn check_extracted(packages: &[(String, String)], target: &Path, root: &Path) ->
         let file = target
             .join("package")
             .join(format!("{name}-{version}.crate"));
+        // `-m`: the files get the extraction time, not their packaged one. The folder's name repeats
+        // whenever a process id does (a fresh machine hands out the same ids), and cargo compares a
+        // source's time with the shared target folder's last build of the same path: with the packaged
+        // times an edited package could pass for the one built there before, and be checked stale.
         let status = Command::new("tar")
-            .arg("-xzf")
+            .arg("-xzmf")
             .arg(&file)
             .arg("-C")
             .arg(root)

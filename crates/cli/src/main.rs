@@ -54,6 +54,10 @@ enum Command {
         /// instead of being extracted.
         #[arg(long)]
         openie_cache: Option<PathBuf>,
+        /// Print what the build would ask of the chat model (calls, prompt and completion tokens per
+        /// stage, the cost with prices in [chat]) and stop: no model is called, nothing is written.
+        #[arg(long)]
+        estimate: bool,
     },
     /// Answer a question from an index.
     Query(QueryArgs),
@@ -222,7 +226,7 @@ async fn run_index(
     index: PathBuf,
     config: Option<PathBuf>,
     methods: Vec<String>,
-    (force, openie_cache): (bool, Option<PathBuf>),
+    (force, openie_cache, estimate): (bool, Option<PathBuf>, bool),
     quiet: bool,
 ) -> kgrag::Result<()> {
     let docs = kgrag::documents::read_inputs(&paths)?;
@@ -235,6 +239,9 @@ async fn run_index(
         }
     }
     let config = config_arg(config.as_deref())?.unwrap_or_default();
+    if estimate {
+        return run_estimate(&docs, &index, config, &methods, &prefilled);
+    }
     let handle = Index::options()
         .config(config.clone())
         .progress(progress(quiet))
@@ -291,6 +298,37 @@ async fn run_index(
         searcher.corpus().chunks.len(),
         index.display()
     );
+    Ok(())
+}
+
+/// `kgrag index --estimate`: the expected LLM use of building `docs` into `index`, printed; the chat
+/// model is built (no request is sent) and nothing is written — not even the cache folder.
+fn run_estimate(
+    docs: &[kgrag::documents::SourceDoc],
+    index: &Path,
+    config: Config,
+    methods: &[String],
+    prefilled: &std::collections::HashMap<kgrag::types::ChunkId, kgrag::types::Extraction>,
+) -> kgrag::Result<()> {
+    let chat: Option<std::sync::Arc<dyn kgrag::types::ChatModel>> = match &config.chat {
+        Some(c) => Some(kgrag::llm::build_chat(c, None)?),
+        None => None,
+    };
+    // The estimate embeds nothing: a hashing embedder stands in for loading the configured one.
+    let embedder = kgrag::llm::build_embedder(
+        &kgrag::llm::EmbedderConfig::Hashing(Default::default()),
+        None,
+    )?;
+    let cache_dir = config.cache_dir_or(&index.join("cache"));
+    let handle = Index::options()
+        .config(config)
+        .models(embedder, chat)
+        .cache_dir(cache_dir)
+        .in_memory()?;
+    let keys: std::collections::HashSet<kgrag::types::ChunkId> =
+        prefilled.keys().cloned().collect();
+    let e = handle.estimate(docs, methods, &keys)?;
+    print!("{}", e.render());
     Ok(())
 }
 
@@ -453,6 +491,25 @@ fn run_stats(index: PathBuf, json: bool, documents: bool) -> kgrag::Result<()> {
     );
     println!("cache: {}", s["cache"]);
     println!("LLM usage by stage: {}", s["llm_by_stage"]);
+    if let Some(rows) = s["llm_estimate"]["by_stage"].as_array() {
+        println!("LLM estimate of the last build against what it used (calls, prompt / completion tokens):");
+        for r in rows {
+            let (e, a) = (&r["estimated"], &r["actual"]);
+            println!(
+                "  {:<11} estimated {:>8} calls {:>11} / {:>10}   actual {:>8} calls {:>11} / {:>10}",
+                r["stage"].as_str().unwrap_or("?"),
+                e["calls"],
+                e["prompt_tokens"],
+                e["completion_tokens"],
+                a["calls"],
+                a["prompt_tokens"],
+                a["completion_tokens"]
+            );
+        }
+        if let Some(cost) = s["llm_estimate"]["cost"].as_f64() {
+            println!("  estimated cost: {cost:.2}");
+        }
+    }
     println!(
         "last build: stages {} extraction {}",
         s["last_build_stages"], s["last_build_extraction"]
@@ -519,6 +576,7 @@ fn main() -> ExitCode {
             methods,
             force,
             openie_cache,
+            estimate,
         } => (
             "index",
             runtime
@@ -527,7 +585,7 @@ fn main() -> ExitCode {
                     index,
                     config,
                     methods,
-                    (force, openie_cache),
+                    (force, openie_cache, estimate),
                     quiet,
                 ))
                 .map_err(CliError::from),

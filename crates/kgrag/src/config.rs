@@ -16,6 +16,8 @@
 //! # provider = "openai"
 //! # base_url = "http://127.0.0.1:8000/v1"
 //! # model = "meta-llama/Llama-3.3-70B-Instruct"
+//! # price_per_million_input = 0.15   # optional: the cost line of `kgrag index --estimate`
+//! # price_per_million_output = 0.60
 //!
 //! [hipporag]                         # kgrag-hipporag HippoConfig, the spec's keys and defaults
 //! filter = "llm"                     # forced to "none" when no chat model is configured

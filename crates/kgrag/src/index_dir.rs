@@ -109,6 +109,10 @@ pub struct Manifest {
     pub extraction: BTreeMap<String, u64>,
     /// Notes of the last build.
     pub notes: Vec<String>,
+    /// What the last build from nothing was expected to ask of the chat model (made with a chat model
+    /// only; cleared by inserts and deletes, whose usage adds to `llm`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<crate::estimate::Estimate>,
 }
 
 impl Manifest {
@@ -543,6 +547,7 @@ mod tests {
             stages: Vec::new(),
             extraction: BTreeMap::new(),
             notes: Vec::new(),
+            estimate: None,
         };
         manifest.upgrade();
         assert_eq!(

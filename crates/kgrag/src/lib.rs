@@ -56,6 +56,7 @@
 pub mod config;
 pub mod documents;
 pub mod env;
+pub mod estimate;
 pub(crate) mod graphs;
 pub mod index;
 pub mod index_dir;

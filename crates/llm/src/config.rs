@@ -199,6 +199,26 @@ pub enum ChatConfig {
     Local(LocalChatConfig),
 }
 
+impl ChatConfig {
+    /// The prices per million prompt and completion tokens, when both are configured (OpenAI-compatible
+    /// providers only: Ollama and the in-process model cost nothing per token).
+    pub fn prices(&self) -> Option<(f64, f64)> {
+        match self {
+            ChatConfig::Openai(c) => c.price_per_million_input.zip(c.price_per_million_output),
+            ChatConfig::Ollama(_) | ChatConfig::Local(_) => None,
+        }
+    }
+
+    /// Requests in flight at once (`limits.concurrency`).
+    pub fn concurrency(&self) -> usize {
+        match self {
+            ChatConfig::Openai(c) => c.limits.concurrency,
+            ChatConfig::Ollama(c) => c.limits.concurrency,
+            ChatConfig::Local(c) => c.limits.concurrency,
+        }
+    }
+}
+
 /// Which embedding provider to use, with its settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "provider", rename_all = "snake_case")]

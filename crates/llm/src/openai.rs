@@ -40,6 +40,13 @@ pub struct OpenAiConfig {
     /// Embeddings only: texts per request.
     #[serde(default = "default_batch")]
     pub batch_size: usize,
+    /// Chat only, optional: the provider's price per million prompt tokens (any currency), for the cost
+    /// line of `kgrag index --estimate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_million_input: Option<f64>,
+    /// Chat only, optional: the price per million completion tokens (the same currency).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_million_output: Option<f64>,
 }
 
 fn default_batch() -> usize {
@@ -489,6 +496,8 @@ mod tests {
             api_key_env: Some("KGRAG_TEST_SURELY_UNSET_KEY".into()),
             dimension: None,
             batch_size: 8,
+            price_per_million_input: None,
+            price_per_million_output: None,
             limits: Default::default(),
         })
         .unwrap_err();

@@ -40,6 +40,8 @@ pub fn smollm2_chat(url: String) -> Result<Arc<dyn ManagedChatModel>> {
             },
             dimension: None,
             batch_size: 8,
+            price_per_million_input: None,
+            price_per_million_output: None,
         }),
         None,
     )

@@ -144,6 +144,18 @@ fn relation_prompt(names: &str, text: &str) -> String {
     )
 }
 
+/// The text every call of the two stages sends besides the chunk (and, in stage B, the entity names):
+/// the entity and relation prompts rendered with an empty text, and the gleaning and continue turns.
+/// For cost estimates; the exact request also carries the chunk.
+pub fn prompt_templates(config: &GraphRagConfig) -> [String; 4] {
+    [
+        entity_prompt(&config.entity_types.join(","), ""),
+        relation_prompt("", ""),
+        GLEAN_PROMPT.to_owned(),
+        CONTINUE_PROMPT.to_owned(),
+    ]
+}
+
 const GLEAN_PROMPT: &str =
     "Many entities were missed in the last answer. Add them below, in the same format.";
 const GLEAN_RELATIONS_PROMPT: &str =

@@ -228,6 +228,31 @@ fn llm_faults_during_indexing_are_counted_and_a_rerun_repeats_nothing_finished()
         assert!(out.status.success(), "{label}: {stderr}");
         stderr
     };
+    // `--estimate` first: a table of the expected calls, no request sent, nothing written.
+    let out = index_fixture(&work, "idx")
+        .args(["--estimate", "--quiet"])
+        .env("OPENAI_API_KEY", "test")
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        table.contains("openie_ner") && table.contains("openie_triples"),
+        "{table}"
+    );
+    assert_eq!(
+        server.log.lock().unwrap().requests,
+        0,
+        "the estimate sent a request"
+    );
+    assert!(
+        !work.join("idx").exists() && !work.join("cache").exists(),
+        "the estimate wrote files"
+    );
     // Under faults: the build completes; the failures are counted.
     let first = index("faulty build");
     let stats = json(&work, &["stats", "--index", "idx", "--json"]);
@@ -264,6 +289,20 @@ fn llm_faults_during_indexing_are_counted_and_a_rerun_repeats_nothing_finished()
         failed > 0,
         "no chunk failed: the rerun path is not exercised\n{first}"
     );
+    // The estimate made before the build: two OpenIE calls per chunk, every chunk to extract.
+    let chunks = stats["chunks"].as_u64().unwrap();
+    let estimated = |stats: &serde_json::Value| {
+        stats["llm_estimate"]["by_stage"]
+            .as_array()
+            .and_then(|rows| rows.iter().find(|r| r["stage"] == "extraction"))
+            .map(|r| r["estimated"]["calls"].as_u64().unwrap_or(0))
+    };
+    assert_eq!(
+        estimated(&stats),
+        Some(2 * chunks),
+        "{}",
+        stats["llm_estimate"]
+    );
     let notes = stats["notes"].to_string();
     assert!(notes.contains("a rerun retries them"), "{notes}\n{first}");
     // The rerun, the server healthy: only what failed is asked again, and every chunk is extracted.
@@ -278,6 +317,13 @@ fn llm_faults_during_indexing_are_counted_and_a_rerun_repeats_nothing_finished()
     );
     assert_eq!(log.repeated, 0, "an answered request was sent again");
     assert_eq!(stats["last_build_extraction"]["failed"].as_u64(), Some(0));
+    // The rerun's estimate counts only the chunks left to extract (the others are in the store).
+    assert_eq!(
+        estimated(&stats),
+        Some(2 * failed),
+        "{}",
+        stats["llm_estimate"]
+    );
     assert_eq!(
         stats["last_build_extraction"]["extracted"].as_u64(),
         Some(failed),

@@ -352,6 +352,15 @@ impl Searcher {
             "last_build_stages": m.stages,
             "last_build_extraction": m.extraction,
             "notes": m.notes,
+            "llm_estimate": m.estimate.as_ref().map(|e| serde_json::json!({
+                "estimate": e,
+                "cost": e.cost(),
+                "by_stage": e.against(&m.llm).into_iter().map(|(stage, est, actual)| serde_json::json!({
+                    "stage": stage,
+                    "estimated": est,
+                    "actual": actual,
+                })).collect::<Vec<_>>(),
+            })),
         }))
     }
 }

@@ -50,6 +50,8 @@ struct Work {
     methods: BTreeMap<String, Arc<dyn MethodIndex>>,
     stages: Vec<(String, f64)>,
     llm: BTreeMap<String, UsageEntry>,
+    /// The LLM estimate of the last build from nothing (`None` after a change).
+    estimate: Option<crate::estimate::Estimate>,
 }
 
 impl Work {
@@ -64,6 +66,7 @@ impl Work {
             methods: BTreeMap::new(),
             stages: Vec::new(),
             llm: BTreeMap::new(),
+            estimate: None,
         }
     }
 
@@ -82,6 +85,7 @@ impl Work {
             methods: self.methods.clone(),
             stages: self.stages.clone(),
             llm: self.llm.clone(),
+            estimate: self.estimate.clone(),
         }
     }
 }
@@ -206,6 +210,7 @@ impl IndexWriter {
             methods,
             stages: base.stages.clone(),
             llm: base.llm.clone(),
+            estimate: base.manifest.as_ref().and_then(|m| m.estimate.clone()),
         };
         self.loaded = true;
         Ok(())
@@ -376,6 +381,7 @@ impl IndexWriter {
             stages: self.work.stages.clone(),
             extraction,
             notes: env.notes(),
+            estimate: self.work.estimate.clone(),
         };
         let manifest = store.commit(NewGeneration {
             opened: self.work.manifest.as_ref().map(|m| m.generation),
@@ -550,27 +556,7 @@ impl IndexWriter {
     }
 
     fn method_list(&self, methods: &[String]) -> Result<Vec<String>> {
-        let asked: Vec<String> = if methods.is_empty() {
-            self.env().config.index.methods.clone()
-        } else {
-            methods.to_vec()
-        };
-        for m in &asked {
-            if !methods::METHOD_NAMES.contains(&m.as_str()) {
-                return Err(KgragError::Config(format!(
-                    "unknown method {m:?}; methods: {}",
-                    methods::METHOD_NAMES.join(", ")
-                )));
-            }
-        }
-        if asked.is_empty() {
-            return Err(KgragError::Config("no method to index".into()));
-        }
-        Ok(methods::METHOD_NAMES
-            .iter()
-            .filter(|m| asked.iter().any(|a| a == *m))
-            .map(|m| (*m).to_owned())
-            .collect())
+        method_list(self.env(), methods)
     }
 
     async fn rebuild_inner(
@@ -594,6 +580,17 @@ impl IndexWriter {
             chunks.len(),
             chunking_name(&self.env().config.index.chunking)
         ));
+        // With a chat model, what the build is expected to ask of it (before any call), for `kgrag stats`.
+        self.work.estimate = match self.env().chat {
+            Some(_) => Some(crate::estimate::estimate(
+                self.env(),
+                &methods,
+                records.len(),
+                &chunks,
+                &|id| prefilled.contains_key(id),
+            )?),
+            None => None,
+        };
         let triples = if self.needs_triples(&methods) {
             let before = self.shared.usage();
             let t = Instant::now();
@@ -724,6 +721,7 @@ impl IndexWriter {
         let change = Change::Insert(fresh.iter().map(|(id, _)| id.clone()).collect());
         self.build_methods(&methods, &change, &mut stages).await?;
         self.work.stages = stages.into_secs();
+        self.work.estimate = None;
         Ok(summary)
     }
 
@@ -781,6 +779,7 @@ impl IndexWriter {
         let change = Change::Delete(removed.into_iter().collect());
         self.build_methods(&methods, &change, &mut stages).await?;
         self.work.stages = stages.into_secs();
+        self.work.estimate = None;
         Ok(summary)
     }
 }
@@ -794,4 +793,29 @@ fn chunking_name(c: &ChunkerConfig) -> String {
             overlap,
         } => format!("{size}-token windows overlapping by {overlap}, {encoding:?}"),
     }
+}
+
+/// The methods to build, in registry order: `methods`, else `[index] methods`; an unknown name is an error.
+pub(crate) fn method_list(env: &Env, methods: &[String]) -> Result<Vec<String>> {
+    let asked: Vec<String> = if methods.is_empty() {
+        env.config.index.methods.clone()
+    } else {
+        methods.to_vec()
+    };
+    for m in &asked {
+        if !methods::METHOD_NAMES.contains(&m.as_str()) {
+            return Err(KgragError::Config(format!(
+                "unknown method {m:?}; methods: {}",
+                methods::METHOD_NAMES.join(", ")
+            )));
+        }
+    }
+    if asked.is_empty() {
+        return Err(KgragError::Config("no method to index".into()));
+    }
+    Ok(methods::METHOD_NAMES
+        .iter()
+        .filter(|m| asked.iter().any(|a| a == *m))
+        .map(|m| (*m).to_owned())
+        .collect())
 }

@@ -177,12 +177,19 @@ pub trait MethodIndex: Send + Sync {
 /// The settings an index with `methods` depends on.
 pub fn settings(config: &Config, methods: &[&str]) -> BTreeMap<String, serde_json::Value> {
     let mut out = BTreeMap::new();
-    // The embedder's keys that change its vectors (not where its files are, its batch or its limits).
+    // The embedder's keys that change its vectors (not where its files are, its batch, its limits or prices).
     out.insert(
         "embedder".to_owned(),
         json_without(
             &config.embedder,
-            &["model_dir", "limits", "batch_size", "api_key_env"],
+            &[
+                "model_dir",
+                "limits",
+                "batch_size",
+                "api_key_env",
+                "price_per_million_input",
+                "price_per_million_output",
+            ],
         ),
     );
     out.insert("chunking".to_owned(), json(&config.index.chunking));

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod config_file;
+mod estimate;
 mod fixture_methods;
 mod index_api;
 mod pipeline;

@@ -26,6 +26,8 @@ fn openai(base: String, max_attempts: u32) -> OpenAiConfig {
         limits: fast_limits(max_attempts),
         dimension: None,
         batch_size: 2,
+        price_per_million_input: None,
+        price_per_million_output: None,
     }
 }
 

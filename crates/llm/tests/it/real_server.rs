@@ -36,6 +36,8 @@ fn config(base_url: String) -> OpenAiConfig {
         },
         dimension: None,
         batch_size: 8,
+        price_per_million_input: None,
+        price_per_million_output: None,
     }
 }
 

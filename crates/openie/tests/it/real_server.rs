@@ -32,6 +32,8 @@ async fn hippo_openie_over_two_passages_with_smollm2() {
             },
             dimension: None,
             batch_size: 8,
+            price_per_million_input: None,
+            price_per_million_output: None,
         }),
         None,
     )
