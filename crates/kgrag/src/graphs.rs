@@ -141,6 +141,51 @@ pub(crate) fn hirag_models(env: &Env) -> kgrag_hirag::Models {
     }
 }
 
+/// Requests the configured chat model keeps in flight (`[chat.limits] concurrency`; `None` without a
+/// configured one, e.g. models handed in).
+fn chat_concurrency(env: &Env) -> Option<usize> {
+    env.config.chat.as_ref().map(|c| c.concurrency())
+}
+
+/// `config` with its stage concurrency (read by `get`, written by `set`) raised to the chat model's own
+/// limit when that is higher: a build is then bound by the provider, not by a stage's own queue.
+/// Concurrency never changes what is built (every stage keeps its input order).
+fn at_chat_concurrency<'a, C: Clone>(
+    env: &Env,
+    config: &'a C,
+    get: fn(&C) -> usize,
+    set: fn(&mut C, usize),
+) -> std::borrow::Cow<'a, C> {
+    match chat_concurrency(env) {
+        Some(n) if n > get(config) => {
+            let mut c = config.clone();
+            set(&mut c, n);
+            std::borrow::Cow::Owned(c)
+        }
+        _ => std::borrow::Cow::Borrowed(config),
+    }
+}
+
+/// `[hirag]` as a build runs it (`concurrency` a floor; see [`at_chat_concurrency`]).
+pub(crate) fn hirag_config(env: &Env) -> std::borrow::Cow<'_, kgrag_hirag::HiragConfig> {
+    at_chat_concurrency(
+        env,
+        &env.config.hirag,
+        |c| c.concurrency,
+        |c, n| c.concurrency = n,
+    )
+}
+
+/// `[leanrag]` as a build runs it (`concurrency` a floor; see [`at_chat_concurrency`]).
+pub(crate) fn leanrag_config(env: &Env) -> std::borrow::Cow<'_, kgrag_leanrag::LeanragConfig> {
+    at_chat_concurrency(
+        env,
+        &env.config.leanrag,
+        |c| c.concurrency,
+        |c, n| c.concurrency = n,
+    )
+}
+
 /// Builds HiRAG's index, reusing the community reports of `previous` and of the cache folder's report
 /// file (reports are keyed by the hash of their input), and adds the new reports to that file.
 pub(crate) async fn build_hirag(
@@ -149,7 +194,7 @@ pub(crate) async fn build_hirag(
     extractions: &[Extraction],
     previous: Option<&HiragIndex>,
 ) -> Result<HiragIndex> {
-    let hc = &env.config.hirag;
+    let hc = &*hirag_config(env);
     let reports_file = env.cache_dir.join("hirag-reports.json");
     let mut reuse: HashMap<String, kgrag_hirag::CommunityReport> =
         match std::fs::read(&reports_file) {
@@ -200,7 +245,7 @@ pub(crate) async fn build_leanrag(
     corpus: &Corpus,
     hirag: Option<&HiragIndex>,
 ) -> Result<(LeanragIndex, f64)> {
-    let lc = &env.config.leanrag;
+    let lc = &*leanrag_config(env);
     let t = Instant::now();
     let g0 = match (lc.g0, hirag) {
         (G0Source::Hirag, Some(index)) => g0_from_hirag(index)?,
@@ -210,7 +255,7 @@ pub(crate) async fn build_leanrag(
                 &chunks,
                 &extractions,
                 &hirag_models(env),
-                &env.config.hirag,
+                &hirag_config(env),
             )
             .await?;
             let texts = chunks
@@ -328,7 +373,12 @@ pub(crate) async fn extract_chunks(
         extractor,
         chunks,
         &store,
-        &RunnerConfig::default(),
+        &RunnerConfig {
+            // At least the chat model's requests in flight (the runner's 8 otherwise).
+            concurrency: chat_concurrency(env)
+                .unwrap_or(0)
+                .max(RunnerConfig::default().concurrency),
+        },
         &mut report,
     )
     .await?;

@@ -3,15 +3,16 @@
 //! than the request timeout, and well-formed replies a model might write that hold no JSON. The build
 //! completes, every failure is counted, and a rerun retries only what failed: no request that was
 //! answered is sent again (the response cache and the extraction store), and the rerun leaves no chunk
-//! unextracted.
+//! unextracted. And the same server answering every request after 200 ms: a build with every method keeps
+//! the chat model's requests in flight (bound by the provider, not by a stage's queue).
 
 use std::collections::{BTreeMap, HashSet};
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::cli::{fixture_corpus, index_fixture, json, tmp};
 
@@ -23,6 +24,9 @@ struct Log {
     answered: HashSet<u64>,
     /// Requests whose body had been answered usefully before.
     repeated: u64,
+    /// Every answered request: what it asked for (see [`kind_of`]), when its body had arrived and when
+    /// its reply was sent.
+    timeline: Vec<(&'static str, Instant, Instant)>,
 }
 
 /// The fault-injecting server: while `faulty`, request `n` gets fault `n % 8` (six kinds of failure, two
@@ -30,6 +34,8 @@ struct Log {
 struct FaultServer {
     port: u16,
     faulty: Arc<AtomicBool>,
+    /// Milliseconds every reply waits before it is sent (a provider's latency).
+    delay_ms: Arc<AtomicU64>,
     log: Arc<Mutex<Log>>,
 }
 
@@ -38,21 +44,28 @@ impl FaultServer {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let faulty = Arc::new(AtomicBool::new(true));
+        let delay_ms = Arc::new(AtomicU64::new(0));
         let log = Arc::new(Mutex::new(Log::default()));
-        let (f, l) = (faulty.clone(), log.clone());
+        let (f, d, l) = (faulty.clone(), delay_ms.clone(), log.clone());
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                let (f, l) = (f.clone(), l.clone());
-                std::thread::spawn(move || serve(conn, &f, &l));
+                let (f, d, l) = (f.clone(), d.clone(), l.clone());
+                std::thread::spawn(move || serve(conn, &f, &d, &l));
             }
         });
-        Self { port, faulty, log }
+        Self {
+            port,
+            faulty,
+            delay_ms,
+            log,
+        }
     }
 }
 
 /// Serves the requests of one connection (keep-alive) until it closes or a fault closes it.
-fn serve(conn: TcpStream, faulty: &AtomicBool, log: &Mutex<Log>) {
+fn serve(conn: TcpStream, faulty: &AtomicBool, delay_ms: &AtomicU64, log: &Mutex<Log>) {
     let _ = conn.set_read_timeout(Some(Duration::from_secs(30)));
+    let _ = conn.set_nodelay(true);
     let Ok(mut out) = conn.try_clone() else {
         return;
     };
@@ -85,6 +98,7 @@ fn serve(conn: TcpStream, faulty: &AtomicBool, log: &Mutex<Log>) {
         if reader.read_exact(&mut body).is_err() {
             return;
         }
+        let arrived = Instant::now();
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         body.hash(&mut hasher);
         let key = hasher.finish();
@@ -111,6 +125,10 @@ fn serve(conn: TcpStream, faulty: &AtomicBool, log: &Mutex<Log>) {
             }
         }
         let text = String::from_utf8_lossy(&body);
+        let delay = delay_ms.load(Ordering::SeqCst);
+        if delay > 0 {
+            std::thread::sleep(Duration::from_millis(delay));
+        }
         let sent = match kind {
             "429" => respond(
                 &mut out,
@@ -147,16 +165,37 @@ fn serve(conn: TcpStream, faulty: &AtomicBool, log: &Mutex<Log>) {
         if !sent {
             return;
         }
+        if kind == "ok" {
+            let mut log = log.lock().unwrap();
+            log.timeline.push((kind_of(&text), arrived, Instant::now()));
+        }
     }
 }
 
+/// What a request asks for, from our prompts' wording: `ner`, `triples`, `hierarchy` (a HiRAG cluster
+/// summary), `reports`, `aggregates`, `relations` (LeanRAG) or `other`.
+fn kind_of(body: &str) -> &'static str {
+    [
+        ("RDF-style triples", "triples"),
+        ("named_entities", "ner"),
+        ("more abstract layer", "hierarchy"),
+        ("communities of a knowledge graph", "reports"),
+        ("entity aggregation analyst", "aggregates"),
+        ("inter-aggregation relationship analyst", "relations"),
+    ]
+    .iter()
+    .find(|(needle, _)| body.contains(needle))
+    .map_or("other", |(_, kind)| kind)
+}
+
 fn respond(out: &mut TcpStream, status: &str, headers: &str, body: &str) -> bool {
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n",
+    // One write: a head and a body in two small segments meet Nagle's algorithm and the client's delayed
+    // ACK, and the body would wait 40 ms — the test server's latency, not a provider's.
+    let reply = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
         body.len()
     );
-    out.write_all(head.as_bytes())
-        .and_then(|_| out.write_all(body.as_bytes()))
+    out.write_all(reply.as_bytes())
         .and_then(|_| out.flush())
         .is_ok()
 }
@@ -190,6 +229,28 @@ fn reply_for(body: &str) -> String {
         }
     }
     words.truncate(6);
+    match kind_of(body) {
+        "hierarchy" => {
+            return format!(
+                "(\"entity\"<|>THEME OF {0}<|>category<|>What the group around {0} shares.)<|COMPLETE|>",
+                words.first().copied().unwrap_or("IT").to_uppercase()
+            )
+        }
+        "reports" => {
+            return serde_json::json!({"title": "A community", "summary": "Related entities.",
+                "rating": 5.0, "rating_explanation": "Moderate.",
+                "findings": [{"summary": "A finding.", "explanation": "It holds."}]})
+            .to_string()
+        }
+        "aggregates" => {
+            return serde_json::json!({"entity_name": format!("GROUP OF {}", words.join(" ")),
+                "entity_description": "What the members share.",
+                "findings": [{"summary": "A trait.", "explanation": "They share it."}]})
+            .to_string()
+        }
+        "relations" => return "The two groups are linked by trade.".to_owned(),
+        _ => {}
+    }
     if body.contains("RDF-style triples") {
         let triples: Vec<[&str; 3]> = words
             .windows(2)
@@ -329,5 +390,106 @@ fn llm_faults_during_indexing_are_counted_and_a_rerun_repeats_nothing_finished()
         Some(failed),
         "the rerun extracts exactly the chunks that failed"
     );
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Per kind of request (see [`kind_of`]): how many, the span from the first arrival to the last reply,
+/// and the mean number in flight over that span.
+fn waves(
+    timeline: &[(&'static str, Instant, Instant)],
+) -> BTreeMap<&'static str, (usize, f64, f64)> {
+    let mut out = BTreeMap::new();
+    for kind in timeline
+        .iter()
+        .map(|t| t.0)
+        .collect::<std::collections::BTreeSet<_>>()
+    {
+        let mine: Vec<_> = timeline.iter().filter(|t| t.0 == kind).collect();
+        let first = mine.iter().map(|t| t.1).min().unwrap();
+        let last = mine.iter().map(|t| t.2).max().unwrap();
+        let span = (last - first).as_secs_f64();
+        let busy: f64 = mine.iter().map(|t| (t.2 - t.1).as_secs_f64()).sum();
+        out.insert(kind, (mine.len(), span, busy / span.max(1e-9)));
+    }
+    out
+}
+
+#[test]
+fn an_llm_build_is_bound_by_the_provider() {
+    // Every reply takes 200 ms; the chat model keeps 8 requests in flight: at most 40 requests a second.
+    const CONCURRENCY: usize = 8;
+    let server = FaultServer::start();
+    server.faulty.store(false, Ordering::SeqCst);
+    server.delay_ms.store(200, Ordering::SeqCst);
+    let work = tmp("throughput");
+    // The fixture three times over (each copy its own documents), for waves wider than the concurrency.
+    let ds = kgrag::eval::load("kgrag-fixture", std::path::Path::new("/nonexistent")).unwrap();
+    let mut lines = String::new();
+    for copy in 0..3 {
+        for (i, p) in ds.passages.iter().enumerate() {
+            let text = format!("{} (Record {copy}.)", p.text);
+            let line = serde_json::json!({"id": format!("c{copy}p{i:02}"), "title": p.title, "text": text});
+            lines.push_str(&format!("{line}\n"));
+        }
+    }
+    std::fs::write(work.join("corpus.jsonl"), lines).unwrap();
+    std::fs::write(
+        work.join("kgrag.toml"),
+        format!(
+            "cache_dir = \"cache\"\nopenie = \"llm\"\n\
+             [chat]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:{}/v1\"\nmodel = \"slow\"\n\
+             [chat.limits]\nmax_attempts = 2\nrequest_timeout_secs = 10.0\nconcurrency = {CONCURRENCY}\n\
+             [hipporag]\nfilter = \"none\"\n[leanrag]\ncluster_size = 5\n",
+            server.port
+        ),
+    )
+    .unwrap();
+    let started = Instant::now();
+    let out = super::cli::kgrag(&work)
+        .args(["index", "corpus.jsonl", "--index", "idx", "--quiet"])
+        .args(["--methods", "dense,hipporag2,hirag,leanrag"])
+        .env("OPENAI_API_KEY", "test")
+        .output()
+        .unwrap();
+    let wall = started.elapsed().as_secs_f64();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = server.log.lock().unwrap();
+    let w = waves(&log.timeline);
+    let total = log.timeline.len();
+    eprintln!("{total} requests in {wall:.1} s; by kind (requests, span s, mean in flight): {w:?}");
+    let ideal = CONCURRENCY as f64 / 0.2;
+    // OpenIE: the chunks are independent, so the provider is the bound: ≥ 0.8 × 40 requests a second.
+    let openie: Vec<_> = log
+        .timeline
+        .iter()
+        .filter(|t| t.0 == "ner" || t.0 == "triples")
+        .copied()
+        .collect();
+    let (n, span, in_flight) = waves(
+        &openie
+            .iter()
+            .map(|t| ("openie", t.1, t.2))
+            .collect::<Vec<_>>(),
+    )["openie"];
+    let rate = n as f64 / span;
+    eprintln!(
+        "OpenIE: {n} requests, {rate:.1} a second ({in_flight:.1} in flight), ideal {ideal:.0}"
+    );
+    assert!(
+        rate >= 0.8 * ideal,
+        "OpenIE ran {rate:.1} requests a second, under 0.8 × {ideal:.0}"
+    );
+    // The community reports of a level are independent too: more in flight than `[hirag] concurrency`
+    // (4), since a stage keeps as many requests in flight as the chat model takes.
+    let (n, _, in_flight) = w["reports"];
+    assert!(
+        n >= 2 * CONCURRENCY,
+        "only {n} reports: the wave is too narrow to tell"
+    );
+    assert!(in_flight > 4.0, "reports ran {in_flight:.1} in flight");
     let _ = std::fs::remove_dir_all(&work);
 }

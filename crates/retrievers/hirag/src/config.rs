@@ -171,7 +171,8 @@ pub struct HiragConfig {
     /// `base = "openie_cache"`: an entity's description keeps its fact sentences while they fit this many
     /// o200k tokens (at least one) (ours, 200).
     pub openie_description_tokens: usize,
-    /// Model calls in flight at once (results never depend on it) (4).
+    /// Model calls in flight at once (results never depend on it) (4); the facade raises it to the chat
+    /// model's own limit.
     pub concurrency: usize,
     /// Texts per embedding call (64).
     pub embed_batch: usize,

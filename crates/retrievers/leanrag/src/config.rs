@@ -80,7 +80,8 @@ pub struct LeanragConfig {
     pub system_prompt_max_tokens: usize,
     /// Answer temperature (0; the reference leaves the server default).
     pub temperature: f32,
-    /// Model calls in flight at once (never changes the result) (4).
+    /// Model calls in flight at once (never changes the result) (4); the facade raises it to the chat
+    /// model's own limit.
     pub concurrency: usize,
     /// Texts per embedding call (64).
     pub embed_batch: usize,
