@@ -10,8 +10,9 @@
 //!   `cargo test --workspace --all-features ARGS…` with `KGRAG_ASSETS`, `KGRAG_DATA_DIR` and
 //!   `KGRAG_TEST_LLM_URL` set; the server is stopped by pid afterwards, also when tests fail; finally a
 //!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2,hirag,hirag-bridge,leanrag --limit 10 --question-corpus`) whose
-//!   report is checked. The stage times are printed at the end, also when a stage fails, and the build's
-//!   timings are written to `cargo-timings/` in the target folder.
+//!   report is checked, and the memory guard (peak memory per 1,000 passages of every method's index,
+//!   against the recorded figure; see `scale::memory_guard`). The stage times are printed at the end, also
+//!   when a stage fails, and the build's timings are written to `cargo-timings/` in the target folder.
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
 //!   one index, run the methods, write `report.json`, `report.md`, `report.html` and plots, print the
 //!   tables). See `kgrag bench --help`.
@@ -20,7 +21,8 @@
 //! * `cargo xtask fuzz [--cases N] [--big-mb M]` — the parser fuzzing of `kgrag-fuzz` at full size: every
 //!   property with N cases (default 100,000) and the hostile inputs at M MB (default 10), on a release
 //!   build; the test suite runs the same tests with 512 cases and 1 MB.
-//! * `cargo xtask scale [--passages N] …` — the synthetic scale run (see `scale`).
+//! * `cargo xtask scale [--passages N] …` — the synthetic scale run (see `scale`); `cargo xtask
+//!   memory-guard` — `test`'s memory guard alone.
 //! * `cargo xtask package` — `cargo package --workspace` with every package built from its own files
 //!   against the others' packages; with `--check`, each package type-checked that way instead, as
 //!   `test` does (see [`package::Verify`]).
@@ -137,6 +139,12 @@ enum Task {
     /// times, peak memory, cache size, latency p50/p95 and recall per method in
     /// target/scale/N/scale.json.
     Scale(scale::Options),
+    /// The memory guard of `test` alone: peak memory per 1,000 passages of every method's index.
+    ///
+    /// Synthetic corpora of 1,000 and 3,000 passages indexed by every method with the debug `kgrag`
+    /// (built first) under /usr/bin/time -v; fails when the peak grows more than 30 % faster per 1,000
+    /// passages than recorded.
+    MemoryGuard,
     /// `cargo package --workspace`, every package built.
     ///
     /// Every package verified (built from its own files against the
@@ -171,6 +179,11 @@ fn main() -> ExitCode {
             package::Verify::Cargo
         }),
         Task::Scale(o) => scale::run(&o),
+        Task::MemoryGuard => run_step(
+            "cargo build -p kgrag-cli",
+            cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
+        )
+        .and_then(|()| scale::memory_guard(&debug_kgrag())),
         Task::Postgres => fetch_assets().and_then(|a| {
             let (server, _) = postgres::start(&a)?;
             println!("KGRAG_DATABASE_URL={}", server.url("kgrag"));
@@ -499,7 +512,24 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             return Ok(());
         }
         ci_bench(&assets, &data, &clippy)
+    })?;
+    stages.run("memory guard", || {
+        let binary = debug_kgrag();
+        if !binary.is_file() {
+            return Err(fail(format!(
+                "{} is missing: the test build makes it",
+                binary.display()
+            )));
+        }
+        scale::memory_guard(&binary)
     })
+}
+
+/// The `kgrag` binary of the debug (test) build.
+fn debug_kgrag() -> PathBuf {
+    target_dir()
+        .join("debug")
+        .join(format!("kgrag{}", std::env::consts::EXE_SUFFIX))
 }
 
 /// The first file of musique-100 the CI bench needs that is not in `data`, unless `KGRAG_REQUIRE_DATA` is
@@ -588,11 +618,8 @@ fn bench(extra: &[OsString]) -> TaskResult {
 /// is cut to the 200 passages those questions list (`--question-corpus`): embedding all 1,890 passages and
 /// 33k phrases and facts with MiniLM takes about 20 minutes on CI's two cores.
 fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
-    let target = target_dir();
-    let binary = target
-        .join("debug")
-        .join(format!("kgrag{}", std::env::consts::EXE_SUFFIX));
-    let out = target.join("bench-ci");
+    let binary = debug_kgrag();
+    let out = target_dir().join("bench-ci");
     let bench_args = [
         "bench",
         "--dataset",

@@ -496,14 +496,7 @@ pub(crate) fn estimate(
     if hirag_base {
         let hc = &config.hirag;
         if hc.base == BaseSource::Extract {
-            let hchunks = crate::graphs::chunk_passages(
-                chunks,
-                ChunkerConfig::TokenWindow {
-                    encoding: Encoding::O200kBase,
-                    size: hc.chunk_token_size,
-                    overlap: hc.chunk_overlap,
-                },
-            )?;
+            let hchunks = crate::graphs::hirag_chunks(config, chunks)?;
             match graphrag_fingerprint(hc.extraction) {
                 Some(fp) => {
                     let done = |id: &ChunkId| in_store(&fp, id);
@@ -578,14 +571,7 @@ pub(crate) fn estimate(
         let lc = &config.leanrag;
         let mut n0 = base_entities;
         if lc.g0 == G0Source::Native {
-            let lchunks = crate::graphs::chunk_passages(
-                chunks,
-                ChunkerConfig::TokenWindow {
-                    encoding: Encoding::Cl100kBase,
-                    size: 1024,
-                    overlap: 128,
-                },
-            )?;
+            let lchunks = crate::graphs::rechunk_passages(chunks, ChunkerConfig::leanrag())?;
             match graphrag_fingerprint(lc.extraction) {
                 Some(fp) => {
                     let done = |id: &ChunkId| in_store(&fp, id);

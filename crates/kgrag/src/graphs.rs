@@ -22,12 +22,63 @@ pub(crate) fn chunk_passages<'a>(
     passages: impl IntoIterator<Item = &'a (ChunkId, std::sync::Arc<str>)>,
     config: ChunkerConfig,
 ) -> Result<Vec<Chunk>> {
+    cut_passages(passages, config, true)
+}
+
+/// A method's own windows over the corpus's chunks (each passage cut again with `config`), without the
+/// windows that lie wholly inside the window before them. A token window's last start can leave such a
+/// tail (a 1,200-token passage cut 1,200/100 gives the whole passage and again its last 100 tokens): at
+/// the end of a document the reference keeps it, and the corpus's own chunking kept it there, but every
+/// passage cut again would add one per passage.
+pub(crate) fn rechunk_passages<'a>(
+    passages: impl IntoIterator<Item = &'a (ChunkId, std::sync::Arc<str>)>,
+    config: ChunkerConfig,
+) -> Result<Vec<Chunk>> {
+    cut_passages(passages, config, false)
+}
+
+fn cut_passages<'a>(
+    passages: impl IntoIterator<Item = &'a (ChunkId, std::sync::Arc<str>)>,
+    config: ChunkerConfig,
+    keep_tails: bool,
+) -> Result<Vec<Chunk>> {
     let chunker = Chunker::new(config)?;
     let mut chunks = Vec::new();
     for (_, text) in passages {
-        chunks.extend(chunker.chunk(&Document::new(text.to_string()))?);
+        let mut end = 0;
+        for c in chunker.chunk(&Document::new(text.to_string()))? {
+            if keep_tails || c.order == 0 || c.span.token_end > end {
+                end = c.span.token_end;
+                chunks.push(c);
+            }
+        }
     }
     Ok(chunks)
+}
+
+/// HiRAG's chunks (`base = "extract"`): its 1,200/100 windows. A corpus cut in those very windows (the
+/// documents' default) is taken as it is — its chunks are the reference's windows, tails at document
+/// ends included, and cutting each again would re-tokenise it and could add a tail per passage; any other
+/// corpus is cut again by [`rechunk_passages`].
+pub(crate) fn hirag_chunks<'a>(
+    config: &crate::config::Config,
+    passages: impl IntoIterator<Item = &'a (ChunkId, std::sync::Arc<str>)>,
+) -> Result<Vec<Chunk>> {
+    let window = ChunkerConfig::TokenWindow {
+        encoding: Encoding::O200kBase,
+        size: config.hirag.chunk_token_size,
+        overlap: config.hirag.chunk_overlap,
+    };
+    if config.index.chunking == window {
+        chunk_passages(
+            passages,
+            ChunkerConfig::Passage {
+                encoding: Encoding::O200kBase,
+            },
+        )
+    } else {
+        rechunk_passages(passages, window)
+    }
 }
 
 /// Extracts `chunks` in the entity–relation form: with the environment's extractor override if one is
@@ -118,14 +169,7 @@ pub(crate) async fn hirag_inputs(
             (chunks, kgrag_hirag::openie_extractions(&triples))
         }
         BaseSource::Extract => {
-            let chunks = chunk_passages(
-                &corpus.chunks,
-                ChunkerConfig::TokenWindow {
-                    encoding: Encoding::O200kBase,
-                    size: hc.chunk_token_size,
-                    overlap: hc.chunk_overlap,
-                },
-            )?;
+            let chunks = hirag_chunks(&env.config, &corpus.chunks)?;
             let found = extract(env, &chunks, hc.extraction, "hirag").await?;
             (chunks, found)
         }
@@ -266,7 +310,7 @@ pub(crate) async fn build_leanrag(
         }
         (G0Source::Native, _) => {
             // Windows of 1024 cl100k tokens overlapping by 128; each newline run becomes one space.
-            let mut chunks = chunk_passages(&corpus.chunks, ChunkerConfig::leanrag())?;
+            let mut chunks = rechunk_passages(&corpus.chunks, ChunkerConfig::leanrag())?;
             for c in &mut chunks {
                 c.text = c
                     .text
@@ -415,4 +459,77 @@ pub(crate) async fn extract_chunks(
         ));
     }
     Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A passage of exactly `n` o200k tokens.
+    fn passage(n: usize) -> (ChunkId, Arc<str>) {
+        let text = format!("start{}", " word".repeat(n - 1));
+        assert_eq!(Encoding::O200kBase.count(&text).unwrap(), n);
+        (ChunkId::from_content(&text), Arc::from(text))
+    }
+
+    #[test]
+    fn cutting_a_passage_again_leaves_no_window_inside_the_one_before() {
+        let hirag = ChunkerConfig::hirag();
+        // A passage in one HiRAG window (the corpus cut in HiRAG's windows): one chunk, not two.
+        let one = [passage(1200)];
+        assert_eq!(chunk_passages(&one, hirag).unwrap().len(), 2);
+        let again = rechunk_passages(&one, hirag).unwrap();
+        assert_eq!(again.len(), 1);
+        assert_eq!(&*again[0].text, &*one[0].1);
+        // A longer one keeps every window that reaches further: the same chunks as before.
+        for n in [1300, 2500, 3400] {
+            let long = [passage(n)];
+            let before = chunk_passages(&long, hirag).unwrap();
+            let after = rechunk_passages(&long, hirag).unwrap();
+            let ids = |c: &[Chunk]| c.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+            let kept: Vec<_> = before
+                .iter()
+                .filter(|c| c.order == 0 || c.span.token_start + 100 < c.span.token_end)
+                .cloned()
+                .collect();
+            assert_eq!(ids(&after), ids(&kept), "{n} tokens");
+        }
+    }
+
+    #[test]
+    fn a_corpus_cut_in_hirag_windows_is_hirag_s_chunks_as_it_is() {
+        // A document of ~5,000 tokens of varied words, cut as the index cuts documents by default.
+        let words = [
+            "river",
+            "Castile",
+            "ledger",
+            "1871",
+            "glassblower",
+            "œuvre",
+            "—",
+            "tariffs",
+        ];
+        let text: String = (0..5_000)
+            .map(|i| words[(i * 7 + i / 3) % words.len()])
+            .collect::<Vec<_>>()
+            .join(" ");
+        let corpus: Vec<(ChunkId, Arc<str>)> = Chunker::new(ChunkerConfig::hirag())
+            .unwrap()
+            .chunk(&Document::new(text))
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.id, Arc::from(c.text)))
+            .collect();
+        let mut config = crate::config::Config::default();
+        config.index.chunking = ChunkerConfig::hirag();
+        let chunks = hirag_chunks(&config, &corpus).unwrap();
+        let ids = |c: &[Chunk]| c.iter().map(|c| c.id.clone()).collect::<Vec<_>>();
+        assert_eq!(
+            ids(&chunks),
+            corpus.iter().map(|p| p.0.clone()).collect::<Vec<_>>()
+        );
+        // Cut again, the windows re-tokenise: never fewer chunks, often a tail more per passage.
+        let again = chunk_passages(&corpus, ChunkerConfig::hirag()).unwrap();
+        assert!(again.len() >= corpus.len());
+    }
 }
