@@ -476,7 +476,7 @@ impl IndexWriter {
     }
 
     /// The triples of `chunks`: from `prefilled` (a dataset's OpenIE cache), else the configured
-    /// extractor through the resumable extraction store.
+    /// extractor through the resumable extraction store. The extractions returned leave `prefilled`.
     async fn triples_for(
         &self,
         chunks: &[Passage],
@@ -523,9 +523,11 @@ impl IndexWriter {
                 prefilled.entry(e.chunk_id.clone()).or_insert(e);
             }
         }
+        // Moved out, not cloned: the caller's map would otherwise hold every extraction a second time
+        // for the rest of the build (the corpus keeps these).
         Ok(chunks
             .iter()
-            .filter_map(|(id, _)| prefilled.get(id).cloned())
+            .filter_map(|(id, _)| prefilled.remove(id))
             .collect())
     }
 
