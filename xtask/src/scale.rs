@@ -183,19 +183,13 @@ pub fn memory_guard(binary: &Path) -> TaskResult {
     }
     let mut peaks = Vec::new();
     for passages in GUARD_SIZES {
-        let dir = workspace_root()
-            .join("target")
-            .join("memory-guard")
-            .join(passages.to_string());
-        let data = dir.join("synthetic");
-        std::fs::create_dir_all(&data).map_err(|e| fail(format!("{}: {e}", data.display())))?;
         let o = Options {
             passages,
             questions: 20,
             methods: "dense,hipporag2,hirag,leanrag".into(),
             seed: 1,
         };
-        generate(&data, &o)?;
+        let dir = generated("memory-guard", &o)?;
         let (peak_mb, wall) = peak_of_bench(binary, &dir, &o)?;
         println!("xtask: memory guard: {passages} passages, peak {peak_mb:.0} MB in {wall:.1} s");
         peaks.push(peak_mb);
@@ -207,7 +201,8 @@ pub fn memory_guard(binary: &Path) -> TaskResult {
     );
     if per_1k > limit {
         return Err(fail(format!(
-            "peak memory grew {per_1k:.1} MB per 1,000 passages between {} and {} passages: more than              {limit:.1} ({GUARD_MB_PER_1K} recorded + {:.0} %)",
+            "peak memory grew {per_1k:.1} MB per 1,000 passages between {} and {} passages: more than \
+             {limit:.1} ({GUARD_MB_PER_1K} recorded + {:.0} %)",
             GUARD_SIZES[0],
             GUARD_SIZES[1],
             GUARD_TOLERANCE * 100.0
@@ -257,15 +252,21 @@ fn peak_of_bench(binary: &Path, dir: &Path, o: &Options) -> TaskResult<(f64, f64
     Ok((peak_kb as f64 / 1024.0, wall))
 }
 
-pub fn run(o: &Options) -> TaskResult {
-    let dir: PathBuf = workspace_root()
+/// `target/<folder>/<passages>/` with the synthetic corpus of `o` generated in its `synthetic/`.
+fn generated(folder: &str, o: &Options) -> TaskResult<PathBuf> {
+    let dir = workspace_root()
         .join("target")
-        .join("scale")
+        .join(folder)
         .join(o.passages.to_string());
     let data = dir.join("synthetic");
     std::fs::create_dir_all(&data).map_err(|e| fail(format!("{}: {e}", data.display())))?;
-    let t = Instant::now();
     generate(&data, o)?;
+    Ok(dir)
+}
+
+pub fn run(o: &Options) -> TaskResult {
+    let t = Instant::now();
+    let dir = generated("scale", o)?;
     println!(
         "xtask scale: {} passages, {} questions generated in {:.1}s",
         o.passages,

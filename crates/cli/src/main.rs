@@ -240,7 +240,7 @@ async fn run_index(
     }
     let config = config_arg(config.as_deref())?.unwrap_or_default();
     if estimate {
-        return run_estimate(&docs, &index, config, &methods, &prefilled);
+        return run_estimate(docs, &index, config, &methods, &prefilled);
     }
     let handle = Index::options()
         .config(config.clone())
@@ -304,7 +304,7 @@ async fn run_index(
 /// `kgrag index --estimate`: the expected LLM use of building `docs` into `index`, printed; the chat
 /// model is built (no request is sent) and nothing is written — not even the cache folder.
 fn run_estimate(
-    docs: &[kgrag::documents::SourceDoc],
+    docs: Vec<kgrag::documents::SourceDoc>,
     index: &Path,
     config: Config,
     methods: &[String],

@@ -24,12 +24,13 @@
 //! After a real build, `kgrag stats` prints this estimate beside the counted usage of each stage.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use kgrag_hirag::BaseSource;
 use kgrag_leanrag::G0Source;
 use kgrag_openie::ExtractionMode;
 use kgrag_text::{ChunkerConfig, Encoding};
-use kgrag_types::{ChatRequest, ChunkId, Extractor};
+use kgrag_types::{ChatModel, ChatRequest, ChunkId, Extractor};
 use serde::{Deserialize, Serialize};
 
 use crate::config::OpenIeMode;
@@ -38,7 +39,7 @@ use crate::index_dir::UsageEntry;
 use crate::Result;
 
 /// A chunk of the facade's corpus: its id and text.
-type Passage = (ChunkId, std::sync::Arc<str>);
+type Passage = (ChunkId, Arc<str>);
 
 /// Completion tokens of HippoRAG's NER call per chunk token (its JSON list of entities).
 const NER_COMPLETION_PER_TOKEN: f64 = 0.45;
@@ -141,8 +142,6 @@ pub struct Estimate {
     pub parts: Vec<Part>,
     /// Prices per million prompt and completion tokens (`[chat]`), when given.
     pub prices: Option<(f64, f64)>,
-    /// Requests the chat model keeps in flight (`[chat.limits] concurrency`).
-    pub concurrency: usize,
     /// What the estimate assumed, for the reader.
     pub notes: Vec<String>,
 }
@@ -303,34 +302,42 @@ fn round(x: f64) -> u64 {
     x.max(0.0).round() as u64
 }
 
-/// The per-chunk GraphRAG-style extraction of HiRAG (and LeanRAG's native G0): its calls and tokens over
-/// `chunks`, and the entity records it is expected to write.
-fn graphrag_parts(
+/// A chunk store lookup: whether the extractor with this fingerprint has finished this chunk.
+type InStore<'a> = &'a dyn Fn(&str, &ChunkId) -> bool;
+
+/// The per-chunk GraphRAG-style extraction of HiRAG (and LeanRAG's native G0) over `chunks` in `mode`:
+/// with the LLM, its part (`None` with the rules, which call no model) and the chunks it would send;
+/// either way the distinct entities it is expected to write.
+fn graphrag_extraction(
     env: &Env,
-    stage: &str,
-    part: &str,
+    chat: &Arc<dyn ChatModel>,
+    (stage, part): (&str, &str),
     chunks: &[kgrag_types::Chunk],
-    extracted: &dyn Fn(&ChunkId) -> bool,
-) -> (Part, f64, usize) {
-    let hc = &env.config.hirag;
-    let config = kgrag_openie::GraphRagConfig {
-        entity_types: hc.entity_types.clone(),
-        max_gleaning: hc.max_gleaning,
-        gleaning: hc.gleaning,
-        ..kgrag_openie::GraphRagConfig::default()
-    };
+    mode: ExtractionMode,
+    in_store: InStore<'_>,
+) -> (Option<Part>, f64, usize) {
+    let config = crate::graphs::graphrag_config(&env.config.hirag);
+    let records: f64 = chunks
+        .iter()
+        .map(|c| RECORDS_PER_TOKEN * tokens(&c.text) as f64)
+        .sum();
+    let entities = records * DISTINCT_PER_RECORD;
+    if mode != ExtractionMode::Llm {
+        return (None, entities, 0);
+    }
+    let fingerprint =
+        kgrag_openie::GraphRagExtractor::new(chat.clone(), config.clone()).fingerprint();
     let [entity_t, relation_t, glean_t, continue_t] =
         kgrag_openie::graphrag::prompt_templates(&config).map(|t| tokens(&t));
     let rounds = config.max_gleaning as u64;
     let gated = config.gleaning == kgrag_openie::Gleaning::Gated;
-    let (mut calls, mut prompt, mut completion, mut records) = (0u64, 0f64, 0f64, 0f64);
+    let (mut calls, mut prompt, mut completion) = (0u64, 0f64, 0f64);
     let mut todo = 0usize;
     for c in chunks {
-        let t = tokens(&c.text) as f64;
-        records += RECORDS_PER_TOKEN * t;
-        if extracted(&c.id) {
+        if in_store(&fingerprint, &c.id) {
             continue;
         }
+        let t = tokens(&c.text) as f64;
         todo += 1;
         let entities = RECORDS_PER_TOKEN * t;
         let a_out = entities * ENTITY_RECORD_TOKENS;
@@ -364,18 +371,15 @@ fn graphrag_parts(
             }
         }
     }
-    (
-        Part {
-            stage: stage.to_owned(),
-            part: part.to_owned(),
-            calls,
-            prompt_tokens: round(prompt),
-            completion_tokens: round(completion),
-            exact_calls: !gated,
-        },
-        records * DISTINCT_PER_RECORD,
-        todo,
-    )
+    let part = Part {
+        stage: stage.to_owned(),
+        part: part.to_owned(),
+        calls,
+        prompt_tokens: round(prompt),
+        completion_tokens: round(completion),
+        exact_calls: !gated,
+    };
+    (Some(part), entities, todo)
 }
 
 /// The estimate for building `methods` over `chunks` (the facade's chunks) of `documents` documents;
@@ -395,7 +399,6 @@ pub(crate) fn estimate(
         chunks: chunks.len(),
         chunk_tokens,
         prices: config.chat.as_ref().and_then(|c| c.prices()),
-        concurrency: config.chat.as_ref().map_or(0, |c| c.concurrency()),
         ..Estimate::default()
     };
     let Some(chat) = env.chat.clone() else {
@@ -432,13 +435,10 @@ pub(crate) fn estimate(
         let (mut n, mut ner_p, mut ner_c, mut tri_p, mut tri_c) = (0u64, 0f64, 0f64, 0f64, 0f64);
         // As the writer does: a passage with triples from a dataset file is not extracted; the others are
         // chunked for OpenIE (one chunk each) and looked up in the extraction store.
-        let mut todo = Vec::new();
-        for p in chunks.iter().filter(|p| !prefilled(&p.0)) {
-            todo.extend(crate::graphs::chunk_passages(
-                std::iter::once(p),
-                ChunkerConfig::hipporag(),
-            )?);
-        }
+        let todo = crate::graphs::chunk_passages(
+            chunks.iter().filter(|p| !prefilled(&p.0)),
+            ChunkerConfig::hipporag(),
+        )?;
         for c in &todo {
             if in_store(&fingerprint, &c.id) {
                 continue;
@@ -478,47 +478,29 @@ pub(crate) fn estimate(
     // HiRAG's base (also LeanRAG's G0 by default): extraction, then long descriptions summarised.
     let hirag_base = has("hirag") || (has("leanrag") && config.leanrag.g0 == G0Source::Hirag);
     let base_stage = if has("hirag") { "hirag" } else { "leanrag" };
-    let graphrag_fingerprint = |mode: ExtractionMode| -> Option<String> {
-        (mode == ExtractionMode::Llm).then(|| {
-            kgrag_openie::GraphRagExtractor::new(
-                chat.clone(),
-                kgrag_openie::GraphRagConfig {
-                    entity_types: config.hirag.entity_types.clone(),
-                    max_gleaning: config.hirag.max_gleaning,
-                    gleaning: config.hirag.gleaning,
-                    ..kgrag_openie::GraphRagConfig::default()
-                },
-            )
-            .fingerprint()
-        })
-    };
     let mut base_entities = openie_entities;
-    if hirag_base {
-        let hc = &config.hirag;
-        if hc.base == BaseSource::Extract {
-            let hchunks = crate::graphs::hirag_chunks(config, chunks)?;
-            match graphrag_fingerprint(hc.extraction) {
-                Some(fp) => {
-                    let done = |id: &ChunkId| in_store(&fp, id);
-                    let (part, entities, todo) =
-                        graphrag_parts(env, base_stage, "hirag_extraction", &hchunks, &done);
-                    e.chunks_to_extract = e.chunks_to_extract.max(todo);
-                    base_entities = entities;
-                    e.parts.push(part);
-                    let n = base_entities * DESCRIPTION_SUMMARY_SHARE;
-                    e.parts.push(Part::modelled(
-                        base_stage,
-                        "hirag_descriptions",
-                        n,
-                        n * DESCRIPTION_PROMPT_TOKENS,
-                        n * DESCRIPTION_SUMMARY_TOKENS,
-                    ));
-                }
-                None => {
-                    let t: u64 = hchunks.iter().map(|c| tokens(&c.text)).sum();
-                    base_entities = RECORDS_PER_TOKEN * DISTINCT_PER_RECORD * t as f64;
-                }
-            }
+    if hirag_base && config.hirag.base == BaseSource::Extract {
+        let hchunks = crate::graphs::hirag_chunks(config, chunks)?;
+        let (part, entities, todo) = graphrag_extraction(
+            env,
+            &chat,
+            (base_stage, "hirag_extraction"),
+            &hchunks,
+            config.hirag.extraction,
+            &in_store,
+        );
+        base_entities = entities;
+        e.chunks_to_extract = e.chunks_to_extract.max(todo);
+        if let Some(part) = part {
+            e.parts.push(part);
+            let n = base_entities * DESCRIPTION_SUMMARY_SHARE;
+            e.parts.push(Part::modelled(
+                base_stage,
+                "hirag_descriptions",
+                n,
+                n * DESCRIPTION_PROMPT_TOKENS,
+                n * DESCRIPTION_SUMMARY_TOKENS,
+            ));
         }
     }
 
@@ -572,43 +554,36 @@ pub(crate) fn estimate(
         let mut n0 = base_entities;
         if lc.g0 == G0Source::Native {
             let lchunks = crate::graphs::rechunk_passages(chunks, ChunkerConfig::leanrag())?;
-            match graphrag_fingerprint(lc.extraction) {
-                Some(fp) => {
-                    let done = |id: &ChunkId| in_store(&fp, id);
-                    let (part, entities, todo) =
-                        graphrag_parts(env, "leanrag", "leanrag_extraction", &lchunks, &done);
-                    e.chunks_to_extract = e.chunks_to_extract.max(todo);
-                    n0 = entities;
-                    e.parts.push(part);
-                }
-                None => {
-                    let t: u64 = lchunks.iter().map(|c| tokens(&c.text)).sum();
-                    n0 = RECORDS_PER_TOKEN * DISTINCT_PER_RECORD * t as f64;
-                }
-            }
+            let (part, entities, todo) = graphrag_extraction(
+                env,
+                &chat,
+                ("leanrag", "leanrag_extraction"),
+                &lchunks,
+                lc.extraction,
+                &in_store,
+            );
+            n0 = entities;
+            e.chunks_to_extract = e.chunks_to_extract.max(todo);
+            e.parts.extend(part);
         }
-        let aggregate_t =
-            kgrag_hierarchy::summarize::aggregate_messages(&kgrag_hierarchy::AggregateRequest {
+        let aggregate_t = messages_tokens(&kgrag_hierarchy::summarize::aggregate_messages(
+            &kgrag_hierarchy::AggregateRequest {
                 layer: 0,
                 members: Vec::new(),
                 relations: Vec::new(),
                 prompt_tokens: None,
-            })
-            .iter()
-            .map(|m| tokens(&m.content) + 4)
-            .sum::<u64>() as f64;
-        let relate_t =
-            kgrag_hierarchy::summarize::relate_messages(&kgrag_hierarchy::RelateRequest {
+            },
+        )) as f64;
+        let relate_t = messages_tokens(&kgrag_hierarchy::summarize::relate_messages(
+            &kgrag_hierarchy::RelateRequest {
                 layer: 0,
                 a: (String::new(), Vec::new()),
                 b: (String::new(), Vec::new()),
                 lines: String::new(),
                 descriptions: Vec::new(),
                 word_limit: 40,
-            })
-            .iter()
-            .map(|m| tokens(&m.content) + 4)
-            .sum::<u64>() as f64;
+            },
+        )) as f64;
         let depth = lc
             .max_depth
             .unwrap_or_else(|| (n0.max(1.0).ln() / 20f64.ln()).round() as usize + 1);

@@ -81,6 +81,17 @@ pub(crate) fn hirag_chunks<'a>(
     }
 }
 
+/// The LLM entity–relation extractor's settings (HiRAG's entity types and gleaning; LeanRAG's native G0
+/// uses them too).
+pub(crate) fn graphrag_config(hc: &kgrag_hirag::HiragConfig) -> kgrag_openie::GraphRagConfig {
+    kgrag_openie::GraphRagConfig {
+        entity_types: hc.entity_types.clone(),
+        max_gleaning: hc.max_gleaning,
+        gleaning: hc.gleaning,
+        ..kgrag_openie::GraphRagConfig::default()
+    }
+}
+
 /// Extracts `chunks` in the entity–relation form: with the environment's extractor override if one is
 /// set (tests count its calls), else the LLM extractor (HiRAG's entity types and gleaning) with a chat
 /// model, else the rule extractor (with a note when the LLM was asked for).
@@ -90,17 +101,11 @@ async fn extract(
     mode: ExtractionMode,
     method: &str,
 ) -> Result<Vec<Extraction>> {
-    let hc = &env.config.hirag;
     let extractor: Arc<dyn Extractor> = match (&env.extractor, mode, &env.chat) {
         (Some(e), _, _) => e.clone(),
         (None, ExtractionMode::Llm, Some(chat)) => Arc::new(kgrag_openie::GraphRagExtractor::new(
             chat.clone(),
-            kgrag_openie::GraphRagConfig {
-                entity_types: hc.entity_types.clone(),
-                max_gleaning: hc.max_gleaning,
-                gleaning: hc.gleaning,
-                ..kgrag_openie::GraphRagConfig::default()
-            },
+            graphrag_config(&env.config.hirag),
         )),
         (None, ExtractionMode::Llm, None) => {
             env.note(format!(

@@ -393,25 +393,22 @@ fn llm_faults_during_indexing_are_counted_and_a_rerun_repeats_nothing_finished()
     let _ = std::fs::remove_dir_all(&work);
 }
 
-/// Per kind of request (see [`kind_of`]): how many, the span from the first arrival to the last reply,
-/// and the mean number in flight over that span.
-fn waves(
+/// The requests of the kinds `keep` accepts (see [`kind_of`]): how many, the span from the first arrival
+/// to the last reply, and the mean number in flight over that span.
+fn wave(
     timeline: &[(&'static str, Instant, Instant)],
-) -> BTreeMap<&'static str, (usize, f64, f64)> {
-    let mut out = BTreeMap::new();
-    for kind in timeline
-        .iter()
-        .map(|t| t.0)
-        .collect::<std::collections::BTreeSet<_>>()
-    {
-        let mine: Vec<_> = timeline.iter().filter(|t| t.0 == kind).collect();
-        let first = mine.iter().map(|t| t.1).min().unwrap();
-        let last = mine.iter().map(|t| t.2).max().unwrap();
-        let span = (last - first).as_secs_f64();
-        let busy: f64 = mine.iter().map(|t| (t.2 - t.1).as_secs_f64()).sum();
-        out.insert(kind, (mine.len(), span, busy / span.max(1e-9)));
-    }
-    out
+    keep: impl Fn(&str) -> bool,
+) -> (usize, f64, f64) {
+    let mine: Vec<_> = timeline.iter().filter(|t| keep(t.0)).collect();
+    let (Some(first), Some(last)) = (
+        mine.iter().map(|t| t.1).min(),
+        mine.iter().map(|t| t.2).max(),
+    ) else {
+        return (0, 0.0, 0.0);
+    };
+    let span = (last - first).as_secs_f64();
+    let busy: f64 = mine.iter().map(|t| (t.2 - t.1).as_secs_f64()).sum();
+    (mine.len(), span, busy / span.max(1e-9))
 }
 
 #[test]
@@ -458,23 +455,16 @@ fn an_llm_build_is_bound_by_the_provider() {
         String::from_utf8_lossy(&out.stderr)
     );
     let log = server.log.lock().unwrap();
-    let w = waves(&log.timeline);
+    let kinds: std::collections::BTreeSet<&str> = log.timeline.iter().map(|t| t.0).collect();
+    let w: BTreeMap<&str, _> = kinds
+        .into_iter()
+        .map(|k| (k, wave(&log.timeline, |x| x == k)))
+        .collect();
     let total = log.timeline.len();
     eprintln!("{total} requests in {wall:.1} s; by kind (requests, span s, mean in flight): {w:?}");
     let ideal = CONCURRENCY as f64 / 0.2;
     // OpenIE: the chunks are independent, so the provider is the bound: ≥ 0.8 × 40 requests a second.
-    let openie: Vec<_> = log
-        .timeline
-        .iter()
-        .filter(|t| t.0 == "ner" || t.0 == "triples")
-        .copied()
-        .collect();
-    let (n, span, in_flight) = waves(
-        &openie
-            .iter()
-            .map(|t| ("openie", t.1, t.2))
-            .collect::<Vec<_>>(),
-    )["openie"];
+    let (n, span, in_flight) = wave(&log.timeline, |k| k == "ner" || k == "triples");
     let rate = n as f64 / span;
     eprintln!(
         "OpenIE: {n} requests, {rate:.1} a second ({in_flight:.1} in flight), ideal {ideal:.0}"

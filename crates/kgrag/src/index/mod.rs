@@ -369,26 +369,15 @@ impl Index {
     /// the cache folder's store are not counted. See [`crate::estimate`].
     pub fn estimate(
         &self,
-        docs: &[crate::documents::SourceDoc],
+        docs: Vec<crate::documents::SourceDoc>,
         methods: &[String],
         prefilled: &std::collections::HashSet<kgrag_types::ChunkId>,
     ) -> Result<crate::estimate::Estimate> {
         let env = &self.shared.env;
         let methods = writer::method_list(env, methods)?;
-        let chunker = kgrag_text::Chunker::new(env.config.index.chunking)?;
-        let mut chunks: Vec<(kgrag_types::ChunkId, Arc<str>)> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        for d in docs {
-            let found = chunker
-                .chunk(&d.document)
-                .map_err(|e| KgragError::Input(format!("{}: chunking failed: {e}", d.source)))?;
-            for c in found {
-                if seen.insert(c.id.clone()) {
-                    chunks.push((c.id, Arc::from(c.text)));
-                }
-            }
-        }
-        crate::estimate::estimate(env, &methods, docs.len(), &chunks, &|id| {
+        // The build's own chunks, as the writer cuts them.
+        let (records, chunks) = writer::chunk_docs(env, docs, &Default::default())?;
+        crate::estimate::estimate(env, &methods, records.len(), &chunks, &|id| {
             prefilled.contains(id)
         })
     }

@@ -435,40 +435,6 @@ impl IndexWriter {
         }
     }
 
-    /// Chunks `docs` into records; returns the records and the chunks not yet in `known`, in order. Each
-    /// document is dropped once chunked and each chunk's text moved, so that the corpus is never held
-    /// twice (as documents and as chunks).
-    fn chunk_docs(
-        &self,
-        docs: Vec<SourceDoc>,
-        known: &HashSet<ChunkId>,
-    ) -> Result<(Vec<DocRecord>, Vec<Passage>)> {
-        let chunker = Chunker::new(self.env().config.index.chunking)?;
-        let mut records = Vec::with_capacity(docs.len());
-        let mut fresh = Vec::new();
-        let mut seen: HashSet<ChunkId> = known.clone();
-        for d in docs {
-            let chunks = chunker
-                .chunk(&d.document)
-                .map_err(|e| KgragError::Input(format!("{}: chunking failed: {e}", d.source)))?;
-            let mut ids = Vec::with_capacity(chunks.len());
-            for c in chunks {
-                if seen.insert(c.id.clone()) {
-                    fresh.push((c.id.clone(), Arc::from(c.text)));
-                }
-                ids.push(c.id);
-            }
-            records.push(DocRecord {
-                id: d.id,
-                doc_id: d.document.id,
-                title: d.document.title,
-                source: d.source,
-                chunks: ids,
-            });
-        }
-        Ok((records, fresh))
-    }
-
     fn needs_triples(&self, methods: &[String]) -> bool {
         methods::registry()
             .iter()
@@ -574,7 +540,7 @@ impl IndexWriter {
         }
         let mut stages = Stages::new(self.env().progress, true);
         let t = Instant::now();
-        let (records, chunks) = self.chunk_docs(docs, &HashSet::new())?;
+        let (records, chunks) = chunk_docs(self.env(), docs, &HashSet::new())?;
         stages.record("chunking", t.elapsed().as_secs_f64());
         say(&format!(
             "{} documents, {} chunks ({})",
@@ -702,7 +668,7 @@ impl IndexWriter {
             .iter()
             .map(|(id, _)| id.clone())
             .collect();
-        let (records, fresh) = self.chunk_docs(new_docs, &known)?;
+        let (records, fresh) = chunk_docs(self.env(), new_docs, &known)?;
         if self.needs_triples(&methods) {
             let before = self.shared.usage();
             let t = Instant::now();
@@ -820,4 +786,38 @@ pub(crate) fn method_list(env: &Env, methods: &[String]) -> Result<Vec<String>> 
         .filter(|m| asked.iter().any(|a| a == *m))
         .map(|m| (*m).to_owned())
         .collect())
+}
+
+/// Chunks `docs` into records; returns the records and the chunks not yet in `known`, in order. Each
+/// document is dropped once chunked and each chunk's text moved, so that the corpus is never held
+/// twice (as documents and as chunks).
+pub(crate) fn chunk_docs(
+    env: &Env,
+    docs: Vec<SourceDoc>,
+    known: &HashSet<ChunkId>,
+) -> Result<(Vec<DocRecord>, Vec<Passage>)> {
+    let chunker = Chunker::new(env.config.index.chunking)?;
+    let mut records = Vec::with_capacity(docs.len());
+    let mut fresh = Vec::new();
+    let mut seen: HashSet<ChunkId> = known.clone();
+    for d in docs {
+        let chunks = chunker
+            .chunk(&d.document)
+            .map_err(|e| KgragError::Input(format!("{}: chunking failed: {e}", d.source)))?;
+        let mut ids = Vec::with_capacity(chunks.len());
+        for c in chunks {
+            if seen.insert(c.id.clone()) {
+                fresh.push((c.id.clone(), Arc::from(c.text)));
+            }
+            ids.push(c.id);
+        }
+        records.push(DocRecord {
+            id: d.id,
+            doc_id: d.document.id,
+            title: d.document.title,
+            source: d.source,
+            chunks: ids,
+        });
+    }
+    Ok((records, fresh))
 }

@@ -119,7 +119,9 @@ fn the_estimate_is_within_a_fifth_of_the_calls_a_build_makes() {
         .iter()
         .map(|m| (*m).to_owned())
         .collect();
-    let estimate = index.estimate(&docs, &methods, &HashSet::new()).unwrap();
+    let estimate = index
+        .estimate(docs.clone(), &methods, &HashSet::new())
+        .unwrap();
     eprintln!("{}", estimate.render());
     assert_eq!(estimate.documents, docs.len());
     assert_eq!(estimate.chunks_to_extract, docs.len());
@@ -194,7 +196,9 @@ fn the_estimate_is_within_a_fifth_of_the_calls_a_build_makes() {
     );
 
     // A second estimate after the build: every chunk's extraction is in the store, so OpenIE costs nothing.
-    let again = index.estimate(&docs, &methods, &HashSet::new()).unwrap();
+    let again = index
+        .estimate(docs.clone(), &methods, &HashSet::new())
+        .unwrap();
     assert_eq!(again.chunks_to_extract, 0);
     assert_eq!(again.stages()["extraction"].calls, 0);
     let _ = std::fs::remove_dir_all(&cache);
