@@ -186,6 +186,7 @@ pub struct ExtractiveSummarizer {
     embedder: Arc<dyn Embedder>,
     encoding: Encoding,
     memo: Mutex<HashMap<String, Arc<[f32]>>>,
+    memoise: bool,
 }
 
 impl std::fmt::Debug for ExtractiveSummarizer {
@@ -204,7 +205,16 @@ impl ExtractiveSummarizer {
             embedder,
             encoding,
             memo: Mutex::new(HashMap::new()),
+            memoise: true,
         }
+    }
+
+    /// Whether to keep sentence vectors in the summariser's memo (the default); off when the embedder keeps
+    /// them itself (a [`SentenceMean`](crate::SentenceMean)), so that no vector is held twice; then
+    /// [`remember`](Self::remember) has no effect.
+    pub fn with_memo(mut self, memoise: bool) -> Self {
+        self.memoise = memoise;
+        self
     }
 
     /// The tokenizer that [`Summarizer::summarize`] budgets with.
@@ -235,6 +245,22 @@ impl ExtractiveSummarizer {
     }
 
     async fn vectors(&self, texts: &[String]) -> Result<Vec<Arc<[f32]>>> {
+        if !self.memoise {
+            // `texts` are distinct (see `summarize_texts`).
+            let rows = self
+                .embedder
+                .embed(texts, &EmbedKind::Document)
+                .await
+                .map_err(|e| Error::Embedding(format!("embedding summary sentences: {e}")))?;
+            if rows.len() != texts.len() {
+                return Err(Error::Embedding(format!(
+                    "the embedder returned {} vectors for {} sentences",
+                    rows.len(),
+                    texts.len()
+                )));
+            }
+            return Ok(rows.rows().map(Arc::from).collect());
+        }
         let missing: Vec<String> = {
             let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
             let mut seen = std::collections::HashSet::new();
@@ -394,6 +420,27 @@ mod tests {
                 "poison two."
             );
         }
+    }
+
+    #[tokio::test]
+    async fn without_the_memo_the_same_summary_asks_the_embedder_again() {
+        let embedder = Arc::new(HashingEmbedder::new(64));
+        let texts = ["The river floods in spring. Farmers plant rice. The river floods in spring."];
+        let memo = ExtractiveSummarizer::new(embedder.clone(), Encoding::Cl100kBase);
+        let plain =
+            ExtractiveSummarizer::new(embedder.clone(), Encoding::Cl100kBase).with_memo(false);
+        let a = memo.summarize_texts(&texts, None, Budget::Words(4)).await;
+        let before = embedder.calls();
+        let b = plain.summarize_texts(&texts, None, Budget::Words(4)).await;
+        let c = plain.summarize_texts(&texts, None, Budget::Words(4)).await;
+        assert_eq!(a.map_err(|e| e.to_string()), b.map_err(|e| e.to_string()));
+        assert!(c.is_ok());
+        assert_eq!(plain.memo_len(), 0);
+        assert_eq!(
+            embedder.calls(),
+            before + 2,
+            "one call per summary, nothing kept"
+        );
     }
 
     #[tokio::test]

@@ -6,6 +6,8 @@
 //!   for LeanRAG), vocabularies bundled in the binary: no download at run time.
 //! * [`sentences`] and [`ExtractiveSummarizer`] — the offline kit's sentence splitter and extractive summary
 //!   (a [`Summarizer`](kgrag_types::Summarizer) for runs without an LLM).
+//! * [`SentenceMean`] — description vectors composed from sentence vectors, each sentence embedded once
+//!   ([`DescriptionVectors`] chooses it in HiRAG's and LeanRAG's builds).
 //! * [`hashed_vector`] — feature-hashed text vectors: the model-free embedding of scale tests.
 //! * [`table`] — prompt tables in the CSV form of HiRAG and LeanRAG.
 //! * [`Chunker`] — HiRAG/LeanRAG token windows with overlap, or HippoRAG's one chunk per passage, keeping each
@@ -24,12 +26,14 @@
 //! ```
 
 mod chunk;
+pub mod composed;
 mod encoding;
 pub mod extractive;
 mod sentence;
 pub mod table;
 
 pub use chunk::{Chunker, ChunkerConfig};
+pub use composed::{DescriptionVectors, SentenceMean};
 pub use encoding::Encoding;
 pub use extractive::{Budget, ExtractiveSummarizer};
 /// Feature-hashed text vectors (from `kgrag-types`, where the test double's embedder uses them too).

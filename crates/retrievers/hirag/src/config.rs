@@ -5,6 +5,7 @@ use kgrag_community::{HierarchicalConfig, LeidenConfig};
 use kgrag_hierarchy::SparsityRule;
 pub use kgrag_hierarchy::{ClusterConfig, GmmConfig, Reduction};
 use kgrag_openie::Gleaning;
+pub use kgrag_text::DescriptionVectors;
 use serde::{Deserialize, Serialize};
 
 use crate::{HiragError, Result};
@@ -116,6 +117,11 @@ pub struct HiragConfig {
     pub summary_trigger_tokens: usize,
     /// What is embedded for clustering.
     pub cluster_description: ClusterDescription,
+    /// How the descriptions the hierarchy clusters and summarises are embedded: `auto` (the default)
+    /// composes them from their sentences' vectors when no chat model writes them, `text` embeds them
+    /// whole as the reference does, `sentences` always composes, `all_sentences` composes the entity
+    /// vectors retrieval searches too (see [`kgrag_text::composed`]; ours).
+    pub description_vectors: DescriptionVectors,
     /// The clustering round of every layer: the reduction (`umap`), the mixtures' fit and the BIC scan
     /// (spec §2's `reduction`, `gmm_*` and `bic_rel_tol`), in TOML the `[hirag.cluster]` table. LeanRAG's
     /// settings hold the same [`ClusterConfig`]; kgrag's configuration file has one `[cluster]` section
@@ -192,6 +198,7 @@ impl Default for HiragConfig {
             entity_types: kgrag_hierarchy::HiragConfig::default().entity_types,
             summary_trigger_tokens: 500,
             cluster_description: ClusterDescription::LastChunkFirstRecord,
+            description_vectors: DescriptionVectors::Auto,
             cluster: ClusterConfig::default(),
             cluster_threshold: 0.1,
             sparsity_stop: 0.98,

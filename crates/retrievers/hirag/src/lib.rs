@@ -38,7 +38,10 @@ mod retrieve;
 mod summarize;
 mod table;
 
-pub use config::{BaseSource, BridgeEdges, ClusterDescription, ExtractionMode, HiragConfig, Mode};
+pub use config::{
+    BaseSource, BridgeEdges, ClusterDescription, DescriptionVectors, ExtractionMode, HiragConfig,
+    Mode,
+};
 pub use graph::{BridgePath, HiEdge, HiGraph, HiNode};
 pub use index::{
     base_records, merge_records, ChunkRecord, CommunityRecord, HierarchyRound, HiragIndex,

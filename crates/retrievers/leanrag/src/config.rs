@@ -2,6 +2,7 @@
 
 use kgrag_hierarchy::RelationRule;
 pub use kgrag_hierarchy::{ClusterConfig, GmmConfig, Reduction};
+pub use kgrag_text::DescriptionVectors;
 use serde::{Deserialize, Serialize};
 
 use crate::{LeanragError, Result};
@@ -43,6 +44,11 @@ pub struct LeanragConfig {
     pub extraction: ExtractionMode,
     /// Descriptions are cut to this many cl100k tokens before embedding (4096).
     pub embed_max_tokens: usize,
+    /// How the aggregates' descriptions are embedded: `auto` (the default) composes them from their
+    /// sentences' vectors when no chat model writes them, `text` embeds them whole as the reference does,
+    /// `sentences` always composes, `all_sentences` composes G0's seed vectors too (see
+    /// [`kgrag_text::composed`]; ours).
+    pub description_vectors: DescriptionVectors,
     /// k floor = ⌊N / cluster_size⌋ (20).
     pub cluster_size: usize,
     /// The clustering round of every layer: the reduction (`umap`), the mixtures' fit and the BIC scan
@@ -96,6 +102,7 @@ impl Default for LeanragConfig {
             g0: G0Source::Hirag,
             extraction: ExtractionMode::Llm,
             embed_max_tokens: 4096,
+            description_vectors: DescriptionVectors::Auto,
             cluster_size: h.cluster_size,
             cluster: ClusterConfig::default(),
             min_layer_nodes: h.min_layer_nodes,

@@ -128,6 +128,12 @@ impl LeanragIndex {
             base_relations: g0.relations.len(),
             ..LeanragStats::default()
         };
+        // The aggregates' vectors and the summariser's sentences go through one embedder: the model's, or
+        // its sentences composed (`description_vectors`); G0's (the seeds) are embedded whole unless
+        // `all_sentences` composes them too.
+        let descriptions = config
+            .description_vectors
+            .embedder(models.embedder.clone(), models.chat.is_some());
         let started = Instant::now();
         let texts: Vec<String> = g0
             .entities
@@ -144,7 +150,11 @@ impl LeanragIndex {
             })
             .collect();
         let vectors = embed_texts(
-            models.embedder.as_ref(),
+            if config.description_vectors.composes_entities() {
+                descriptions.as_ref()
+            } else {
+                models.embedder.as_ref()
+            },
             &texts,
             config.embed_batch,
             "G0 entity descriptions",
@@ -176,10 +186,10 @@ impl LeanragIndex {
                 description: d.clone(),
             })
             .collect();
-        let text = Arc::new(ExtractiveSummarizer::new(
-            models.embedder.clone(),
-            Encoding::Cl100kBase,
-        ));
+        let text = Arc::new(
+            ExtractiveSummarizer::new(descriptions.clone(), Encoding::Cl100kBase)
+                .with_memo(!config.description_vectors.composes(models.chat.is_some())),
+        );
         let extractive = ExtractiveClusterSummarizer::new(text);
         let counted = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
         let llm = counted.as_ref().map(|c| {
@@ -192,7 +202,7 @@ impl LeanragIndex {
         let hierarchy = build_leanrag(
             base,
             &relations,
-            models.embedder.as_ref(),
+            descriptions.as_ref(),
             summarizer,
             &config.hierarchy(),
         )

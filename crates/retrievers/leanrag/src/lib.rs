@@ -31,7 +31,7 @@ mod index;
 mod retrieve;
 
 pub use base::{native_base_graph, BaseGraph, BaseNode};
-pub use config::{ExtractionMode, G0Source, LeanragConfig, SeedLayers};
+pub use config::{DescriptionVectors, ExtractionMode, G0Source, LeanragConfig, SeedLayers};
 pub use index::{LayerStats, LeanragIndex, LeanragStats, Models};
 pub use retrieve::{lca_path, LeanragRetriever};
 

@@ -265,10 +265,17 @@ impl HiragIndex {
         for (k, v) in secs {
             *stats.secs.entry(k).or_default() += v;
         }
-        let text = Arc::new(ExtractiveSummarizer::new(
-            models.embedder.clone(),
-            Encoding::O200kBase,
-        ));
+        // Descriptions (clustering texts, entity vectors, summary entities, the summariser's sentences) go
+        // through one embedder: the model's, or its sentences composed (`description_vectors`).
+        let model_writes = models.chat.is_some() || models.cheap_chat.is_some();
+        let composed_entities = config.description_vectors.composes_entities();
+        let descriptions = config
+            .description_vectors
+            .embedder(models.embedder.clone(), model_writes);
+        let text = Arc::new(
+            ExtractiveSummarizer::new(descriptions.clone(), Encoding::O200kBase)
+                .with_memo(!config.description_vectors.composes(model_writes)),
+        );
 
         // The base graph.
         let mut kg = KnowledgeGraph::new();
@@ -333,7 +340,7 @@ impl HiragIndex {
             })
             .collect();
         let vectors = embed_texts(
-            models.embedder.as_ref(),
+            descriptions.as_ref(),
             &cluster_texts,
             config.embed_batch,
             "entity descriptions",
@@ -373,7 +380,7 @@ impl HiragIndex {
         let hierarchy = build_hirag(
             base,
             &base_relations,
-            models.embedder.as_ref(),
+            descriptions.as_ref(),
             summarizer,
             &config.hierarchy(),
         )
@@ -423,8 +430,14 @@ impl HiragIndex {
         }
         stats.relations = graph.edges().len();
 
-        // Entity vectors: `name + description`, every embedded node, in name order.
+        // Entity vectors: `name + description`, every embedded node, in name order; embedded whole unless
+        // `all_sentences` composes them too (the name then a unit of its own).
         let started = Instant::now();
+        let entity_embedder = if composed_entities {
+            descriptions.as_ref()
+        } else {
+            models.embedder.as_ref()
+        };
         let mut entity_vectors = EmbeddingStore::new("hirag-entities");
         let items: Vec<(String, String)> = graph
             .nodes()
@@ -433,12 +446,21 @@ impl HiragIndex {
             .map(|n| {
                 (
                     format!("ent-{}", kgrag_types::md5_hex(n.name.as_bytes())),
-                    format!("{}{}", n.name, n.description),
+                    if composed_entities {
+                        format!(
+                            "{}{}{}",
+                            n.name,
+                            kgrag_text::composed::PART_SEPARATOR,
+                            n.description
+                        )
+                    } else {
+                        format!("{}{}", n.name, n.description)
+                    },
                 )
             })
             .collect();
         entity_vectors
-            .insert(&items, models.embedder.as_ref(), config.embed_batch, |_| {})
+            .insert(&items, entity_embedder, config.embed_batch, |_| {})
             .await?;
         let mut entity_rows = vec![u32::MAX; entity_vectors.len()];
         for (i, n) in graph.nodes().iter().enumerate() {

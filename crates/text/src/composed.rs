@@ -1,0 +1,365 @@
+//! Description vectors composed from sentence vectors: an [`Embedder`] that embeds each distinct sentence
+//! once and gives a text the normalised mean of its sentences' vectors.
+//!
+//! HiRAG and LeanRAG embed every entity's description whole, several times over (HiRAG's clustering text,
+//! HiRAG's `name + description`, LeanRAG's seed text), and the extractive summariser embeds the same
+//! descriptions again sentence by sentence. When no model writes the descriptions — every one is a list of
+//! fact sentences (`subject predicate object.`) or source sentences joined by `<SEP>` — those sentences are
+//! the units: embedded once, shared by every description that holds them, and composed. A description's
+//! cost then no longer grows with its length or with the number of methods that embed it.
+//!
+//! Composition: the text is split at `<SEP>` and each part into [`sentences`](crate::sentences) (the
+//! summariser's units, so its vectors are the same ones); the sentences are taken in order while their
+//! white-space words add up to at most [`MAX_WORDS`] (at least the first: like the encoder's own window, a
+//! long text is read from its start); each distinct sentence is embedded once per composer, as a document;
+//! the text's vector is the sum of its sentences' unit vectors, normalised. A text of one sentence gets
+//! that sentence's vector, normalised — the inner embedder's own vector when it already writes unit
+//! vectors (MiniLM does). Queries pass through to the inner embedder unchanged.
+//!
+//! This departs from the references, which embed the description text; it is what `description_vectors`
+//! selects in HiRAG's and LeanRAG's configurations ([`DescriptionVectors`]): by default, offline, for what
+//! the hierarchy clusters and summarises, while the entity vectors that retrieval searches stay embedded
+//! whole (composing those too moved musique-100's recall@5 down by 3–5 points; composing the rest left
+//! every recall figure unchanged).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use kgrag_types::{EmbedKind, Embedder, Embeddings};
+use serde::{Deserialize, Serialize};
+
+use crate::sentences;
+
+/// The separator of merged description parts (HiRAG's `<SEP>`).
+pub const PART_SEPARATOR: &str = "<SEP>";
+
+/// A composed text takes its sentences while their white-space words add up to at most this many.
+pub const MAX_WORDS: usize = 256;
+
+/// How HiRAG and LeanRAG embed entity descriptions at index time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DescriptionVectors {
+    /// `sentences` when no chat model writes descriptions (offline: every description is made of fact or
+    /// source sentences), `text` otherwise.
+    #[default]
+    Auto,
+    /// The description text embedded whole, as the references do.
+    Text,
+    /// The normalised mean of the description's sentence vectors ([`SentenceMean`]) for what the
+    /// hierarchy clusters and summarises; the entity vectors that retrieval searches stay embedded whole.
+    Sentences,
+    /// The normalised mean of the sentence vectors for every description vector, the entity vectors that
+    /// retrieval searches included: the fastest, but it moves retrieval (musique-100 recall@5: HiRAG
+    /// 53.6 → 48.6, LeanRAG 58.0 → 54.6, with recall@1 up).
+    AllSentences,
+}
+
+impl DescriptionVectors {
+    /// Whether descriptions are composed from sentences, given whether a chat model writes them.
+    pub fn composes(self, model_writes_descriptions: bool) -> bool {
+        match self {
+            DescriptionVectors::Auto => !model_writes_descriptions,
+            DescriptionVectors::Text => false,
+            DescriptionVectors::Sentences | DescriptionVectors::AllSentences => true,
+        }
+    }
+
+    /// Whether the entity vectors retrieval searches are composed too (only `all_sentences`).
+    pub fn composes_entities(self) -> bool {
+        self == DescriptionVectors::AllSentences
+    }
+
+    /// The embedder a build uses for descriptions: `inner`, or a [`SentenceMean`] over it.
+    pub fn embedder(
+        self,
+        inner: Arc<dyn Embedder>,
+        model_writes_descriptions: bool,
+    ) -> Arc<dyn Embedder> {
+        if self.composes(model_writes_descriptions) {
+            Arc::new(SentenceMean::new(inner))
+        } else {
+            inner
+        }
+    }
+}
+
+/// The units of `text` a composed vector is made of: its `<SEP>` parts split into sentences, trimmed, in
+/// order, within [`MAX_WORDS`] (at least one); the whole text trimmed when it has no sentence.
+pub fn units(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut words = 0usize;
+    for part in text.split(PART_SEPARATOR) {
+        for s in sentences(part) {
+            let s = s.trim();
+            if s.is_empty() {
+                continue;
+            }
+            let w = s.split_whitespace().count();
+            if !out.is_empty() && words + w > MAX_WORDS {
+                return out;
+            }
+            words += w;
+            out.push(s);
+        }
+    }
+    if out.is_empty() {
+        out.push(text.trim());
+    }
+    out
+}
+
+/// Sentence vectors, one block per embedding call (exactly sized: no growth slack, no copy), with an
+/// index by text.
+#[derive(Default)]
+struct Memo {
+    rows: HashMap<Box<str>, (u32, u32)>,
+    blocks: Vec<Vec<f32>>,
+    dim: usize,
+}
+
+impl Memo {
+    fn get(&self, sentence: &str) -> Option<&[f32]> {
+        let &(block, row) = self.rows.get(sentence)?;
+        let (block, row) = (block as usize, row as usize);
+        self.blocks
+            .get(block)?
+            .get(row * self.dim..(row + 1) * self.dim)
+    }
+}
+
+/// An [`Embedder`] whose document vectors are the normalised mean of the text's sentence vectors (see the
+/// module docs); each distinct sentence is embedded once by the inner embedder and kept for the composer's
+/// life.
+pub struct SentenceMean {
+    inner: Arc<dyn Embedder>,
+    name: String,
+    memo: Mutex<Memo>,
+}
+
+impl std::fmt::Debug for SentenceMean {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SentenceMean")
+            .field("inner", &self.inner.model_name())
+            .field("sentences", &self.sentences())
+            .finish()
+    }
+}
+
+impl SentenceMean {
+    /// A composer over `inner`.
+    pub fn new(inner: Arc<dyn Embedder>) -> Self {
+        Self {
+            name: format!("{}+sentence-mean", inner.model_name()),
+            inner,
+            memo: Mutex::new(Memo::default()),
+        }
+    }
+
+    /// Number of distinct sentences embedded so far.
+    pub fn sentences(&self) -> usize {
+        self.memo
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .rows
+            .len()
+    }
+
+    async fn compose(&self, texts: &[String]) -> kgrag_types::Result<Embeddings> {
+        let units: Vec<Vec<&str>> = texts.iter().map(|t| units(t)).collect();
+        let missing: Vec<String> = {
+            let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = std::collections::HashSet::new();
+            units
+                .iter()
+                .flatten()
+                .filter(|s| !memo.rows.contains_key(**s) && seen.insert(**s))
+                .map(|s| (*s).to_owned())
+                .collect()
+        };
+        if !missing.is_empty() {
+            let rows = self.inner.embed(&missing, &EmbedKind::Document).await?;
+            if rows.len() != missing.len() {
+                return Err(kgrag_types::Error::InvalidInput(format!(
+                    "the embedder {} returned {} vectors for {} sentences",
+                    self.inner.model_name(),
+                    rows.len(),
+                    missing.len()
+                )));
+            }
+            let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+            if memo.blocks.is_empty() {
+                memo.dim = rows.dim();
+            } else if rows.dim() != memo.dim {
+                return Err(kgrag_types::Error::InvalidInput(format!(
+                    "the embedder {} returned vectors of dimension {}, earlier {}",
+                    self.inner.model_name(),
+                    rows.dim(),
+                    memo.dim
+                )));
+            }
+            let block = memo.blocks.len() as u32;
+            for (row, s) in missing.into_iter().enumerate() {
+                memo.rows.insert(s.into_boxed_str(), (block, row as u32));
+            }
+            memo.blocks.push(rows.into_vec());
+        }
+        if texts.is_empty() {
+            return Ok(Embeddings::default());
+        }
+        let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+        let dim = memo.dim;
+        let mut out = vec![0.0f32; texts.len() * dim];
+        let mut sum = vec![0.0f64; dim];
+        for (text_units, row) in units.iter().zip(out.chunks_exact_mut(dim.max(1))) {
+            sum.iter_mut().for_each(|x| *x = 0.0);
+            for s in text_units {
+                let v = memo.get(s).ok_or_else(|| {
+                    kgrag_types::Error::InvalidInput(format!("no vector for sentence {s:?}"))
+                })?;
+                let norm = v
+                    .iter()
+                    .map(|x| f64::from(*x) * f64::from(*x))
+                    .sum::<f64>()
+                    .sqrt();
+                if norm > 0.0 && norm.is_finite() {
+                    for (a, x) in sum.iter_mut().zip(v) {
+                        *a += f64::from(*x) / norm;
+                    }
+                }
+            }
+            let norm = sum.iter().map(|x| x * x).sum::<f64>().sqrt();
+            if norm > 0.0 {
+                for (o, a) in row.iter_mut().zip(&sum) {
+                    *o = (*a / norm) as f32;
+                }
+            }
+        }
+        Embeddings::new(dim, out)
+    }
+}
+
+#[async_trait]
+impl Embedder for SentenceMean {
+    fn model_name(&self) -> &str {
+        &self.name
+    }
+
+    fn dimension(&self) -> usize {
+        self.inner.dimension()
+    }
+
+    async fn embed(&self, texts: &[String], kind: &EmbedKind) -> kgrag_types::Result<Embeddings> {
+        match kind {
+            EmbedKind::Document => self.compose(texts).await,
+            EmbedKind::Query { .. } => self.inner.embed(texts, kind).await,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kgrag_types::testing::HashingEmbedder;
+
+    fn unit(v: &[f32]) -> Vec<f64> {
+        let n = v
+            .iter()
+            .map(|x| f64::from(*x) * f64::from(*x))
+            .sum::<f64>()
+            .sqrt();
+        v.iter().map(|x| f64::from(*x) / n).collect()
+    }
+
+    #[test]
+    fn units_split_parts_and_sentences_within_the_word_cap() {
+        assert_eq!(
+            units("Paris is a city. It is old.<SEP>Paris lies on the Seine."),
+            vec!["Paris is a city.", "It is old.", "Paris lies on the Seine."]
+        );
+        assert_eq!(units("  no full stop  "), vec!["no full stop"]);
+        assert_eq!(units(""), vec![""]);
+        // The cap: 300 one-word sentences give MAX_WORDS of them; one long sentence is still taken.
+        let many = "word. ".repeat(300);
+        assert_eq!(units(&many).len(), MAX_WORDS);
+        let long = format!("{}.", "w ".repeat(400));
+        assert_eq!(units(&long).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn composes_the_normalised_mean_and_embeds_each_sentence_once() {
+        let inner = Arc::new(HashingEmbedder::new(64));
+        let c = SentenceMean::new(inner.clone());
+        let texts = vec![
+            "Alpha founded Beta.<SEP>Alpha lives in Gamma.".to_owned(),
+            "Alpha founded Beta.".to_owned(),
+        ];
+        let got = c.embed(&texts, &EmbedKind::Document).await;
+        let got = got.map_err(|e| e.to_string());
+        let Ok(got) = got else { panic!("{got:?}") };
+        assert_eq!(c.sentences(), 2, "the repeated sentence is embedded once");
+        let direct = inner
+            .embed(
+                &["Alpha founded Beta.".into(), "Alpha lives in Gamma.".into()],
+                &EmbedKind::Document,
+            )
+            .await
+            .map_err(|e| e.to_string());
+        let Ok(direct) = direct else {
+            panic!("{direct:?}")
+        };
+        let (a, b) = (
+            unit(direct.row(0).unwrap_or_default()),
+            unit(direct.row(1).unwrap_or_default()),
+        );
+        let mean = unit(
+            &a.iter()
+                .zip(&b)
+                .map(|(x, y)| (x + y) as f32)
+                .collect::<Vec<f32>>(),
+        );
+        for (g, w) in got.row(0).unwrap_or_default().iter().zip(&mean) {
+            assert!((f64::from(*g) - w).abs() < 1e-6);
+        }
+        // One sentence: its own vector, normalised.
+        for (g, w) in got.row(1).unwrap_or_default().iter().zip(&a) {
+            assert!((f64::from(*g) - w).abs() < 1e-6);
+        }
+        // A second call finds every sentence memoised; queries go to the inner embedder.
+        let calls = inner.calls();
+        let again = c.embed(&texts, &EmbedKind::Document).await;
+        assert!(again.is_ok());
+        assert_eq!(inner.calls(), calls);
+        let q = c
+            .embed(
+                &["Alpha founded Beta. Alpha lives in Gamma.".into()],
+                &EmbedKind::Query { instruction: None },
+            )
+            .await
+            .map_err(|e| e.to_string());
+        let qi = inner
+            .embed(
+                &["Alpha founded Beta. Alpha lives in Gamma.".into()],
+                &EmbedKind::Query { instruction: None },
+            )
+            .await
+            .map_err(|e| e.to_string());
+        assert_eq!(q, qi);
+        assert!(c.model_name().ends_with("+sentence-mean"));
+        let none = c.embed(&[], &EmbedKind::Document).await;
+        assert!(none.is_ok_and(|e| e.is_empty()));
+    }
+
+    #[test]
+    fn auto_composes_only_without_a_model_writing_descriptions() {
+        assert!(DescriptionVectors::Auto.composes(false));
+        assert!(!DescriptionVectors::Auto.composes(true));
+        assert!(DescriptionVectors::Sentences.composes(true));
+        assert!(!DescriptionVectors::Text.composes(false));
+        assert!(DescriptionVectors::AllSentences.composes(true));
+        assert!(DescriptionVectors::AllSentences.composes_entities());
+        assert!(!DescriptionVectors::Sentences.composes_entities());
+        assert!(!DescriptionVectors::Auto.composes_entities());
+    }
+}
