@@ -397,6 +397,14 @@ impl Config {
         }
         let mut config: Self =
             toml::from_str(text).map_err(|e| KgragError::Config(e.to_string()))?;
+        // A `[hirag]` section is filled from the library's defaults, whose `base` is `extract`: one key
+        // written there (say `top_k`) would switch HiRAG to its own extraction — LLM calls, with a chat
+        // model. The facade's default base holds unless the section names one.
+        if let Some(toml::Value::Table(table)) = raw.get("hirag") {
+            if !table.contains_key("base") {
+                config.hirag.base = Self::default().hirag.base;
+            }
+        }
         for (section, own) in [
             ("hirag", &config.hirag.cluster),
             ("leanrag", &config.leanrag.cluster),
@@ -523,6 +531,15 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(err.contains("dampng"), "{err}");
+    }
+
+    #[test]
+    fn a_hirag_section_without_base_keeps_the_facades_base() {
+        let c = Config::parse("[hirag]\ntop_k = 10\n").unwrap();
+        assert_eq!(c.hirag.base, kgrag_hirag::BaseSource::OpenieCache);
+        assert_eq!(c.hirag.top_k, 10);
+        let c = Config::parse("[hirag]\nbase = \"extract\"\n").unwrap();
+        assert_eq!(c.hirag.base, kgrag_hirag::BaseSource::Extract);
     }
 
     #[test]
