@@ -265,8 +265,9 @@ impl HiragIndex {
         for (k, v) in secs {
             *stats.secs.entry(k).or_default() += v;
         }
-        // Descriptions (clustering texts, entity vectors, summary entities, the summariser's sentences) go
-        // through one embedder: the model's, or its sentences composed (`description_vectors`).
+        // What the hierarchy clusters and summarises (clustering texts, summary entities, the summariser's
+        // sentences) goes through one embedder: the model's, or its sentences composed
+        // (`description_vectors`); the entity vectors retrieval searches only under `all_sentences`.
         let model_writes = models.chat.is_some() || models.cheap_chat.is_some();
         let composed_entities = config.description_vectors.composes_entities();
         let descriptions = config
