@@ -199,11 +199,30 @@ impl SentenceMean {
                     memo.dim
                 )));
             }
+            // Another call may have embedded some of these meanwhile (the lock is not held across the
+            // embedding): keep the first vector, store only the new rows.
+            let fresh: Vec<usize> = (0..missing.len())
+                .filter(|&i| !memo.rows.contains_key(missing[i].as_str()))
+                .collect();
             let block = memo.blocks.len() as u32;
-            for (row, s) in missing.into_iter().enumerate() {
-                memo.rows.insert(s.into_boxed_str(), (block, row as u32));
+            let data = if fresh.len() == missing.len() {
+                rows.into_vec()
+            } else {
+                let mut data = Vec::with_capacity(fresh.len() * rows.dim());
+                for &i in &fresh {
+                    data.extend_from_slice(rows.row(i).unwrap_or_default());
+                }
+                data
+            };
+            let mut missing: Vec<Option<String>> = missing.into_iter().map(Some).collect();
+            for (row, &i) in fresh.iter().enumerate() {
+                if let Some(s) = missing[i].take() {
+                    memo.rows.insert(s.into_boxed_str(), (block, row as u32));
+                }
             }
-            memo.blocks.push(rows.into_vec());
+            if !data.is_empty() {
+                memo.blocks.push(data);
+            }
         }
         if texts.is_empty() {
             return Ok(Embeddings::default());
@@ -349,6 +368,51 @@ mod tests {
         assert!(c.model_name().ends_with("+sentence-mean"));
         let none = c.embed(&[], &EmbedKind::Document).await;
         assert!(none.is_ok_and(|e| e.is_empty()));
+    }
+
+    /// The hashing embedder, yielding to the scheduler before it answers (so two calls overlap).
+    struct Yielding(HashingEmbedder);
+
+    #[async_trait]
+    impl Embedder for Yielding {
+        fn model_name(&self) -> &str {
+            self.0.model_name()
+        }
+        fn dimension(&self) -> usize {
+            self.0.dimension()
+        }
+        async fn embed(
+            &self,
+            texts: &[String],
+            kind: &EmbedKind,
+        ) -> kgrag_types::Result<Embeddings> {
+            tokio::task::yield_now().await;
+            self.0.embed(texts, kind).await
+        }
+    }
+
+    #[tokio::test]
+    async fn overlapping_calls_keep_one_vector_per_sentence() {
+        let c = SentenceMean::new(Arc::new(Yielding(HashingEmbedder::new(16))));
+        let a = vec!["One. Two.".to_owned()];
+        let b = vec!["Two. Three.".to_owned(), "One.".to_owned()];
+        let (ra, rb) = tokio::join!(
+            c.embed(&a, &EmbedKind::Document),
+            c.embed(&b, &EmbedKind::Document)
+        );
+        assert!(ra.is_ok() && rb.is_ok());
+        assert_eq!(c.sentences(), 3);
+        let rows: usize = c
+            .memo
+            .lock()
+            .map(|m| m.blocks.iter().map(|b| b.len() / 16).sum())
+            .unwrap_or(0);
+        assert_eq!(rows, 3, "a sentence embedded by both calls is stored once");
+        let again = c.embed(&b, &EmbedKind::Document).await;
+        assert_eq!(
+            again.map_err(|e| e.to_string()),
+            rb.map_err(|e| e.to_string())
+        );
     }
 
     #[test]

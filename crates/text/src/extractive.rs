@@ -232,6 +232,9 @@ impl ExtractiveSummarizer {
                 vectors.len()
             )));
         }
+        if !self.memoise {
+            return Ok(());
+        }
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         for (t, v) in texts.iter().zip(vectors.rows()) {
             memo.entry(t.clone()).or_insert_with(|| Arc::from(v));

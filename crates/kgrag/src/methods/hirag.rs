@@ -44,7 +44,16 @@ impl Method for Hirag {
 
     fn settings(&self, config: &Config) -> serde_json::Value {
         // Retrieval reads its budgets from the index's own settings, so every key counts but the log switch.
-        super::json_without(&config.hirag, &["log_layers"])
+        let mut v = super::json_without(&config.hirag, &["log_layers"]);
+        super::description_vectors_setting(
+            &mut v,
+            config
+                .hirag
+                .description_vectors
+                .composes(config.chat.is_some()),
+            config.hirag.description_vectors,
+        );
+        v
     }
 
     fn needs_triples(&self, config: &Config) -> bool {

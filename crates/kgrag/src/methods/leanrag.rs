@@ -35,7 +35,12 @@ impl Method for Leanrag {
     }
 
     fn settings(&self, config: &Config) -> serde_json::Value {
-        let lean = super::json_without(&config.leanrag, &["log_layers"]);
+        let mut lean = super::json_without(&config.leanrag, &["log_layers"]);
+        super::description_vectors_setting(
+            &mut lean,
+            config.leanrag.composes_descriptions(config.chat.is_some()),
+            config.leanrag.description_vectors,
+        );
         let mut v = serde_json::json!({ "leanrag": lean });
         if config.leanrag.g0 == G0Source::Hirag {
             // G0 is HiRAG's base layer: HiRAG's settings shape it.

@@ -174,6 +174,28 @@ pub trait MethodIndex: Send + Sync {
     }
 }
 
+/// `description_vectors` in a method's settings as the build applies it: left out when descriptions are
+/// embedded whole (so an index built before the key existed, or with a chat model, stays current), else
+/// `"sentences"` or `"all_sentences"` (`auto` resolved).
+fn description_vectors_setting(
+    settings: &mut serde_json::Value,
+    composes: bool,
+    vectors: kgrag_text::DescriptionVectors,
+) {
+    if let Some(map) = settings.as_object_mut() {
+        if composes {
+            let name = if vectors.composes_entities() {
+                "all_sentences"
+            } else {
+                "sentences"
+            };
+            map.insert("description_vectors".to_owned(), serde_json::json!(name));
+        } else {
+            map.remove("description_vectors");
+        }
+    }
+}
+
 /// The settings an index with `methods` depends on.
 pub fn settings(config: &Config, methods: &[&str]) -> BTreeMap<String, serde_json::Value> {
     let mut out = BTreeMap::new();
@@ -316,5 +338,50 @@ mod tests {
         let names: Vec<&str> = registry().iter().map(|m| m.name()).collect();
         assert_eq!(names, METHOD_NAMES);
         assert_eq!(strategies(), crate::config::STRATEGIES);
+    }
+
+    #[test]
+    fn description_vectors_count_as_the_build_applies_them() {
+        let key = |c: &Config, m: &str| {
+            settings(c, &[m])[m]
+                .pointer(if m == "hirag" {
+                    "/description_vectors"
+                } else {
+                    "/leanrag/description_vectors"
+                })
+                .cloned()
+        };
+        // Offline, `auto` composes: recorded as "sentences".
+        let offline = Config::default();
+        assert_eq!(key(&offline, "hirag"), Some(serde_json::json!("sentences")));
+        assert_eq!(
+            key(&offline, "leanrag"),
+            Some(serde_json::json!("sentences"))
+        );
+        // With a chat model, or `text`, descriptions are embedded whole: no key, as in indexes built before
+        // the setting existed.
+        let chat = Config::parse(
+            "[chat]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        assert_eq!(key(&chat, "hirag"), None);
+        assert_eq!(key(&chat, "leanrag"), None);
+        let text = Config::parse(
+            "[hirag]\ndescription_vectors = \"text\"\n[leanrag]\ndescription_vectors = \"text\"\n",
+        )
+        .unwrap();
+        assert_eq!(key(&text, "hirag"), None);
+        assert_eq!(key(&text, "leanrag"), None);
+        // LeanRAG's aggregates as seeds: only `all_sentences` composes them.
+        let seeds = Config::parse("[leanrag]\nseed_layers = \"aggregate\"\n").unwrap();
+        assert_eq!(key(&seeds, "leanrag"), None);
+        let all = Config::parse(
+            "[leanrag]\nseed_layers = \"aggregate\"\ndescription_vectors = \"all_sentences\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            key(&all, "leanrag"),
+            Some(serde_json::json!("all_sentences"))
+        );
     }
 }

@@ -142,6 +142,16 @@ impl LeanragConfig {
         }
     }
 
+    /// Whether the build composes the aggregates' vectors from sentence vectors (see
+    /// [`DescriptionVectors`]), given whether a chat model writes the descriptions: never for vectors
+    /// retrieval searches unless `all_sentences` asks — with `seed_layers = "aggregate"` the aggregates are
+    /// seeds, so `auto` and `sentences` embed them whole.
+    pub fn composes_descriptions(&self, model_writes_descriptions: bool) -> bool {
+        self.description_vectors.composes(model_writes_descriptions)
+            && (self.seed_layers == SeedLayers::Base
+                || self.description_vectors.composes_entities())
+    }
+
     /// Checks the ranges the pipeline relies on.
     pub fn validate(&self) -> Result<()> {
         if self.top_n == 0 {

@@ -10,7 +10,7 @@ use kgrag_hierarchy::{
     build_leanrag, embed_texts, BaseEntity, BaseRelation, ClusterSummarizer,
     ExtractiveClusterSummarizer, HNodeKind, Hierarchy, LlmClusterSummarizer, NodeId, RelationKind,
 };
-use kgrag_text::{Encoding, ExtractiveSummarizer};
+use kgrag_text::{Encoding, ExtractiveSummarizer, SentenceMean};
 use kgrag_types::{ChatModel, ChunkId, CountingChat, Embedder, StageUsage};
 use serde::{Deserialize, Serialize};
 
@@ -129,11 +129,14 @@ impl LeanragIndex {
             ..LeanragStats::default()
         };
         // The aggregates' vectors and the summariser's sentences go through one embedder: the model's, or
-        // its sentences composed (`description_vectors`); G0's (the seeds) are embedded whole unless
-        // `all_sentences` composes them too.
-        let descriptions = config
-            .description_vectors
-            .embedder(models.embedder.clone(), models.chat.is_some());
+        // its sentences composed (`description_vectors`, unless the aggregates are seeds); G0's (the seeds)
+        // are embedded whole unless `all_sentences` composes them too.
+        let composes = config.composes_descriptions(models.chat.is_some());
+        let descriptions: Arc<dyn Embedder> = if composes {
+            Arc::new(SentenceMean::new(models.embedder.clone()))
+        } else {
+            models.embedder.clone()
+        };
         let started = Instant::now();
         let texts: Vec<String> = g0
             .entities
@@ -188,7 +191,7 @@ impl LeanragIndex {
             .collect();
         let text = Arc::new(
             ExtractiveSummarizer::new(descriptions.clone(), Encoding::Cl100kBase)
-                .with_memo(!config.description_vectors.composes(models.chat.is_some())),
+                .with_memo(!composes),
         );
         let extractive = ExtractiveClusterSummarizer::new(text);
         let counted = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
