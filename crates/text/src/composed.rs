@@ -70,19 +70,6 @@ impl DescriptionVectors {
     pub fn composes_entities(self) -> bool {
         self == DescriptionVectors::AllSentences
     }
-
-    /// The embedder a build uses for descriptions: `inner`, or a [`SentenceMean`] over it.
-    pub fn embedder(
-        self,
-        inner: Arc<dyn Embedder>,
-        model_writes_descriptions: bool,
-    ) -> Arc<dyn Embedder> {
-        if self.composes(model_writes_descriptions) {
-            Arc::new(SentenceMean::new(inner))
-        } else {
-            inner
-        }
-    }
 }
 
 /// The units of `text` a composed vector is made of: its `<SEP>` parts split into sentences, trimmed, in
@@ -157,6 +144,15 @@ impl SentenceMean {
         }
     }
 
+    /// The embedder a build uses for descriptions: a composer over `inner` when `compose`, else `inner`.
+    pub fn wrap_if(inner: Arc<dyn Embedder>, compose: bool) -> Arc<dyn Embedder> {
+        if compose {
+            Arc::new(Self::new(inner))
+        } else {
+            inner
+        }
+    }
+
     /// Number of distinct sentences embedded so far.
     pub fn sentences(&self) -> usize {
         self.memo
@@ -201,26 +197,17 @@ impl SentenceMean {
             }
             // Another call may have embedded some of these meanwhile (the lock is not held across the
             // embedding): keep the first vector, store only the new rows.
-            let fresh: Vec<usize> = (0..missing.len())
-                .filter(|&i| !memo.rows.contains_key(missing[i].as_str()))
-                .collect();
             let block = memo.blocks.len() as u32;
-            let data = if fresh.len() == missing.len() {
-                rows.into_vec()
-            } else {
-                let mut data = Vec::with_capacity(fresh.len() * rows.dim());
-                for &i in &fresh {
-                    data.extend_from_slice(rows.row(i).unwrap_or_default());
-                }
-                data
-            };
-            let mut missing: Vec<Option<String>> = missing.into_iter().map(Some).collect();
-            for (row, &i) in fresh.iter().enumerate() {
-                if let Some(s) = missing[i].take() {
-                    memo.rows.insert(s.into_boxed_str(), (block, row as u32));
+            let mut data = Vec::with_capacity(rows.len() * rows.dim());
+            for (s, v) in missing.into_iter().zip(rows.rows()) {
+                if !memo.rows.contains_key(s.as_str()) {
+                    let row = (data.len() / rows.dim()) as u32;
+                    memo.rows.insert(s.into_boxed_str(), (block, row));
+                    data.extend_from_slice(v);
                 }
             }
             if !data.is_empty() {
+                data.shrink_to_fit();
                 memo.blocks.push(data);
             }
         }
@@ -350,18 +337,11 @@ mod tests {
         let again = c.embed(&texts, &EmbedKind::Document).await;
         assert!(again.is_ok());
         assert_eq!(inner.calls(), calls);
-        let q = c
-            .embed(
-                &["Alpha founded Beta. Alpha lives in Gamma.".into()],
-                &EmbedKind::Query { instruction: None },
-            )
-            .await
-            .map_err(|e| e.to_string());
+        let question = ["Alpha founded Beta. Alpha lives in Gamma.".to_owned()];
+        let query = EmbedKind::Query { instruction: None };
+        let q = c.embed(&question, &query).await.map_err(|e| e.to_string());
         let qi = inner
-            .embed(
-                &["Alpha founded Beta. Alpha lives in Gamma.".into()],
-                &EmbedKind::Query { instruction: None },
-            )
+            .embed(&question, &query)
             .await
             .map_err(|e| e.to_string());
         assert_eq!(q, qi);

@@ -247,21 +247,27 @@ impl ExtractiveSummarizer {
         self.memo.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 
+    /// `texts` embedded as documents, one vector each (a count mismatch is an error).
+    async fn embed_sentences(&self, texts: &[String]) -> Result<Embeddings> {
+        let rows = self
+            .embedder
+            .embed(texts, &EmbedKind::Document)
+            .await
+            .map_err(|e| Error::Embedding(format!("embedding summary sentences: {e}")))?;
+        if rows.len() != texts.len() {
+            return Err(Error::Embedding(format!(
+                "the embedder returned {} vectors for {} sentences",
+                rows.len(),
+                texts.len()
+            )));
+        }
+        Ok(rows)
+    }
+
     async fn vectors(&self, texts: &[String]) -> Result<Vec<Arc<[f32]>>> {
         if !self.memoise {
             // `texts` are distinct (see `summarize_texts`).
-            let rows = self
-                .embedder
-                .embed(texts, &EmbedKind::Document)
-                .await
-                .map_err(|e| Error::Embedding(format!("embedding summary sentences: {e}")))?;
-            if rows.len() != texts.len() {
-                return Err(Error::Embedding(format!(
-                    "the embedder returned {} vectors for {} sentences",
-                    rows.len(),
-                    texts.len()
-                )));
-            }
+            let rows = self.embed_sentences(texts).await?;
             return Ok(rows.rows().map(Arc::from).collect());
         }
         let missing: Vec<String> = {
@@ -274,18 +280,7 @@ impl ExtractiveSummarizer {
                 .collect()
         };
         if !missing.is_empty() {
-            let rows = self
-                .embedder
-                .embed(&missing, &EmbedKind::Document)
-                .await
-                .map_err(|e| Error::Embedding(format!("embedding summary sentences: {e}")))?;
-            if rows.len() != missing.len() {
-                return Err(Error::Embedding(format!(
-                    "the embedder returned {} vectors for {} sentences",
-                    rows.len(),
-                    missing.len()
-                )));
-            }
+            let rows = self.embed_sentences(&missing).await?;
             let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
             for (t, v) in missing.into_iter().zip(rows.rows()) {
                 memo.insert(t, Arc::from(v));

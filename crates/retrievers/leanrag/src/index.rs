@@ -132,11 +132,7 @@ impl LeanragIndex {
         // its sentences composed (`description_vectors`, unless the aggregates are seeds); G0's (the seeds)
         // are embedded whole unless `all_sentences` composes them too.
         let composes = config.composes_descriptions(models.chat.is_some());
-        let descriptions: Arc<dyn Embedder> = if composes {
-            Arc::new(SentenceMean::new(models.embedder.clone()))
-        } else {
-            models.embedder.clone()
-        };
+        let descriptions = SentenceMean::wrap_if(models.embedder.clone(), composes);
         let started = Instant::now();
         let texts: Vec<String> = g0
             .entities

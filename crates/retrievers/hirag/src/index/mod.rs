@@ -15,7 +15,7 @@ use kgrag_hierarchy::{
     build_hirag, embed_texts, BaseEntity, BaseRelation, ClusterSummarizer,
     ExtractiveClusterSummarizer, HNodeKind, Hierarchy, LlmClusterSummarizer,
 };
-use kgrag_text::{Encoding, ExtractiveSummarizer};
+use kgrag_text::{Encoding, ExtractiveSummarizer, SentenceMean};
 use kgrag_types::{
     ChatModel, Chunk, ChunkId, CountingChat, DocId, Embedder, Entity, EntityId, Extraction,
     Outcome, StageUsage,
@@ -268,14 +268,14 @@ impl HiragIndex {
         // What the hierarchy clusters and summarises (clustering texts, summary entities, the summariser's
         // sentences) goes through one embedder: the model's, or its sentences composed
         // (`description_vectors`); the entity vectors retrieval searches only under `all_sentences`.
-        let model_writes = models.chat.is_some() || models.cheap_chat.is_some();
-        let composed_entities = config.description_vectors.composes_entities();
-        let descriptions = config
+        let composes = config
             .description_vectors
-            .embedder(models.embedder.clone(), model_writes);
+            .composes(models.chat.is_some() || models.cheap_chat.is_some());
+        let composed_entities = config.description_vectors.composes_entities();
+        let descriptions = SentenceMean::wrap_if(models.embedder.clone(), composes);
         let text = Arc::new(
             ExtractiveSummarizer::new(descriptions.clone(), Encoding::O200kBase)
-                .with_memo(!config.description_vectors.composes(model_writes)),
+                .with_memo(!composes),
         );
 
         // The base graph.
