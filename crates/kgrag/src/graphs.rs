@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kgrag_hirag::{BaseSource, ExtractionMode, HiragIndex};
+use kgrag_hirag::{BaseSource, ChunkRecord, ExtractionMode, HiGraph, HiragBase, HiragIndex};
 use kgrag_leanrag::{BaseGraph, G0Source, LeanragIndex};
 use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
 use kgrag_types::{Chunk, ChunkId, Document, Entity, Extraction, Extractor, Relation};
@@ -118,10 +118,11 @@ async fn extract(
     extract_chunks(env, extractor.as_ref(), chunks, "entities").await
 }
 
-/// G0 from HiRAG's index: its base-layer nodes and the edges among them (spec leanrag §4.1).
-fn g0_from_hirag(index: &HiragIndex) -> Result<BaseGraph> {
-    let g = index.graph();
-    let chunk_id = |c: u32| index.chunks().get(c as usize).map(|r| r.id.clone());
+/// G0 from HiRAG's base layer (spec leanrag §4.1): its nodes (`UNKNOWN` endpoints included) and the edges
+/// among them, in the graph's order (nodes by name, edges by endpoints); `chunks` are the base's chunk
+/// records, which the graph's source positions index.
+pub(crate) fn g0_from_graph(g: &HiGraph, chunks: &[ChunkRecord]) -> Result<BaseGraph> {
+    let chunk_id = |c: u32| chunks.get(c as usize).map(|r| r.id.clone());
     let entities: Vec<Entity> = g
         .nodes()
         .iter()
@@ -148,12 +149,28 @@ fn g0_from_hirag(index: &HiragIndex) -> Result<BaseGraph> {
             })
         })
         .collect();
-    let chunks = index
-        .chunks()
+    let chunks = chunks
         .iter()
         .map(|c| (c.id.clone(), c.content.clone()))
         .collect();
     Ok(BaseGraph::from_records(&entities, &relations, chunks)?)
+}
+
+/// HiRAG's base layer of the corpus ([`HiragBase`]: its chunks and extractions — see [`hirag_inputs`] —
+/// merged, long descriptions summarised, the base graph), and the seconds its inputs took (extraction).
+/// The chunks and extractions are dropped once the base stands.
+pub(crate) async fn hirag_base(env: &Env, corpus: &Corpus) -> Result<(HiragBase, f64)> {
+    let t = Instant::now();
+    let (chunks, extractions) = hirag_inputs(env, corpus).await?;
+    let secs = t.elapsed().as_secs_f64();
+    let base = HiragBase::new(
+        &chunks,
+        &extractions,
+        &hirag_models(env),
+        &hirag_config(env),
+    )
+    .await?;
+    Ok((base, secs))
 }
 
 /// HiRAG's chunks and entity–relation extractions: the corpus's chunks and their OpenIE triples
@@ -235,15 +252,13 @@ pub(crate) fn leanrag_config(env: &Env) -> std::borrow::Cow<'_, kgrag_leanrag::L
     )
 }
 
-/// Builds HiRAG's index, reusing the community reports of `previous` and of the cache folder's report
+/// Builds HiRAG's index on its base layer, reusing the community reports of `previous` and of the cache folder's report
 /// file (reports are keyed by the hash of their input), and adds the new reports to that file.
 pub(crate) async fn build_hirag(
     env: &Env,
-    chunks: &[Chunk],
-    extractions: &[Extraction],
+    base: HiragBase,
     previous: Option<&HiragIndex>,
 ) -> Result<HiragIndex> {
-    let hc = &*hirag_config(env);
     let reports_file = env.cache_dir.join("hirag-reports.json");
     let mut reuse: HashMap<String, kgrag_hirag::CommunityReport> =
         match std::fs::read(&reports_file) {
@@ -259,7 +274,7 @@ pub(crate) async fn build_hirag(
     if let Some(p) = previous {
         reuse.extend(p.reports_by_hash());
     }
-    let index = HiragIndex::build(chunks, extractions, &hirag_models(env), hc, &reuse).await?;
+    let index = base.finish(&hirag_models(env), &reuse).await?;
     // Keep the earlier reports too: another corpus cut in the same cache folder reuses its own.
     let mut keep = reuse;
     keep.extend(index.reports_by_hash());
@@ -287,31 +302,21 @@ pub(crate) async fn build_hirag(
     Ok(index)
 }
 
-/// Builds LeanRAG's index: G0 from `hirag` (HiRAG's index of this build, `g0 = "hirag"`), else from
-/// HiRAG's merged records made here, or LeanRAG's own chunking and extraction (`g0 = "native"`).
+/// Builds LeanRAG's index: on `g0` (HiRAG's base layer as this build's HiRAG made it, `g0 = "hirag"`), else
+/// on HiRAG's base layer made here, or on LeanRAG's own chunking and extraction (`g0 = "native"`). Returns
+/// the index and the seconds G0 took here.
 pub(crate) async fn build_leanrag(
     env: &Env,
     corpus: &Corpus,
-    hirag: Option<&HiragIndex>,
+    g0: Option<BaseGraph>,
 ) -> Result<(LeanragIndex, f64)> {
     let lc = &*leanrag_config(env);
     let t = Instant::now();
-    let g0 = match (lc.g0, hirag) {
-        (G0Source::Hirag, Some(index)) => g0_from_hirag(index)?,
+    let g0 = match (lc.g0, g0) {
+        (G0Source::Hirag, Some(g0)) => g0,
         (G0Source::Hirag, None) => {
-            let (chunks, extractions) = hirag_inputs(env, corpus).await?;
-            let merged = kgrag_hirag::base_records(
-                &chunks,
-                &extractions,
-                &hirag_models(env),
-                &hirag_config(env),
-            )
-            .await?;
-            let texts = chunks
-                .iter()
-                .map(|c| (c.id.clone(), c.text.clone()))
-                .collect();
-            BaseGraph::from_records(&merged.entities, &merged.relations, texts)?
+            let (base, _) = hirag_base(env, corpus).await?;
+            g0_from_graph(&base.graph()?, base.chunks())?
         }
         (G0Source::Native, _) => {
             // Windows of 1024 cl100k tokens overlapping by 128; each newline run becomes one space.

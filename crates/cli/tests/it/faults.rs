@@ -481,5 +481,29 @@ fn an_llm_build_is_bound_by_the_provider() {
         "only {n} reports: the wave is too narrow to tell"
     );
     assert!(in_flight > 4.0, "reports ran {in_flight:.1} in flight");
+    // LeanRAG waits only for HiRAG's base layer, not for its hierarchy and reports: its first aggregate
+    // is asked while HiRAG's requests are still running.
+    let first = |k: &str| log.timeline.iter().filter(|t| t.0 == k).map(|t| t.1).min();
+    let last = |k: &str| log.timeline.iter().filter(|t| t.0 == k).map(|t| t.2).max();
+    let (Some(lean_first), Some(hirag_last)) = (first("aggregates"), last("reports")) else {
+        panic!("the build asked for no aggregates or no reports: {w:?}");
+    };
+    assert!(
+        lean_first < hirag_last,
+        "LeanRAG's first aggregate came {:.2} s after HiRAG's last report",
+        (lean_first - hirag_last).as_secs_f64()
+    );
+    // The builds overlapped, and each one's calls are counted under its own name.
+    let count =
+        |kinds: &[&str]| log.timeline.iter().filter(|t| kinds.contains(&t.0)).count() as u64;
+    let stats = super::cli::json(&work, &["stats", "--index", "idx", "--json"]);
+    let calls = |stage: &str| stats["llm_by_stage"][stage]["calls"].as_u64().unwrap_or(0);
+    eprintln!("calls by stage: {}", stats["llm_by_stage"]);
+    assert_eq!(calls("extraction"), count(&["ner", "triples"]));
+    assert_eq!(calls("leanrag"), count(&["aggregates", "relations"]));
+    assert_eq!(
+        calls("extraction") + calls("hirag") + calls("leanrag"),
+        total as u64
+    );
     let _ = std::fs::remove_dir_all(&work);
 }

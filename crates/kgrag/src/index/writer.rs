@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
+use futures_util::FutureExt;
 use kgrag_graph_store::EmbeddingStore;
 use kgrag_openie::HippoOpenIe;
 use kgrag_text::{Chunker, ChunkerConfig};
-use kgrag_types::{ChunkId, Extraction, Extractor};
+use kgrag_types::{ChunkId, Extraction, Extractor, StageUsage};
 use serde::{Deserialize, Serialize};
 
 use super::generation::{empty_corpus, Committed};
@@ -586,42 +587,106 @@ impl IndexWriter {
         Ok(())
     }
 
+    /// Builds `methods` over the writer's corpus. Offline every build is bound by the processor, so the
+    /// methods build one after another (one build's peak memory at a time). With a chat model the builds
+    /// run at the same time on this task: each waits only on what it depends on — LeanRAG on HiRAG's
+    /// base layer, not on HiRAG's hierarchy and reports — and the model's requests of all of them share its
+    /// concurrency. Either way every method builds what it would alone.
     async fn build_methods(
         &mut self,
         methods: &[String],
         change: &Change,
         stages: &mut Stages,
     ) -> Result<()> {
+        let selected: Vec<Box<dyn methods::Method>> = methods::registry()
+            .into_iter()
+            .filter(|m| methods.iter().any(|x| x == m.name()))
+            .collect();
+        let handoff = methods::Handoff::new(&self.env().config, methods);
+        let together = self.env().chat.is_some() && selected.len() > 1;
         let mut built: BTreeMap<String, Arc<dyn MethodIndex>> = BTreeMap::new();
-        for m in methods::registry() {
-            if !methods.iter().any(|x| x == m.name()) {
-                continue;
-            }
-            let previous = self.work.methods.get(m.name()).cloned();
+        let mut outs = Vec::with_capacity(selected.len());
+        if together {
             let before = self.shared.usage();
-            let t = Instant::now();
-            let out = m
-                .build(
-                    &self.shared.env,
-                    &self.work.corpus,
-                    &built,
-                    previous,
-                    change,
-                )
-                .await?;
+            let builds = selected.iter().map(|m| {
+                self.build_one(m.as_ref(), change, &handoff)
+                    .map(|r| r.map(|(out, secs)| (m.name(), out, secs)))
+            });
+            outs = futures_util::future::try_join_all(builds).await?;
+            // One counter saw the overlapping builds' calls (none with models handed in): LeanRAG's
+            // aggregation counts its own, and the rest are HiRAG's (dense and HippoRAG 2 build without
+            // the model; HippoRAG's extraction is the `extraction` stage, before). Retries are not
+            // counted per method: they stay with HiRAG.
+            if self.shared.chat_usage.is_some() {
+                let mut rest = self.shared.usage().since(&before);
+                for m in &selected {
+                    self.work.llm.entry(m.name().to_owned()).or_default();
+                }
+                let lean = outs
+                    .iter()
+                    .find_map(|(_, out, _)| methods::leanrag_index(out.index.as_ref()))
+                    .map(|l| usage_entry(&l.stats().llm));
+                if let Some(lean) = lean {
+                    rest = rest.since(&lean);
+                    self.work
+                        .llm
+                        .entry("leanrag".to_owned())
+                        .or_default()
+                        .add(&lean);
+                }
+                let owner = if methods.iter().any(|m| m == "hirag") {
+                    "hirag"
+                } else {
+                    "leanrag"
+                };
+                self.work
+                    .llm
+                    .entry(owner.to_owned())
+                    .or_default()
+                    .add(&rest);
+            }
+        } else {
+            for m in &selected {
+                let before = self.shared.usage();
+                let (out, secs) = self.build_one(m.as_ref(), change, &handoff).await?;
+                self.add_usage(m.name(), before);
+                outs.push((m.name(), out, secs));
+            }
+        }
+        for (name, out, secs) in outs {
             for (stage, secs) in &out.stages {
                 stages.record(stage, *secs);
             }
-            tracing::info!(
-                method = m.name(),
-                secs = t.elapsed().as_secs_f64(),
-                "method built"
-            );
-            self.add_usage(m.name(), before);
-            built.insert(m.name().to_owned(), Arc::from(out.index));
+            tracing::info!(method = name, secs, "method built");
+            built.insert(name.to_owned(), Arc::from(out.index));
         }
         self.work.methods = built;
         Ok(())
+    }
+
+    /// One method's build, and its seconds. HiRAG's closes the handoff when it ends, so a LeanRAG build
+    /// waiting on it never waits for nothing.
+    async fn build_one(
+        &self,
+        m: &dyn methods::Method,
+        change: &Change,
+        handoff: &methods::Handoff,
+    ) -> Result<(methods::Built, f64)> {
+        let previous = self.work.methods.get(m.name()).cloned();
+        let t = Instant::now();
+        let out = m
+            .build(
+                &self.shared.env,
+                &self.work.corpus,
+                handoff,
+                previous,
+                change,
+            )
+            .await;
+        if m.name() == "hirag" {
+            handoff.close();
+        }
+        Ok((out?, t.elapsed().as_secs_f64()))
     }
 
     /// The methods of the writer's copy, in registry order.
@@ -820,4 +885,16 @@ pub(crate) fn chunk_docs(
         });
     }
     Ok((records, fresh))
+}
+
+/// A method's own count of its model calls as a usage entry (retries are not counted per stage).
+fn usage_entry(u: &StageUsage) -> UsageEntry {
+    UsageEntry {
+        calls: u.calls,
+        prompt_tokens: u.prompt_tokens,
+        completion_tokens: u.completion_tokens,
+        cache_hits: u.cache_hits,
+        retries: 0,
+        failures: u.failures,
+    }
 }

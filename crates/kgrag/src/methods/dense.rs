@@ -2,7 +2,6 @@
 //! index is the shared passage store, so it has no files of its own.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -11,7 +10,7 @@ use kgrag_dense::DenseRetriever;
 use kgrag_graph_store::vector::min_max_scale;
 use kgrag_types::{RetrievalRequest, RetrievedContext, Retriever};
 
-use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
+use super::{json, Built, Change, Corpus, Counts, Env, Handoff, Method, MethodIndex};
 use crate::config::Config;
 use crate::env::PassageSearch;
 use crate::{KgragError, Result};
@@ -43,7 +42,7 @@ impl Method for Dense {
         &self,
         _env: &Env,
         _corpus: &Corpus,
-        _earlier: &BTreeMap<String, Arc<dyn MethodIndex>>,
+        _handoff: &Handoff,
         _previous: Option<Arc<dyn MethodIndex>>,
         _change: &Change,
     ) -> Result<Built> {

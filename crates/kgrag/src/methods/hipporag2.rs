@@ -4,7 +4,6 @@
 //! scanned for synonyms; deleted chunks take their orphan phrases, facts and edges with them.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,7 +11,7 @@ use async_trait::async_trait;
 use kgrag_hipporag::{FilterMode, HippoIndex, HippoRetriever};
 use kgrag_types::{RetrievedContext, Retriever};
 
-use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
+use super::{json, Built, Change, Corpus, Counts, Env, Handoff, Method, MethodIndex};
 use crate::config::Config;
 use crate::{KgragError, Result};
 
@@ -65,7 +64,7 @@ impl Method for Hipporag2 {
         &self,
         env: &Env,
         corpus: &Corpus,
-        _earlier: &BTreeMap<String, Arc<dyn MethodIndex>>,
+        _handoff: &Handoff,
         previous: Option<Arc<dyn MethodIndex>>,
         change: &Change,
     ) -> Result<Built> {

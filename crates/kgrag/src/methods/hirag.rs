@@ -5,7 +5,6 @@
 //! the response cache, both counted in the index's statistics.
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use async_trait::async_trait;
 use kgrag_hirag::{BaseSource, HiragIndex, HiragRetriever, Mode};
 use kgrag_types::{RetrievedContext, Retriever};
 
-use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
+use super::{json, Built, Change, Corpus, Counts, Env, Handoff, Method, MethodIndex};
 use crate::config::{Config, ReaderMode};
 use crate::{KgragError, Result};
 
@@ -64,7 +63,7 @@ impl Method for Hirag {
         &self,
         env: &Env,
         corpus: &Corpus,
-        _earlier: &BTreeMap<String, Arc<dyn MethodIndex>>,
+        handoff: &Handoff,
         previous: Option<Arc<dyn MethodIndex>>,
         _change: &Change,
     ) -> Result<Built> {
@@ -72,11 +71,16 @@ impl Method for Hirag {
             .as_ref()
             .and_then(|p| p.as_any().downcast_ref::<Index>())
             .map(|p| p.index.clone());
-        let t = std::time::Instant::now();
-        let (chunks, extractions) = crate::graphs::hirag_inputs(env, corpus).await?;
-        let mut stages = vec![("hirag_extraction".to_owned(), t.elapsed().as_secs_f64())];
-        let index =
-            crate::graphs::build_hirag(env, &chunks, &extractions, previous.as_deref()).await?;
+        let (base, extraction_secs) = crate::graphs::hirag_base(env, corpus).await?;
+        let mut stages = vec![("hirag_extraction".to_owned(), extraction_secs)];
+        if handoff.wants_g0() {
+            // LeanRAG's G0 is this base layer: handed over now, before the hierarchy.
+            let t = std::time::Instant::now();
+            let g0 = crate::graphs::g0_from_graph(&base.graph()?, base.chunks())?;
+            handoff.send_g0(g0);
+            stages.push(("leanrag_g0".to_owned(), t.elapsed().as_secs_f64()));
+        }
+        let index = crate::graphs::build_hirag(env, base, previous.as_deref()).await?;
         stages.extend(index.stats().secs.iter().map(|(k, v)| (k.clone(), *v)));
         Ok(Built {
             index: Box::new(Index {

@@ -4,7 +4,6 @@
 //! cache when their input is unchanged).
 
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -12,7 +11,7 @@ use async_trait::async_trait;
 use kgrag_leanrag::{G0Source, LeanragIndex, LeanragRetriever};
 use kgrag_types::{RetrievedContext, Retriever};
 
-use super::{json, Built, Change, Corpus, Counts, Env, Method, MethodIndex};
+use super::{json, Built, Change, Corpus, Counts, Env, Handoff, Method, MethodIndex};
 use crate::config::{Config, ReaderMode};
 use crate::Result;
 
@@ -57,15 +56,12 @@ impl Method for Leanrag {
         &self,
         env: &Env,
         corpus: &Corpus,
-        earlier: &BTreeMap<String, Arc<dyn MethodIndex>>,
+        handoff: &Handoff,
         _previous: Option<Arc<dyn MethodIndex>>,
         _change: &Change,
     ) -> Result<Built> {
-        let hirag = earlier
-            .get("hirag")
-            .and_then(|h| h.as_any().downcast_ref::<super::hirag::Index>())
-            .map(|h| h.index.clone());
-        let (index, g0_secs) = crate::graphs::build_leanrag(env, corpus, hirag.as_deref()).await?;
+        let g0 = handoff.take_g0().await;
+        let (index, g0_secs) = crate::graphs::build_leanrag(env, corpus, g0).await?;
         let mut stages = vec![("leanrag_g0".to_owned(), g0_secs)];
         stages.extend(index.stats().secs.iter().map(|(k, v)| (k.clone(), *v)));
         Ok(Built {

@@ -4,7 +4,7 @@
 //! the settings its index depends on, how it builds, updates and loads) and [`MethodIndex`] (how its index
 //! is saved, queried and read). [`registry`] lists them in build order — a later method may reuse an
 //! earlier one's index (LeanRAG's G0 is HiRAG's base layer) — and the index's writer and generations
-//! iterate it. Adding a method is one new file, its `mod` line and one line in [`registry`], its names in
+//! iterate it. Methods hand each other what they share through a build's [`Handoff`]. Adding a method is one new file, its `mod` line and one line in [`registry`], its names in
 //! [`crate::config::METHOD_NAMES`] and [`crate::config::STRATEGIES`] (a test checks that they agree with the
 //! registry), and its settings section in the configuration (see `docs/architecture.md`).
 
@@ -87,6 +87,69 @@ pub enum Change {
     Delete(Vec<ChunkId>),
 }
 
+/// What the methods of one build hand each other: LeanRAG's G0 (`g0 = "hirag"`), which HiRAG's build sends
+/// as soon as its base layer stands, so LeanRAG need not wait for HiRAG's hierarchy and reports (with a chat
+/// model the two then build at the same time) nor make the base layer a second time.
+pub struct Handoff {
+    wanted: bool,
+    g0: std::sync::Mutex<Option<kgrag_leanrag::BaseGraph>>,
+    /// Set once HiRAG's build has ended (sent or not).
+    closed: std::sync::atomic::AtomicBool,
+    ready: tokio::sync::Notify,
+}
+
+impl Handoff {
+    /// A handoff for a build of `methods` with `config`: G0 is handed over when the build makes both HiRAG
+    /// and LeanRAG and LeanRAG's G0 is HiRAG's base layer.
+    pub fn new(config: &Config, methods: &[String]) -> Self {
+        let has = |m: &str| methods.iter().any(|x| x == m);
+        Self {
+            wanted: has("hirag")
+                && has("leanrag")
+                && config.leanrag.g0 == kgrag_leanrag::G0Source::Hirag,
+            g0: std::sync::Mutex::new(None),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            ready: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Whether LeanRAG's build takes its G0 from HiRAG's build.
+    pub fn wants_g0(&self) -> bool {
+        self.wanted
+    }
+
+    /// HiRAG's build hands over G0.
+    pub fn send_g0(&self, g0: kgrag_leanrag::BaseGraph) {
+        if let Ok(mut slot) = self.g0.lock() {
+            *slot = Some(g0);
+        }
+        self.ready.notify_one();
+    }
+
+    /// HiRAG's build has ended: a LeanRAG build still waiting stops waiting.
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.ready.notify_one();
+    }
+
+    /// G0 from HiRAG's build, waiting for it while HiRAG builds; `None` when this build hands none over
+    /// (LeanRAG then makes HiRAG's base layer itself).
+    pub async fn take_g0(&self) -> Option<kgrag_leanrag::BaseGraph> {
+        if !self.wanted {
+            return None;
+        }
+        loop {
+            if let Some(g0) = self.g0.lock().ok().and_then(|mut slot| slot.take()) {
+                return Some(g0);
+            }
+            if self.closed.load(std::sync::atomic::Ordering::SeqCst) {
+                return None;
+            }
+            self.ready.notified().await;
+        }
+    }
+}
+
 /// A built index with its stage times.
 pub struct Built {
     /// The index.
@@ -119,13 +182,14 @@ pub trait Method: Send + Sync {
     /// Whether it needs the corpus's OpenIE triples.
     fn needs_triples(&self, config: &Config) -> bool;
 
-    /// Builds (or updates) the index. `earlier` holds the indexes of the methods before it in this build;
-    /// `previous` is this method's index before `change` (for incremental updates and reuse).
+    /// Builds (or updates) the index. `handoff` carries what the build's other methods share with it
+    /// (they may be building at the same time); `previous` is this method's index before `change` (for
+    /// incremental updates and reuse).
     async fn build(
         &self,
         env: &Env,
         corpus: &Corpus,
-        earlier: &BTreeMap<String, Arc<dyn MethodIndex>>,
+        handoff: &Handoff,
         previous: Option<Arc<dyn MethodIndex>>,
         change: &Change,
     ) -> Result<Built>;

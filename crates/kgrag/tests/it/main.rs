@@ -8,3 +8,4 @@ mod index_api;
 mod pipeline;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod together;

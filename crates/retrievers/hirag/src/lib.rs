@@ -44,8 +44,8 @@ pub use config::{
 };
 pub use graph::{BridgePath, HiEdge, HiGraph, HiNode};
 pub use index::{
-    base_records, merge_records, ChunkRecord, CommunityRecord, HierarchyRound, HiragIndex,
-    IndexStats, MergedRecords, Models,
+    base_records, merge_records, ChunkRecord, CommunityRecord, HierarchyRound, HiragBase,
+    HiragIndex, IndexStats, MergedRecords, Models,
 };
 pub use kgrag_community::report::Report as CommunityReport;
 pub use kgrag_types::{CountingChat, StageUsage};

@@ -196,18 +196,33 @@ fn record_stage(stats: &mut IndexStats, stage: &str, started: Instant) {
     *stats.secs.entry(stage.to_owned()).or_default() += secs;
 }
 
-impl HiragIndex {
-    /// Builds the index from `chunks` and their extractions (any order; a chunk without an extraction
+/// HiRAG's base layer (spec §4.1–§4.5): the chunk records, the extracted records merged with their long
+/// descriptions summarised, and the graph of base entities and relations — everything the HiIndex is built
+/// on, and what LeanRAG's `g0 = "hirag"` reads ([`HiragBase::graph`]). [`HiragBase::finish`] builds the rest
+/// of the index (§5–§6); [`HiragIndex::build`] is the two in one.
+pub struct HiragBase {
+    config: HiragConfig,
+    records: Vec<ChunkRecord>,
+    chunk_pos: HashMap<String, u32>,
+    entities: Vec<Entity>,
+    relations: Vec<kgrag_types::Relation>,
+    record_names: HashSet<String>,
+    last_first: HashMap<String, String>,
+    kg: KnowledgeGraph,
+    stats: IndexStats,
+}
+
+impl HiragBase {
+    /// The base layer of `chunks` and their extractions (any order; a chunk without an extraction
     /// contributes its text only). Entity names go through HiRAG's normalisation for `base = "extract"`;
     /// `openie_cache` records (from [`openie_extractions`](crate::openie_extractions)) keep HippoRAG's
-    /// phrases. `previous_reports` (keyed by input hash, e.g. [`HiragIndex::reports_by_hash`] of an
-    /// earlier build) are reused where a community's input is unchanged.
-    pub async fn build(
+    /// phrases. Long descriptions are summarised with `models` (spec §4.5). Neither input is kept: the
+    /// caller may drop them once this returns.
+    pub async fn new(
         chunks: &[Chunk],
         extractions: &[Extraction],
         models: &Models,
         config: &HiragConfig,
-        previous_reports: &HashMap<String, Report>,
     ) -> Result<Self> {
         config.validate()?;
         let mut stats = IndexStats::default();
@@ -265,18 +280,6 @@ impl HiragIndex {
         for (k, v) in secs {
             *stats.secs.entry(k).or_default() += v;
         }
-        // What the hierarchy clusters and summarises (clustering texts, summary entities, the summariser's
-        // sentences) goes through one embedder: the model's, or its sentences composed
-        // (`description_vectors`); the entity vectors retrieval searches only under `all_sentences`.
-        let composes = config
-            .description_vectors
-            .composes(models.chat.is_some() || models.cheap_chat.is_some());
-        let composed_entities = config.description_vectors.composes_entities();
-        let descriptions = SentenceMean::wrap_if(models.embedder.clone(), composes);
-        let text = Arc::new(
-            ExtractiveSummarizer::new(descriptions.clone(), Encoding::O200kBase)
-                .with_memo(!composes),
-        );
 
         // The base graph.
         let mut kg = KnowledgeGraph::new();
@@ -311,6 +314,69 @@ impl HiragIndex {
                 },
             )?;
         }
+        Ok(Self {
+            config: config.clone(),
+            records,
+            chunk_pos,
+            entities,
+            relations,
+            record_names,
+            last_first,
+            kg,
+            stats,
+        })
+    }
+
+    /// The chunks, sorted by id (the positions [`HiNode::sources`](crate::HiNode) and
+    /// [`HiEdge::sources`](crate::HiEdge) of [`graph`](Self::graph) refer to).
+    pub fn chunks(&self) -> &[ChunkRecord] {
+        &self.records
+    }
+
+    /// The base layer as a graph in the finished index's order: every base entity (`UNKNOWN` endpoints
+    /// included) by name, every relation by endpoints. It equals the layer-0 nodes of
+    /// [`HiragIndex::graph`] and the edges among them, except where the HiIndex later merges a summary
+    /// entity into a base entity of the same name (spec §5.5): the finished graph then carries the summary's
+    /// description and member relations on that node, the base layer does not.
+    pub fn graph(&self) -> Result<HiGraph> {
+        HiGraph::from_knowledge_graph(&self.kg, &self.chunk_pos, |name| {
+            self.record_names.contains(name)
+        })
+    }
+
+    /// Builds the rest of the index on this base (spec §5–§6): the HiIndex layers, the entity vectors,
+    /// hierarchical Leiden and the community reports. `previous_reports` (keyed by input hash, e.g.
+    /// [`HiragIndex::reports_by_hash`] of an earlier build) are reused where a community's input is
+    /// unchanged.
+    pub async fn finish(
+        self,
+        models: &Models,
+        previous_reports: &HashMap<String, Report>,
+    ) -> Result<HiragIndex> {
+        let Self {
+            config,
+            records,
+            chunk_pos,
+            entities,
+            relations,
+            record_names,
+            last_first,
+            mut kg,
+            mut stats,
+        } = self;
+        let config = &config;
+        // What the hierarchy clusters and summarises (clustering texts, summary entities, the summariser's
+        // sentences) goes through one embedder: the model's, or its sentences composed
+        // (`description_vectors`); the entity vectors retrieval searches only under `all_sentences`.
+        let composes = config
+            .description_vectors
+            .composes(models.chat.is_some() || models.cheap_chat.is_some());
+        let composed_entities = config.description_vectors.composes_entities();
+        let descriptions = SentenceMean::wrap_if(models.embedder.clone(), composes);
+        let text = Arc::new(
+            ExtractiveSummarizer::new(descriptions.clone(), Encoding::O200kBase)
+                .with_memo(!composes),
+        );
 
         // §5: HiIndex over the entity records (not the UNKNOWN endpoints).
         let started = Instant::now();
@@ -608,7 +674,7 @@ impl HiragIndex {
         stats.communities_per_level = per_level.values().copied().collect();
         record_stage(&mut stats, "hirag_reports", started);
 
-        let mut index = Self {
+        let mut index = HiragIndex {
             config: config.clone(),
             chunks: records,
             graph,
@@ -622,6 +688,23 @@ impl HiragIndex {
         index.rebuild_lookups();
         index.count_row_tokens();
         Ok(index)
+    }
+}
+
+impl HiragIndex {
+    /// Builds the index from `chunks` and their extractions: [`HiragBase::new`], then
+    /// [`HiragBase::finish`].
+    pub async fn build(
+        chunks: &[Chunk],
+        extractions: &[Extraction],
+        models: &Models,
+        config: &HiragConfig,
+        previous_reports: &HashMap<String, Report>,
+    ) -> Result<Self> {
+        HiragBase::new(chunks, extractions, models, config)
+            .await?
+            .finish(models, previous_reports)
+            .await
     }
 
     fn rebuild_lookups(&mut self) {

@@ -395,3 +395,82 @@ async fn fixture_every_mode_sections_budgets_and_determinism() {
     assert_eq!(reused.stats().reports_reused, index.communities().len());
     assert_eq!(reused.stats().reports_written, 0);
 }
+
+/// The base layer handed to LeanRAG before the hierarchy ([`kgrag_hirag::HiragBase::graph`]) is the finished
+/// index's layer 0 — every base node and the edges among them, with their descriptions and sources — on
+/// the fixture, where no summary entity takes a base entity's name.
+#[tokio::test]
+async fn the_base_layer_is_the_finished_index_layer_zero() {
+    let ds = kgrag_eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
+    let chunker = Chunker::new(ChunkerConfig::hirag()).unwrap();
+    let mut chunks = Vec::new();
+    for p in &ds.passages {
+        chunks.extend(chunker.chunk(&Document::new(p.content())).unwrap());
+    }
+    let extractions: Vec<Extraction> = chunks
+        .iter()
+        .map(|c| kgrag_openie::RuleExtractor.extract_text(c))
+        .collect();
+    let models = kgrag_hirag::Models {
+        embedder: Arc::new(HashingEmbedder::new(64)),
+        chat: None,
+        cheap_chat: None,
+    };
+    let config = offline();
+    let base = kgrag_hirag::HiragBase::new(&chunks, &extractions, &models, &config)
+        .await
+        .unwrap();
+    let layer = base.graph().unwrap();
+    let base_chunks: Vec<_> = base.chunks().iter().map(|c| c.id.clone()).collect();
+    let index = base
+        .finish(&models, &std::collections::HashMap::new())
+        .await
+        .unwrap();
+    let whole = index.graph();
+    assert!(
+        whole.nodes().iter().any(|n| n.layer > 0),
+        "the fixture has summary entities"
+    );
+    assert_eq!(
+        base_chunks,
+        index
+            .chunks()
+            .iter()
+            .map(|c| c.id.clone())
+            .collect::<Vec<_>>()
+    );
+    let nodes = |g: &kgrag_hirag::HiGraph| -> Vec<(String, String, String, Vec<u32>)> {
+        g.nodes()
+            .iter()
+            .filter(|n| n.layer == 0)
+            .map(|n| {
+                (
+                    n.name.clone(),
+                    n.entity_type.clone(),
+                    n.description.clone(),
+                    n.sources.clone(),
+                )
+            })
+            .collect()
+    };
+    let edges = |g: &kgrag_hirag::HiGraph| -> Vec<(String, String, String, Vec<u32>, u64)> {
+        g.edges()
+            .iter()
+            .filter_map(|e| {
+                let (a, b) = (g.node(e.a)?, g.node(e.b)?);
+                (a.layer == 0 && b.layer == 0).then(|| {
+                    (
+                        a.name.clone(),
+                        b.name.clone(),
+                        e.description.clone(),
+                        e.sources.clone(),
+                        e.weight.to_bits(),
+                    )
+                })
+            })
+            .collect()
+    };
+    assert!(!nodes(&layer).is_empty() && !edges(&layer).is_empty());
+    assert_eq!(nodes(&layer), nodes(whole));
+    assert_eq!(edges(&layer), edges(whole));
+}
