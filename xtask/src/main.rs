@@ -10,8 +10,9 @@
 //!   `cargo test --workspace --all-features ARGS…` with `KGRAG_ASSETS`, `KGRAG_DATA_DIR` and
 //!   `KGRAG_TEST_LLM_URL` set; the server is stopped by pid afterwards, also when tests fail; finally a
 //!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2,hirag,hirag-bridge,leanrag --limit 10 --question-corpus`) whose
-//!   report is checked, and the memory guard (peak memory per 1,000 passages of every method's index,
-//!   against the recorded figure; see `scale::memory_guard`). The stage times are printed at the end, also
+//!   report is checked, the memory guard (peak memory per 1,000 passages of every method's index,
+//!   against the recorded figure; see `scale::memory_guard`), and last the packages, made and compiled
+//!   from their own files (`package::Verify::Check`). The stage times are printed at the end, also
 //!   when a stage fails, and the build's timings are written to `cargo-timings/` in the target folder.
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
 //!   one index, run the methods, write `report.json`, `report.md`, `report.html` and plots, print the
@@ -24,8 +25,7 @@
 //! * `cargo xtask scale [--passages N] …` — the synthetic scale run (see `scale`); `cargo xtask
 //!   memory-guard` — `test`'s memory guard alone.
 //! * `cargo xtask package` — `cargo package --workspace` with every package built from its own files
-//!   against the others' packages; with `--check`, each package type-checked that way instead, as
-//!   `test` does (see [`package::Verify`]).
+//!   against the others' packages; with `--check`, as `test` verifies them (see [`package::Verify`]).
 //! * `cargo xtask fetch-data NAME [--base-url URL]` — downloads a bundled dataset's files from where its
 //!   manifest says they are published into `$KGRAG_DATA_DIR`, resumably, verifying every sha256 (see
 //!   `fetch`).
@@ -80,7 +80,7 @@ struct Xtask {
 
 #[derive(clap::Subcommand)]
 enum Task {
-    /// The test command: fmt, clippy, every test, the examples, packaging, a CI-sized bench.
+    /// The test command: fmt, clippy, every test, the examples, a CI-sized bench, the memory guard, packaging.
     ///
     /// Fetch assets, check formatting, build every target with clippy's lints (-D warnings), start the
     /// local llama.cpp server and PostgreSQL 18 + pgvector, run `cargo test --workspace --all-features
@@ -498,9 +498,6 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     result?;
     stages.run("examples", || examples(&assets))?;
     stages.run("example project outside the workspace", standalone_example)?;
-    stages.run("cargo package --workspace", || {
-        package::package_crates(package::Verify::Check)
-    })?;
     stages.run("CI bench", || {
         if let Some(missing) = missing_ci_bench_data(&data) {
             println!(
@@ -522,6 +519,11 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             )));
         }
         scale::memory_guard(&binary)
+    })?;
+    // Last: the facade's packages are built into the shared target folder, where their `kgrag` binary
+    // replaces the test build's, which the CI bench and the memory guard run.
+    stages.run("cargo package --workspace", || {
+        package::package_crates(package::Verify::Check)
     })
 }
 

@@ -17,11 +17,13 @@ pub enum Verify {
     /// dependencies again for them.
     Cargo,
     /// `cargo xtask test`: `cargo package --workspace --no-verify`, then every package extracted from its
-    /// `.crate` outside the workspace and `cargo check`ed from those files with its default features, the
-    /// other kgrag crates taken from their packages too: what cargo's verification catches — a file a
-    /// package leaves out, a dependency without a version, and for the crates used one at a time a
-    /// feature one gets only from a sibling through the workspace's unification — without the machine
-    /// code (about two minutes cold; see [`check_groups`] for which packages are checked alone).
+    /// `.crate` outside the workspace and compiled from those files, the other kgrag crates taken from
+    /// their packages too: what cargo's verification catches — a file a package leaves out, a dependency
+    /// without a version, and for the crates used one at a time a feature one gets only from a sibling
+    /// through the workspace's unification. The crates used one at a time are `cargo check`ed alone with
+    /// their default features; the facade's packages are built together with every feature and the
+    /// workspace's dev profile, which reuses the test build's dependencies (see [`check_groups`]). About
+    /// a minute and a half cold.
     Check,
 }
 
@@ -44,7 +46,9 @@ pub fn package_crates(verify: Verify) -> TaskResult {
             &mut command,
         ),
         Verify::Check => {
-            command.arg("--no-verify");
+            // Offline: the test build has just fetched every dependency, and asking the registry's index
+            // again for each package's lock file took most of this step (19 s of 20).
+            command.args(["--no-verify", "--offline"]);
             run_step("cargo package --workspace --no-verify", &mut command)?;
             check_packages()
         }
@@ -127,27 +131,36 @@ fn check_extracted(packages: &[(String, String)], target: &Path, root: &Path) ->
     std::fs::copy(&lock, root.join("Cargo.lock"))
         .map_err(|e| fail(format!("cannot copy {}: {e}", lock.display())))?;
     let (alone, together) = check_groups(&kgrag_deps);
-    let check = |names: &[String], what: &str| {
+    let cargo = |subcommand: &[&str], names: &[String]| {
         let mut command = cargo_command();
         command
-            .arg("check")
+            .args(subcommand)
             .arg("--manifest-path")
             .arg(&manifest_path)
             .args(names.iter().flat_map(|n| ["-p", n.as_str()]))
             .env("CARGO_TARGET_DIR", target)
             .env_remove("RUSTC_WORKSPACE_WRAPPER");
-        run_step(what, &mut command)
+        command
     };
     for name in &alone {
-        check(
-            std::slice::from_ref(name),
+        let mut command = cargo(&["check"], std::slice::from_ref(name));
+        run_step(
             &format!("cargo check of the package {name}, alone"),
+            &mut command,
         )?;
     }
     if !together.is_empty() {
-        check(
-            &together,
-            &format!("cargo check of the packages {}", together.join(", ")),
+        // Built, not checked: with every feature and the workspace's dev profile these packages resolve
+        // every dependency as the test build did, so only the packages themselves are compiled (about a
+        // minute; a check would type-check the model and HTTP stack again, about two).
+        let mut command = cargo(&["build", "--all-features"], &together);
+        command.args(dev_profile_configs()?);
+        run_step(
+            &format!(
+                "cargo build --all-features of the packages {}",
+                together.join(", ")
+            ),
+            &mut command,
         )?;
     }
     Ok(())
@@ -156,8 +169,9 @@ fn check_extracted(packages: &[(String, String)], target: &Path, root: &Path) ->
 /// The packages a user picks one at a time — every one whose library does not reach [`FACADE_ROOT`] — each checked
 /// in its own cargo invocation, so that its dependencies get only the features it asks for itself (one
 /// that compiles only thanks to a feature a sibling turns on fails here); and the facade's packages, which
-/// are used together with their defaults, checked in one invocation (features unified among them alone),
-/// which saves checking the model and HTTP stack once per package. A missing file fails either way.
+/// are used together, built in one invocation with every feature (as the test build compiles them, so
+/// its compiled model and HTTP stack serve; their default features differ only by leaving out the
+/// PostgreSQL backend). A missing file fails either way.
 fn check_groups(kgrag_deps: &BTreeMap<String, Vec<String>>) -> (Vec<String>, Vec<String>) {
     let reaches = |start: &String| {
         let mut seen = BTreeSet::new();

@@ -163,8 +163,10 @@ fn size(path: &Path) -> u64 {
 /// `cargo xtask scale [--passages N] [--questions Q] [--methods a,b] [--seed S]`.
 /// Peak memory per 1,000 passages of every method's index, as the memory guard of `cargo xtask test`
 /// measures it (the debug build, [`GUARD_SIZES`]), after the facade stopped holding the extractions twice
-/// (issue 37): 1k passages 261–262 MB, 3k 547–548 MB, 142.7–143.0 MB per 1k over two runs (161 before).
-const GUARD_MB_PER_1K: f64 = 143.0;
+/// (issue 37): 1k passages 261–262 MB, 3k 547–548 MB, 142.7–143.0 MB per 1k over two runs (161 before);
+/// then HiRAG's build dropped its chunks and extractions once its base layer stood: 1k 250–254 MB, 3k
+/// 512–514 MB, 129.6–130.8 MB per 1k over two runs.
+const GUARD_MB_PER_1K: f64 = 131.0;
 
 /// How much the guard's figure may grow over [`GUARD_MB_PER_1K`] (the issue's 30 %).
 const GUARD_TOLERANCE: f64 = 0.30;
