@@ -11,8 +11,8 @@
 //!   `KGRAG_TEST_LLM_URL` set; the server is stopped by pid afterwards, also when tests fail; finally a
 //!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2,hirag,hirag-bridge,leanrag --limit 10 --question-corpus`) whose
 //!   report is checked, the memory guard (peak memory per 1,000 passages of every method's index,
-//!   against the recorded figure; see `scale::memory_guard`), and last the packages, made and compiled
-//!   from their own files (`package::Verify::Check`). The stage times are printed at the end, also
+//!   against the recorded figure; see `scale::memory_guard`), and last the packages, made and
+//!   type-checked from their own files (`package::Verify::Check`). The stage times are printed at the end, also
 //!   when a stage fails, and the build's timings are written to `cargo-timings/` in the target folder.
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
 //!   one index, run the methods, write `report.json`, `report.md`, `report.html` and plots, print the
@@ -520,8 +520,6 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
         }
         scale::memory_guard(&binary)
     })?;
-    // Last: the facade's packages are built into the shared target folder, where their `kgrag` binary
-    // replaces the test build's, which the CI bench and the memory guard run.
     stages.run("cargo package --workspace", || {
         package::package_crates(package::Verify::Check)
     })
