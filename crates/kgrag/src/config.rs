@@ -9,7 +9,8 @@
 //!
 //! [embedder]                         # kgrag-llm EmbedderConfig; default: local all-MiniLM-L6-v2
 //! provider = "local"
-//! # precision = "f32"                # local encoder arithmetic: "f32" | "bf16" (AVX512-BF16: ~1.4× faster,
+//! # precision = "auto"               # local encoder arithmetic: "auto" (bf16x3 where AMX runs, else f32) |
+//! #                                  # "f32" | "bf16x3" (AMX, f32's vectors to ~1e-5) | "bf16" (AVX512-BF16,
 //! #                                  # cosine ≥ 0.9999 to f32, a few rankings differ at near-ties)
 //!
 //! # [chat]                           # kgrag-llm ChatConfig; none by default (no LLM)

@@ -17,7 +17,7 @@ use super::bert::{Bert, BertShape, BertSizes, Weights};
 use super::gemm::Kernel;
 
 use super::local_err;
-use crate::config::{asset_path, EncoderPrecision, LocalEmbedderConfig};
+use crate::config::{asset_path, LocalEmbedderConfig};
 use crate::error::{LlmError, Result};
 use crate::managed::EmbedBackend;
 
@@ -124,7 +124,7 @@ impl LocalEmbedder {
         }
         let weights = read(&dir.join("model.safetensors"), &name)?;
         let parsed = Weights::parse(&weights).map_err(|e| local_err(&name, e))?;
-        let kernel = Kernel::best(config.precision == EncoderPrecision::Bf16);
+        let kernel = Kernel::for_precision(config.precision);
         let model = Bert::load(
             &parsed,
             BertShape {
@@ -157,6 +157,8 @@ impl LocalEmbedder {
                     if max_tokens != crate::config::default_max_len() {
                         name = format!("{name}@{max_tokens}");
                     }
+                    // bf16x3's vectors are f32's to about 1e-5 (closer than two f32 machines'
+                    // recall can tell apart): the same name, so indexes and caches stay portable.
                     if kernel == Kernel::Bf16 {
                         name.push_str("@bf16");
                     }

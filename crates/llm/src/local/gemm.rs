@@ -12,10 +12,16 @@
 //! is rounded to bfloat16 pairs once per product; `vdpbf16ps` adds two products per lane in f32, twice
 //! the multiply-adds of an f32 FMA per instruction (the same tiles).
 //!
+//! With `precision = "auto"` (the default) or `"bf16x3"` on a CPU with AMX, the product runs on AMX
+//! tiles with each operand split into two bfloat16 parts ([`super::amx`]): f32's sums to about 1e-5.
+//!
 //! Every output is `b + Σₖ x·w` in `k` order whatever its tile or the thread, so a vector does not depend
 //! on its batch. Without AVX-512 the weights stay as they are and the product is matrixmultiply's (then
-//! the bias is added after the sum). On this project's machine (Zen 5, one thread, 1,000 × 384 by
-//! 384 × 1,536): matrixmultiply 73–80 GFLOP/s, the packed f32 kernel 99–104, bf16 161–175.
+//! the bias is added after the sum). On a Zen 5 machine (one thread, 1,000 × 384 by 384 × 1,536):
+//! matrixmultiply 73–80 GFLOP/s, the packed f32 kernel 99–104, bf16 161–175. On a Sapphire Rapids
+//! machine (one thread, 256 × 384 by 384 × 1,536 and the encoder's other shapes): matrixmultiply 85–93,
+//! packed f32 146–193, bf16 84–99 (`vdpbf16ps` issues on one port there, FMAs on two), AMX bf16x3
+//! 394–481.
 
 use ndarray::linalg::general_mat_mul;
 use ndarray::{Array2, ArrayView2, ArrayViewMut2};
@@ -41,6 +47,9 @@ pub(crate) enum Linear {
     /// Packed in bfloat16 pairs for AVX512-BF16.
     #[cfg(target_arch = "x86_64")]
     Bf16(PackedBf16),
+    /// Split into two bfloat16 parts in AMX tiles.
+    #[cfg(target_arch = "x86_64")]
+    Amx(super::amx::PackedAmx),
     /// As loaded, for matrixmultiply.
     Plain {
         /// The weights, `n × k`.
@@ -59,6 +68,8 @@ pub(crate) enum Kernel {
     Avx512,
     /// Weights and inputs rounded to bfloat16, products summed in f32 (AVX512-BF16).
     Bf16,
+    /// Weights and inputs split into two bfloat16 parts, three tile products per product (AMX).
+    Amx,
 }
 
 impl Kernel {
@@ -75,6 +86,20 @@ impl Kernel {
         }
         let _ = bf16;
         Self::Plain
+    }
+
+    /// The kernel of `[embedder] precision`: AMX tiles for `auto` and `bf16x3` where this CPU and OS
+    /// run them, else the fastest f32 kernel; bfloat16 for `bf16` where the CPU has it.
+    pub(crate) fn for_precision(precision: crate::config::EncoderPrecision) -> Self {
+        use crate::config::EncoderPrecision;
+        match precision {
+            #[cfg(target_arch = "x86_64")]
+            EncoderPrecision::Auto | EncoderPrecision::Bf16x3 if super::amx::available() => {
+                Self::Amx
+            }
+            EncoderPrecision::Bf16 => Self::best(true),
+            _ => Self::best(false),
+        }
     }
 }
 
@@ -100,7 +125,16 @@ impl Linear {
                 Self::Bf16(unsafe { PackedBf16::new(w.view(), &b) })
             }
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 | Kernel::Bf16 if pulp::x86::V4::try_new().is_some() => {
+            Kernel::Amx
+                if super::amx::available() && super::amx::PackedAmx::fits(w.nrows(), w.ncols()) =>
+            {
+                match super::amx::PackedAmx::new(w.view(), &b) {
+                    Some(p) => Self::Amx(p),
+                    None => Self::new(w, b, Kernel::best(false)),
+                }
+            }
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512 | Kernel::Bf16 | Kernel::Amx if pulp::x86::V4::try_new().is_some() => {
                 Self::Packed(Packed::new(w.view(), &b))
             }
             _ => Self::Plain { w, b },
@@ -114,6 +148,8 @@ impl Linear {
             Self::Packed(p) => p.n,
             #[cfg(target_arch = "x86_64")]
             Self::Bf16(p) => p.n,
+            #[cfg(target_arch = "x86_64")]
+            Self::Amx(p) => p.n,
             Self::Plain { w, .. } => w.nrows(),
         }
     }
@@ -181,6 +217,10 @@ impl Linear {
                 unsafe {
                     p.apply(x, rows, y)
                 };
+            }
+            Self::Amx(p) => {
+                assert_eq!(p.k, k, "inputs of W and columns of x");
+                p.apply(x, rows, y);
             }
             Self::Plain { .. } => {}
         }
@@ -478,7 +518,11 @@ mod tests {
     /// The kernels this CPU runs.
     fn kernels() -> Vec<Kernel> {
         let mut out = vec![Kernel::Plain];
-        for k in [Kernel::best(false), Kernel::best(true)] {
+        for k in [
+            Kernel::best(false),
+            Kernel::best(true),
+            Kernel::for_precision(crate::config::EncoderPrecision::Bf16x3),
+        ] {
             if !out.contains(&k) {
                 out.push(k);
             }
@@ -499,6 +543,10 @@ mod tests {
             (20, 80, 384),
             (400, 144, 1000),
             (5, 1536, 384),
+            (33, 64, 96),
+            (64, 96, 1536),
+            (70, 1152, 384),
+            (400, 64, 1536),
         ] {
             let x = matrix(rows, k, 1 + rows as u64);
             let w = matrix(n, k, 2 + n as u64);
@@ -533,10 +581,52 @@ mod tests {
         }
     }
 
+    /// Where AMX runs, `bf16x3` gives every output within 2e-5 of the magnitude of its terms (f32's own
+    /// error is about 1e-7; one bfloat16 rounding of both sides about 4e-3), rows past a multiple of 32
+    /// included.
+    #[test]
+    fn amx_split_products_are_near_f32() {
+        let kernel = Kernel::for_precision(crate::config::EncoderPrecision::Bf16x3);
+        if kernel != Kernel::Amx {
+            eprintln!("no AMX on this machine: the f32 kernel stands in");
+            return;
+        }
+        let (rows, n, k) = (45, 96, 1536);
+        let x = matrix(rows, k, 11);
+        let w = matrix(n, k, 12);
+        let b: Vec<f32> = (0..n).map(|o| o as f32 * 0.01).collect();
+        let lin = Linear::new(w.clone(), b.clone(), kernel);
+        assert!(matches!(lin, Linear::Amx(_)));
+        let mut y = Array2::<f32>::zeros((rows, n));
+        lin.apply(x.view(), y.view_mut());
+        let mut worst = 0f64;
+        for r in 0..rows {
+            for o in 0..n {
+                let terms = (0..k).map(|i| x[[r, i]] as f64 * w[[o, i]] as f64);
+                let magnitude: f64 = b[o].abs() as f64 + terms.clone().map(f64::abs).sum::<f64>();
+                let exact = b[o] as f64 + terms.sum::<f64>();
+                worst = worst.max((y[[r, o]] as f64 - exact).abs() / magnitude);
+            }
+        }
+        assert!(
+            worst < 2e-5,
+            "largest error {worst:e} of the terms' magnitude"
+        );
+        assert!(
+            worst > 0.0,
+            "AMX's sums equal f64's exactly: not the kernel under test"
+        );
+    }
+
     /// A row's output does not depend on where it sits in the batch (its tile, its block).
     #[test]
     fn a_row_gives_the_same_bits_at_any_position() {
-        let (n, k) = (80, 300);
+        for (n, k) in [(80, 300), (96, 384)] {
+            a_row_at_any_position(n, k);
+        }
+    }
+
+    fn a_row_at_any_position(n: usize, k: usize) {
         let w = matrix(n, k, 9);
         let b = vec![0.1; n];
         let x = matrix(500, k, 3);

@@ -3,6 +3,8 @@
 //!
 //! Both run on the CPU in a blocking thread, so the async runtime stays responsive.
 
+#[cfg(target_arch = "x86_64")]
+mod amx;
 mod bert;
 mod chat;
 mod embed;

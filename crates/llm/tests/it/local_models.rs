@@ -164,6 +164,59 @@ async fn bf16_precision_stays_within_a_cosine_of_the_f32_vectors() {
 }
 
 #[tokio::test]
+async fn bf16x3_precision_is_f32_to_about_1e5() {
+    // `precision = "bf16x3"` (and `auto`, the default) splits the products' inputs into two bfloat16
+    // parts on AMX: cosine to the f32 vectors at least 0.99999, the f32 model name (the two are one
+    // embedder), and vectors that do not depend on their batch. Without AMX it is the f32 kernel.
+    let dir = asset_dir("all-minilm-l6-v2", "model.safetensors");
+    let config = |precision| LocalEmbedderConfig {
+        model_dir: Some(dir.clone()),
+        precision,
+        ..LocalEmbedderConfig::default()
+    };
+    let full = build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::F32)), None).unwrap();
+    let split = build_embedder(
+        &EmbedderConfig::Local(config(EncoderPrecision::Bf16x3)),
+        None,
+    )
+    .unwrap();
+    let auto =
+        build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::Auto)), None).unwrap();
+    assert_eq!(split.model_name(), full.model_name());
+    assert_eq!(auto.model_name(), full.model_name());
+    let texts: Vec<String> = (0..40)
+        .map(|i| {
+            format!(
+                "Record {i}: the {} opened in {} near the harbour; {}",
+                ["museum", "bridge", "railway", "library"][i % 4],
+                1850 + i * 4,
+                "its archive lists every keeper of the lighthouse ".repeat(i % 11)
+            )
+        })
+        .collect();
+    let a = full.embed(&texts, &EmbedKind::Document).await.unwrap();
+    let b = split.embed(&texts, &EmbedKind::Document).await.unwrap();
+    let c = auto.embed(&texts, &EmbedKind::Document).await.unwrap();
+    let mut worst = 1f32;
+    for (i, text) in texts.iter().enumerate() {
+        let cos = cosine(a.row(i).unwrap(), b.row(i).unwrap());
+        worst = worst.min(cos);
+        assert!(cos >= 0.99999, "text {i}: cosine {cos}");
+        assert_eq!(
+            b.row(i).unwrap(),
+            c.row(i).unwrap(),
+            "text {i}: auto and bf16x3"
+        );
+        let alone = split
+            .embed(std::slice::from_ref(text), &EmbedKind::Document)
+            .await
+            .unwrap();
+        assert_eq!(alone.row(0).unwrap(), b.row(i).unwrap(), "text {i}");
+    }
+    eprintln!("bf16x3 against f32: lowest cosine {worst}");
+}
+
+#[tokio::test]
 async fn long_texts_are_truncated_not_rejected() {
     let config = LocalEmbedderConfig {
         model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
