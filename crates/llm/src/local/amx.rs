@@ -114,9 +114,9 @@ fn tiled(i: usize, k: usize) -> usize {
 #[target_feature(enable = "avx,avx2,fma,avx512f,avx512bw,avx512bf16")]
 unsafe fn split_rows(x: &[f32], k: usize, hi: &mut [u16], lo: &mut [u16]) {
     use std::arch::x86_64::{
-        __m256i, _mm256_storeu_si256, _mm512_castps_si512, _mm512_castsi512_ps,
-        _mm512_cvtepu16_epi32, _mm512_cvtneps_pbh, _mm512_loadu_ps, _mm512_slli_epi32,
-        _mm512_sub_ps,
+        __m256i, _mm256_storeu_si256, _mm512_castsi512_ps, _mm512_cmp_ps_mask,
+        _mm512_cvtepu16_epi32, _mm512_cvtneps_pbh, _mm512_loadu_ps, _mm512_maskz_mov_ps,
+        _mm512_setzero_ps, _mm512_slli_epi32, _mm512_sub_ps, _CMP_EQ_OQ,
     };
     let whole = x.len() / 16 * 16;
     for i in (0..whole).step_by(16) {
@@ -125,12 +125,16 @@ unsafe fn split_rows(x: &[f32], k: usize, hi: &mut [u16], lo: &mut [u16]) {
             let v = _mm512_loadu_ps(x.as_ptr().add(i));
             let h: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(v));
             let hf = _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)));
-            let l: __m256i = std::mem::transmute(_mm512_cvtneps_pbh(_mm512_sub_ps(v, hf)));
+            let rest = _mm512_sub_ps(v, hf);
+            // As `split`: no low part where the rest is not finite (an infinite or overflowing value).
+            let finite =
+                _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(_mm512_sub_ps(rest, rest), _mm512_setzero_ps());
+            let l: __m256i =
+                std::mem::transmute(_mm512_cvtneps_pbh(_mm512_maskz_mov_ps(finite, rest)));
             let at = tiled(i, k);
             assert!(at + 16 <= hi.len() && at + 16 <= lo.len());
             _mm256_storeu_si256(hi.as_mut_ptr().add(at).cast(), h);
             _mm256_storeu_si256(lo.as_mut_ptr().add(at).cast(), l);
-            let _ = _mm512_castps_si512;
         }
     }
     for (i, v) in x.iter().enumerate().skip(whole) {
@@ -164,10 +168,11 @@ impl PackedAmx {
         n > 0 && k > 0 && n.is_multiple_of(2 * TILE_N) && k.is_multiple_of(TILE_K)
     }
 
-    /// Packs `w` (`n × k`, rows = outputs) and `b`; `None` when [`Self::fits`] does not hold.
+    /// Packs `w` (`n × k`, rows = outputs) and `b`; `None` when [`Self::fits`] does not hold or this
+    /// machine has no AMX ([`available`]), so that a `PackedAmx` exists only where it runs.
     pub(crate) fn new(w: ndarray::ArrayView2<'_, f32>, b: &[f32]) -> Option<Self> {
         let (n, k) = w.dim();
-        if !Self::fits(n, k) || b.len() != n {
+        if !available() || !Self::fits(n, k) || b.len() != n {
             return None;
         }
         let chunks = k / TILE_K;
@@ -198,8 +203,8 @@ impl PackedAmx {
         })
     }
 
-    /// `y = x · Wᵀ + b` on contiguous row-major `x` (`rows × k`) and `y` (`rows × n`). Callers must
-    /// have seen [`available`] return true.
+    /// `y = x · Wᵀ + b` on contiguous row-major `x` (`rows × k`) and `y` (`rows × n`) (a `PackedAmx`
+    /// exists only where [`available`] holds).
     pub(crate) fn apply(&self, x: &[f32], rows: usize, y: &mut [f32]) {
         let (n, k) = (self.n, self.k);
         assert!(
@@ -235,7 +240,7 @@ impl PackedAmx {
             colsb: std::array::from_fn(|t| if t < 8 { 64 } else { 0 }),
             rows: std::array::from_fn(|t| if t < 8 { TILE_ROWS as u8 } else { 0 }),
         };
-        // SAFETY: `available()` held for the caller, so the CPU has AMX-TILE and AMX-BF16 and the OS
+        // SAFETY: `available()` held when this `PackedAmx` was made, so the CPU has AMX-TILE and AMX-BF16 and the OS
         // saves the tile state of this process; the configuration is a valid palette-1 layout.
         unsafe { asm!("ldtilecfg [{}]", in(reg) &config, options(nostack, readonly)) };
         for pair in (0..n / TILE_N).step_by(2) {
@@ -261,10 +266,10 @@ impl PackedAmx {
                     let a1 = a + chunks * TILE_VALUES;
                     let w0 = (pair * chunks + chunk) * TILE_VALUES;
                     let w1 = ((pair + 1) * chunks + chunk) * TILE_VALUES;
-                    // SAFETY: every load reads 16 rows of 64 bytes: the input tiles rows r0..r0+32 of
-                    // the padded split inputs (`padded × k` values, stride k), columns chunk·32..+32;
-                    // the weight tiles one packed tile (512 values, stride 64 bytes) of panels `pair`
-                    // and `pair + 1`.
+                    // SAFETY: every load reads one contiguous 1 KiB tile (16 rows, stride 64 bytes):
+                    // the input tiles of rows r0..r0+16 and r0+16..r0+32, inputs chunk·32..+32, in the
+                    // tiled split inputs (`padded × k` values); the weight tiles of panels `pair` and
+                    // `pair + 1` for the same inputs (n·k values).
                     unsafe {
                         asm!(
                             "tileloadd tmm4, [{ah0} + {sw}*1]",
@@ -344,4 +349,40 @@ unsafe fn store4(out: *mut f32, stride: usize) {
             options(nostack),
         )
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The vector split gives the scalar split's parts, in the tiled layout, also for infinite and
+    /// overflowing values (denormals aside: `vcvtneps2bf16` takes them as zero).
+    #[test]
+    fn the_vector_split_is_the_scalar_split() {
+        let (rows, k) = (16, 32);
+        let mut x: Vec<f32> = (0..rows * k)
+            .map(|i| ((i * 7919) % 1000) as f32 / 37.0 - 13.0)
+            .collect();
+        x[3] = f32::INFINITY;
+        x[40] = f32::NEG_INFINITY;
+        x[77] = f32::MAX;
+        x[100] = -0.0;
+        x[200] = 1.0e-30;
+        let mut want = (vec![0u16; rows * k], vec![0u16; rows * k]);
+        for (i, v) in x.iter().enumerate() {
+            let at = tiled(i, k);
+            (want.0[at], want.1[at]) = split(*v);
+        }
+        if !(std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512bf16"))
+        {
+            eprintln!("no AVX512-BF16 here: only the scalar split runs");
+            return;
+        }
+        let mut got = (vec![0u16; rows * k], vec![0u16; rows * k]);
+        // SAFETY: the features `split_rows` is compiled for were just detected.
+        unsafe { split_rows(&x, k, &mut got.0, &mut got.1) };
+        assert_eq!(got, want);
+    }
 }

@@ -116,7 +116,7 @@ impl<'a> Weights<'a> {
 
 impl Bert {
     /// Loads the encoder; `vocab`, `positions`, `intermediate` and `layers` from the model's config.
-    /// `kernel` (one this CPU runs, from [`Kernel::best`]) computes the linear layers.
+    /// `kernel` (from [`Kernel::for_precision`]) computes the linear layers.
     pub fn load(
         w: &Weights<'_>,
         shape: BertShape,

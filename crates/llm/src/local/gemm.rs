@@ -113,7 +113,7 @@ pub(crate) struct Packed {
 }
 
 impl Linear {
-    /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::best`]); a kernel this CPU cannot
+    /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::for_precision`]); a kernel this CPU cannot
     /// run falls back to the next one it can (bf16 → packed f32 → matrixmultiply).
     pub(crate) fn new(w: Array2<f32>, b: Vec<f32>, kernel: Kernel) -> Self {
         match kernel {
