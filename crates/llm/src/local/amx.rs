@@ -23,6 +23,8 @@
 use std::arch::asm;
 use std::sync::OnceLock;
 
+use super::gemm::bf16_bits;
+
 /// Rows of an accumulator or input tile.
 const TILE_ROWS: usize = 16;
 /// Inputs per tile row (32 bfloat16 = 64 bytes).
@@ -80,22 +82,26 @@ fn detect() -> bool {
     false
 }
 
-/// `v` rounded to bfloat16 (to nearest, ties to even).
-#[inline(always)]
-fn bf16(v: f32) -> u16 {
-    let b = v.to_bits();
-    if v.is_nan() {
-        return ((b >> 16) | 0x40) as u16;
-    }
-    (b.wrapping_add(0x7FFF + ((b >> 16) & 1)) >> 16) as u16
-}
-
 /// `v` as two bfloat16 parts whose sum is `v` to about 2⁻¹⁷ of `|v|`.
 #[inline(always)]
 fn split(v: f32) -> (u16, u16) {
-    let hi = bf16(v);
-    let rest = v - f32::from_bits(u32::from(hi) << 16);
-    (hi, if rest.is_finite() { bf16(rest) } else { 0 })
+    let hi = bf16_bits(v);
+    let rest = v - f32::from_bits(hi << 16);
+    (
+        hi as u16,
+        if rest.is_finite() {
+            bf16_bits(rest) as u16
+        } else {
+            0
+        },
+    )
+}
+
+/// Whether [`split_rows`] runs here (AVX-512F, AVX512-BW and AVX512-BF16).
+fn vector_split() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512bf16")
 }
 
 /// Where value `i` of row-major `x` (`k` columns, a multiple of 32) lies in the tiled layout: tiles of
@@ -164,7 +170,7 @@ struct TileConfig {
 
 impl PackedAmx {
     /// Whether the tiles fit `n × k` exactly (both multiples of 32; the encoder's are).
-    pub(crate) fn fits(n: usize, k: usize) -> bool {
+    fn fits(n: usize, k: usize) -> bool {
         n > 0 && k > 0 && n.is_multiple_of(2 * TILE_N) && k.is_multiple_of(TILE_K)
     }
 
@@ -218,10 +224,7 @@ impl PackedAmx {
         let padded = rows.div_ceil(block) * block;
         let mut xh = vec![0u16; padded * k];
         let mut xl = vec![0u16; padded * k];
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512bf16")
-        {
+        if vector_split() {
             // SAFETY: the features `split_rows` is compiled for were just detected (AVX, AVX2 and FMA
             // come with AVX-512F).
             unsafe { split_rows(&x[..rows * k], k, &mut xh, &mut xl) };
@@ -373,10 +376,7 @@ mod tests {
             let at = tiled(i, k);
             (want.0[at], want.1[at]) = split(*v);
         }
-        if !(std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512bf16"))
-        {
+        if !vector_split() {
             eprintln!("no AVX512-BF16 here: only the scalar split runs");
             return;
         }

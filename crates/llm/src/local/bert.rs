@@ -364,22 +364,33 @@ fn block_mut(m: &mut Array2<f32>, r: Range<usize>, c: Range<usize>) -> ArrayView
         .slice_axis_move(Axis(1), Slice::from(c))
 }
 
-/// Runs `$scalar($args)` compiled for AVX-512 where the CPU has it (LLVM then vectorises its
-/// element-wise loops 16 lanes wide; every value is the same IEEE operations in the same order, so the
-/// same bits), else as compiled for the baseline.
+/// `$name($args)`: runs `$scalar` compiled for AVX-512 (the copy `$wide`) where the CPU has it — LLVM
+/// then vectorises its element-wise loops 16 lanes wide, every value the same IEEE operations in the
+/// same order, so the same bits — else as compiled for the baseline.
 macro_rules! wide {
-    ($wide:ident, $scalar:ident ( $($arg:ident : $ty:ty),* )) => {
+    ($(#[$doc:meta])* fn $name:ident = $wide:ident / $scalar:ident ( $($arg:ident : $ty:ty),* )) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx,avx2,fma,avx512f")]
         fn $wide($($arg: $ty),*) {
             $scalar($($arg),*)
         }
+
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) {
+            #[cfg(target_arch = "x86_64")]
+            if avx512() {
+                // SAFETY: AVX-512F (with AVX, AVX2 and FMA) was detected on this CPU: every feature
+                // the copy is compiled for.
+                #[allow(unsafe_code)]
+                unsafe {
+                    $wide($($arg),*)
+                };
+                return;
+            }
+            $scalar($($arg),*)
+        }
     };
 }
-
-wide!(layer_norm_avx512, layer_norm_rows(x: ArrayViewMut2<'_, f32>, norm: &(Vec<f32>, Vec<f32>), eps: f32));
-wide!(softmax_avx512, softmax_row(r: &mut [f32]));
-wide!(gelu_avx512, gelu_all(v: &mut [f32]));
 
 /// Whether [`wide!`]'s AVX-512 copies run here (asked once).
 fn avx512() -> bool {
@@ -392,47 +403,22 @@ fn avx512() -> bool {
     false
 }
 
-/// Row-wise layer normalisation in place.
-fn layer_norm(x: ArrayViewMut2<'_, f32>, norm: &(Vec<f32>, Vec<f32>), eps: f32) {
-    #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: AVX-512F (with AVX, AVX2 and FMA) was detected on this CPU.
-        #[allow(unsafe_code)]
-        unsafe {
-            layer_norm_avx512(x, norm, eps)
-        };
-        return;
-    }
-    layer_norm_rows(x, norm, eps)
-}
-
-/// Softmax of one row in place.
-fn softmax(r: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: as in `layer_norm`.
-        #[allow(unsafe_code)]
-        unsafe {
-            softmax_avx512(r)
-        };
-        return;
-    }
-    softmax_row(r)
-}
-
-/// GELU with erf, in place: `0.5·x·(1 + erf(x/√2))`.
-fn gelu(v: &mut [f32]) {
-    #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: as in `layer_norm`.
-        #[allow(unsafe_code)]
-        unsafe {
-            gelu_avx512(v)
-        };
-        return;
-    }
-    gelu_all(v)
-}
+wide!(
+    /// Row-wise layer normalisation in place.
+    fn layer_norm = layer_norm_avx512 / layer_norm_rows(
+        x: ArrayViewMut2<'_, f32>,
+        norm: &(Vec<f32>, Vec<f32>),
+        eps: f32
+    )
+);
+wide!(
+    /// Softmax of one row in place.
+    fn softmax = softmax_avx512 / softmax_row(r: &mut [f32])
+);
+wide!(
+    /// GELU with erf, in place: `0.5·x·(1 + erf(x/√2))`.
+    fn gelu = gelu_avx512 / gelu_all(v: &mut [f32])
+);
 
 #[inline(always)]
 fn layer_norm_rows(mut x: ArrayViewMut2<'_, f32>, (gamma, beta): &(Vec<f32>, Vec<f32>), eps: f32) {

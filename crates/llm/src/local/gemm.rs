@@ -113,8 +113,8 @@ pub(crate) struct Packed {
 }
 
 impl Linear {
-    /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::for_precision`]); a kernel this CPU cannot
-    /// run falls back to the next one it can (bf16 → packed f32 → matrixmultiply).
+    /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::for_precision`]); a kernel this
+    /// CPU cannot run falls back to the next one it can (bf16 or AMX → packed f32 → matrixmultiply).
     pub(crate) fn new(w: Array2<f32>, b: Vec<f32>, kernel: Kernel) -> Self {
         match kernel {
             #[cfg(target_arch = "x86_64")]
@@ -124,17 +124,14 @@ impl Linear {
                 #[allow(unsafe_code)]
                 Self::Bf16(unsafe { PackedBf16::new(w.view(), &b) })
             }
+            // `PackedAmx::new` declines where AMX does not run or the shape does not fit its tiles.
             #[cfg(target_arch = "x86_64")]
-            Kernel::Amx
-                if super::amx::available() && super::amx::PackedAmx::fits(w.nrows(), w.ncols()) =>
-            {
-                match super::amx::PackedAmx::new(w.view(), &b) {
-                    Some(p) => Self::Amx(p),
-                    None => Self::new(w, b, Kernel::best(false)),
-                }
-            }
+            Kernel::Amx => match super::amx::PackedAmx::new(w.view(), &b) {
+                Some(p) => Self::Amx(p),
+                None => Self::new(w, b, Kernel::best(false)),
+            },
             #[cfg(target_arch = "x86_64")]
-            Kernel::Avx512 | Kernel::Bf16 | Kernel::Amx if pulp::x86::V4::try_new().is_some() => {
+            Kernel::Avx512 | Kernel::Bf16 if pulp::x86::V4::try_new().is_some() => {
                 Self::Packed(Packed::new(w.view(), &b))
             }
             _ => Self::Plain { w, b },
@@ -317,7 +314,7 @@ pub(crate) struct PackedBf16 {
 /// `x` rounded to bfloat16 (round to nearest, ties to even; a NaN stays a quiet NaN).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn bf16_bits(x: f32) -> u32 {
+pub(super) fn bf16_bits(x: f32) -> u32 {
     let b = x.to_bits();
     if x.is_nan() {
         return (b >> 16) | 0x40;
