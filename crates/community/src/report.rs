@@ -3,6 +3,7 @@
 //! report written by a chat model with one corrective retry and the extractive report as fallback, deepest
 //! level first, and reuse of a report whose input hash is unchanged.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 
 use futures_util::{stream, StreamExt};
@@ -22,45 +23,78 @@ pub const REPORT_CONTEXT_TOKENS: usize = 32_768;
 
 /// A member entity of a community.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReportEntity {
+pub struct ReportEntity<'a> {
     /// Name.
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// Type.
-    pub entity_type: String,
+    pub entity_type: Cow<'a, str>,
     /// Description.
-    pub description: String,
+    pub description: Cow<'a, str>,
     /// Degree in the graph.
     pub degree: usize,
 }
 
 /// A relation incident to a community member.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct ReportRelation {
+pub struct ReportRelation<'a> {
     /// Source name.
-    pub source: String,
+    pub source: Cow<'a, str>,
     /// Target name.
-    pub target: String,
+    pub target: Cow<'a, str>,
     /// Description.
-    pub description: String,
+    pub description: Cow<'a, str>,
     /// degree(source) + degree(target).
     pub rank: usize,
 }
 
-/// What a report is written from.
+/// What a report is written from. Its texts may borrow from the caller's graph (a level of communities
+/// lists every member's description again: borrowing keeps them from being held twice).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct CommunityInput {
+pub struct CommunityInput<'a> {
     /// Community id.
     pub id: usize,
     /// Level (0 = coarsest).
     pub level: usize,
     /// Members.
-    pub entities: Vec<ReportEntity>,
+    pub entities: Vec<ReportEntity<'a>>,
     /// Relations incident to members.
-    pub relations: Vec<ReportRelation>,
+    pub relations: Vec<ReportRelation<'a>>,
     /// Ids of the sub-communities (one level deeper).
     pub sub_communities: Vec<usize>,
     /// |chunk ids| / max over communities.
     pub occurrence: f64,
+}
+
+impl CommunityInput<'_> {
+    /// The same input borrowing this one's texts.
+    pub fn view(&self) -> CommunityInput<'_> {
+        CommunityInput {
+            id: self.id,
+            level: self.level,
+            entities: self
+                .entities
+                .iter()
+                .map(|e| ReportEntity {
+                    name: Cow::Borrowed(&e.name),
+                    entity_type: Cow::Borrowed(&e.entity_type),
+                    description: Cow::Borrowed(&e.description),
+                    degree: e.degree,
+                })
+                .collect(),
+            relations: self
+                .relations
+                .iter()
+                .map(|r| ReportRelation {
+                    source: Cow::Borrowed(&r.source),
+                    target: Cow::Borrowed(&r.target),
+                    description: Cow::Borrowed(&r.description),
+                    rank: r.rank,
+                })
+                .collect(),
+            sub_communities: self.sub_communities.clone(),
+            occurrence: self.occurrence,
+        }
+    }
 }
 
 /// One finding of a report.
@@ -149,9 +183,9 @@ fn entity_table(ordered: &[&ReportEntity], budget: usize) -> (String, bool) {
         }
         rows.push(vec![
             Cell::num(i),
-            Cell::Text(e.name.clone()),
-            Cell::Text(e.entity_type.clone()),
-            Cell::Text(e.description.clone()),
+            Cell::Text(e.name.to_string()),
+            Cell::Text(e.entity_type.to_string()),
+            Cell::Text(e.description.to_string()),
             Cell::num(e.degree),
         ]);
     }
@@ -178,9 +212,9 @@ fn relation_table(ordered: &[&ReportRelation], budget: usize) -> (String, bool) 
         }
         rows.push(vec![
             Cell::num(i),
-            Cell::Text(r.source.clone()),
-            Cell::Text(r.target.clone()),
-            Cell::Text(r.description.clone()),
+            Cell::Text(r.source.to_string()),
+            Cell::Text(r.target.to_string()),
+            Cell::Text(r.description.to_string()),
             Cell::num(r.rank),
         ]);
     }
@@ -198,7 +232,7 @@ fn relation_table(ordered: &[&ReportRelation], budget: usize) -> (String, bool) 
 /// they do not fit and sub-community reports exist — a reports table first, then the tables refilled with
 /// what the included sub-communities do not cover.
 pub fn pack_context(
-    community: &CommunityInput,
+    community: &CommunityInput<'_>,
     communities: &HashMap<usize, &CommunityInput>,
     reports: &HashMap<usize, Report>,
     budget: usize,
@@ -241,10 +275,10 @@ pub fn pack_context(
             Cell::Num(format!("{:?}", report.rating)),
             Cell::Num(format!("{:?}", sub.occurrence)),
         ]);
-        covered.extend(sub.entities.iter().map(|e| e.name.as_str()));
+        covered.extend(sub.entities.iter().map(|e| &*e.name));
         for r in &sub.relations {
-            covered_pairs.insert((r.source.as_str(), r.target.as_str()));
-            covered_pairs.insert((r.target.as_str(), r.source.as_str()));
+            covered_pairs.insert((&*r.source, &*r.target));
+            covered_pairs.insert((&*r.target, &*r.source));
         }
     }
     if rows.is_empty() {
@@ -255,13 +289,12 @@ pub fn pack_context(
     let rest = budget.saturating_sub(tokens(&reports_table)) / 2;
     // Refill preferring what the included sub-communities do not cover: uncovered items first (each group
     // keeps its own order), covered ones after them.
-    let (mut e_order, covered_e): (Vec<&ReportEntity>, Vec<&ReportEntity>) = entities
-        .iter()
-        .partition(|e| !covered.contains(e.name.as_str()));
+    let (mut e_order, covered_e): (Vec<&ReportEntity>, Vec<&ReportEntity>) =
+        entities.iter().partition(|e| !covered.contains(&*e.name));
     e_order.extend(covered_e);
     let (mut r_order, covered_r): (Vec<&ReportRelation>, Vec<&ReportRelation>) = relations
         .iter()
-        .partition(|r| !covered_pairs.contains(&(r.source.as_str(), r.target.as_str())));
+        .partition(|r| !covered_pairs.contains(&(&*r.source, &*r.target)));
     r_order.extend(covered_r);
     let (e_table, _) = entity_table(&e_order, rest);
     let (r_table, _) = relation_table(&r_order, rest);
@@ -270,7 +303,7 @@ pub fn pack_context(
 
 /// The hash a report is keyed by: sha256 over the level, the sorted member names and the packed context.
 pub fn input_hash(community: &CommunityInput, context: &str) -> String {
-    let mut names: Vec<&str> = community.entities.iter().map(|e| e.name.as_str()).collect();
+    let mut names: Vec<&str> = community.entities.iter().map(|e| &*e.name).collect();
     names.sort_unstable();
     let mut h = Sha256::new();
     h.update(community.level.to_le_bytes());
@@ -370,12 +403,12 @@ fn description_parts(description: &str) -> impl Iterator<Item = &str> {
 /// The offline kit's report (spec hirag §10): title `Community <id>: ` + top-3 members by degree, summary =
 /// extractive (≤ 150 tokens) of member descriptions, rating 0, findings = top-5 members by degree.
 pub async fn extractive_report(
-    community: &CommunityInput,
+    community: &CommunityInput<'_>,
     text: &ExtractiveSummarizer,
 ) -> Result<Report> {
     let mut by_degree: Vec<&ReportEntity> = community.entities.iter().collect();
     sort_entities(&mut by_degree);
-    let top: Vec<&str> = by_degree.iter().take(3).map(|e| e.name.as_str()).collect();
+    let top: Vec<&str> = by_degree.iter().take(3).map(|e| &*e.name).collect();
     // Merged descriptions are `<SEP>`-joined parts (spec §3): summarise the parts.
     let descriptions: Vec<&str> = community
         .entities
@@ -396,7 +429,7 @@ pub async fn extractive_report(
         .iter()
         .take(5)
         .map(|e| Finding {
-            summary: e.name.clone(),
+            summary: e.name.to_string(),
             explanation: description_parts(&e.description)
                 .next()
                 .and_then(|part| kgrag_text::sentences(part).first().map(|s| (*s).to_owned()))
@@ -418,7 +451,7 @@ pub async fn extractive_report(
 
 /// Writes one report through `chat` (one corrective retry), else extractively.
 async fn write_report(
-    community: &CommunityInput,
+    community: &CommunityInput<'_>,
     context: &str,
     chat: Option<&dyn ChatModel>,
     text: &ExtractiveSummarizer,
@@ -467,42 +500,83 @@ async fn write_report(
 /// Writes the reports of `communities`, deepest level first (a level's communities concurrently, results
 /// in id order), reusing from `previous` (keyed by input hash) every report whose input is unchanged —
 /// except extractive and fallback reports when a chat model is given. Duplicate ids are an error.
+///
+/// [`generate_reports_by_level`] does the same with the inputs made a level at a time.
 pub async fn generate_reports(
-    communities: &[CommunityInput],
+    communities: &[CommunityInput<'_>],
     chat: Option<&dyn ChatModel>,
     text: &ExtractiveSummarizer,
     previous: &HashMap<String, Report>,
     budget: usize,
     concurrency: usize,
 ) -> Result<BTreeMap<usize, Report>> {
-    let mut by_id: HashMap<usize, &CommunityInput> = HashMap::with_capacity(communities.len());
-    for c in communities {
-        if by_id.insert(c.id, c).is_some() {
-            return Err(crate::CommunityError::Input(format!(
-                "community id {} appears twice",
-                c.id
-            )));
-        }
-    }
-    let mut levels: Vec<usize> = communities.iter().map(|c| c.level).collect();
+    let levels: Vec<usize> = communities.iter().map(|c| c.level).collect();
+    generate_reports_by_level(
+        &levels,
+        |level| {
+            communities
+                .iter()
+                .filter(|c| c.level == level)
+                .map(CommunityInput::view)
+                .collect()
+        },
+        chat,
+        text,
+        previous,
+        budget,
+        concurrency,
+    )
+    .await
+}
+
+/// [`generate_reports`] with the communities of each of `levels` made by `level_inputs` when that level's
+/// reports are due (deepest level first): only a level's inputs and those of the level below it (whose
+/// reports may stand in for raw tables, spec hirag §6.3) are held at once. Every level lists the members'
+/// descriptions and their relations again, so a caller whose inputs borrow from its graph holds two
+/// levels' rows instead of all of them. Each community must come at its own level; duplicate ids are an
+/// error.
+pub async fn generate_reports_by_level<'g>(
+    levels: &[usize],
+    mut level_inputs: impl FnMut(usize) -> Vec<CommunityInput<'g>>,
+    chat: Option<&dyn ChatModel>,
+    text: &ExtractiveSummarizer,
+    previous: &HashMap<String, Report>,
+    budget: usize,
+    concurrency: usize,
+) -> Result<BTreeMap<usize, Report>> {
+    let mut levels = levels.to_vec();
     levels.sort_unstable();
     levels.dedup();
+    let mut ids = std::collections::HashSet::new();
     let mut done: HashMap<usize, Report> = HashMap::new();
+    let mut below: Vec<CommunityInput<'g>> = Vec::new();
     for &level in levels.iter().rev() {
-        let mut this: Vec<&CommunityInput> =
-            communities.iter().filter(|c| c.level == level).collect();
+        let mut this = level_inputs(level);
+        for c in &this {
+            if !ids.insert(c.id) {
+                return Err(crate::CommunityError::Input(format!(
+                    "community id {} appears twice",
+                    c.id
+                )));
+            }
+            if c.level != level {
+                return Err(crate::CommunityError::Input(format!(
+                    "community {} of level {} was given for level {level}",
+                    c.id, c.level
+                )));
+            }
+        }
         this.sort_by_key(|c| c.id);
-        let jobs: Vec<(usize, String, String)> = this
-            .iter()
+        let by_id: HashMap<usize, &CommunityInput> =
+            below.iter().chain(&this).map(|c| (c.id, c)).collect();
+        // Each context is packed when its report is due (at most `concurrency` held at once): a level's
+        // contexts together hold every member's description again.
+        let (by_id, done_below) = (&by_id, &done);
+        let written: Vec<Result<(usize, Report)>> = stream::iter(&this)
             .map(|c| {
-                let context = pack_context(c, &by_id, &done, budget);
+                let context = pack_context(c, by_id, done_below, budget);
                 let hash = input_hash(c, &context);
-                (c.id, context, hash)
-            })
-            .collect();
-        let written: Vec<Result<(usize, Report)>> = stream::iter(jobs)
-            .map(|(id, context, hash)| {
-                let c = by_id.get(&id).copied();
+                let id = c.id;
                 async move {
                     // An extractive or fallback report is only reused when there is still no model to
                     // write a better one.
@@ -513,9 +587,6 @@ pub async fn generate_reports(
                         r.reused = true;
                         return Ok((id, r));
                     }
-                    let c = c.ok_or_else(|| {
-                        crate::CommunityError::Input(format!("community {id} vanished"))
-                    })?;
                     let mut r = write_report(c, &context, chat, text).await?;
                     r.input_hash = hash;
                     Ok((id, r))
@@ -528,6 +599,7 @@ pub async fn generate_reports(
             let (id, r) = w?;
             done.insert(id, r);
         }
+        below = this;
     }
     Ok(done.into_iter().collect())
 }
@@ -537,7 +609,7 @@ pub async fn generate_reports(
 mod tests {
     use super::*;
 
-    fn entity(name: &str, degree: usize, description: &str) -> ReportEntity {
+    fn entity<'a>(name: &'a str, degree: usize, description: &'a str) -> ReportEntity<'a> {
         ReportEntity {
             name: name.into(),
             entity_type: "PERSON".into(),
@@ -546,11 +618,11 @@ mod tests {
         }
     }
 
-    fn relation(source: &str, target: &str, rank: usize) -> ReportRelation {
+    fn relation<'a>(source: &'a str, target: &'a str, rank: usize) -> ReportRelation<'a> {
         ReportRelation {
             source: source.into(),
             target: target.into(),
-            description: format!("{source} knows {target}"),
+            description: format!("{source} knows {target}").into(),
             rank,
         }
     }

@@ -43,8 +43,8 @@ pub mod vector;
 pub use csr::CsrGraph;
 pub use error::{Result, StoreError};
 pub use graph::{
-    Edge, EdgeKind, EdgeWeighting, EntityRecord, GraphCounts, KnowledgeGraph, NeighbourOrder, Node,
-    NodeKind, RelationFacet, SynonymyFacet, DESCRIPTION_SEPARATOR,
+    Edge, EdgeKind, EdgeWeighting, EntityRecord, FactCounts, GraphCounts, KnowledgeGraph,
+    NeighbourOrder, Node, NodeKind, RelationFacet, SynonymyFacet, DESCRIPTION_SEPARATOR,
 };
 pub use index_dir::IndexDir;
 pub use petgraph::stable_graph::{EdgeIndex, NodeIndex};

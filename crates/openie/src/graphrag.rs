@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use kgrag_text::Encoding;
 use kgrag_types::{
     ChatModel, ChatRequest, ChatResponse, Chunk, Entity, Extraction, Extractor, GenerationSettings,
-    IssueSeverity, Message, ParseIssue, Relation, Summarizer, SummaryRequest,
+    IssueSeverity, Message, ParseIssue, Relation, Summarizer, SummaryRequest, VecSet,
 };
 use serde::{Deserialize, Serialize};
 
@@ -394,7 +394,7 @@ impl<M: ChatModel> Extractor for GraphRagExtractor<M> {
 
     async fn extract(&self, chunk: &Chunk) -> kgrag_types::Result<Extraction> {
         let mut extraction = Extraction::empty(chunk.id.clone());
-        let sources: BTreeSet<_> = [chunk.id.clone()].into_iter().collect();
+        let sources: VecSet<_> = [chunk.id.clone()].into_iter().collect();
         let types = self.config.entity_types.join(",");
         let a = self
             .stage(
@@ -523,7 +523,7 @@ pub fn merge_relations<'a>(records: impl IntoIterator<Item = &'a Relation>) -> V
             keywords: r.keywords.clone(),
             description: String::new(),
             weight: 0.0,
-            source_chunks: BTreeSet::new(),
+            source_chunks: VecSet::new(),
         });
         entry.weight += r.weight;
         entry.source_chunks.extend(r.source_chunks.iter().cloned());

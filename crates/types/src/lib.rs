@@ -36,6 +36,7 @@ mod normalize;
 pub mod paths;
 mod traits;
 mod usage;
+mod vecset;
 
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;
@@ -54,3 +55,4 @@ pub use traits::{
     RetrievalRequest, Retriever, Role, Summarizer, SummaryRequest, Usage,
 };
 pub use usage::{CountingChat, StageUsage};
+pub use vecset::VecSet;

@@ -1,11 +1,11 @@
 //! The data model shared by every kgrag crate: documents, chunks, extraction output and retrieval output.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::id::{ChunkId, DocId};
-use crate::{Error, Result};
+use crate::{Error, Result, VecSet};
 
 /// A source document, as given by the user or a dataset loader.
 ///
@@ -160,7 +160,7 @@ pub struct Entity {
     pub description: String,
     /// Chunks the entity was extracted from, sorted.
     #[serde(default)]
-    pub source_chunks: BTreeSet<ChunkId>,
+    pub source_chunks: VecSet<ChunkId>,
 }
 
 /// A described relation between two entities (the GraphRAG family's edge record).
@@ -180,7 +180,7 @@ pub struct Relation {
     pub weight: f64,
     /// Chunks the relation was extracted from, sorted.
     #[serde(default)]
-    pub source_chunks: BTreeSet<ChunkId>,
+    pub source_chunks: VecSet<ChunkId>,
 }
 
 /// How bad a problem met while parsing extractor output was.

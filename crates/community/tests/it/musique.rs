@@ -247,9 +247,9 @@ async fn musique_hierarchy_and_offline_reports() {
                 .nodes
                 .iter()
                 .map(|&v| ReportEntity {
-                    name: eg.names[v].clone(),
+                    name: eg.names[v].as_str().into(),
                     entity_type: "ENTITY".into(),
-                    description: eg.descriptions[v].clone(),
+                    description: eg.descriptions[v].as_str().into(),
                     degree: degree[v],
                 })
                 .collect(),
@@ -257,9 +257,12 @@ async fn musique_hierarchy_and_offline_reports() {
                 .edges
                 .iter()
                 .map(|&(a, b)| ReportRelation {
-                    source: eg.names[a].clone(),
-                    target: eg.names[b].clone(),
-                    description: eg.pair_text.get(&(a, b)).cloned().unwrap_or_default(),
+                    source: eg.names[a].as_str().into(),
+                    target: eg.names[b].as_str().into(),
+                    description: eg
+                        .pair_text
+                        .get(&(a, b))
+                        .map_or_else(Default::default, |t| t.as_str().into()),
                     rank: degree[a] + degree[b],
                 })
                 .collect(),
@@ -318,7 +321,7 @@ async fn musique_hierarchy_and_offline_reports() {
     for c in &mut changed {
         for e in &mut c.entities {
             if e.name == eg.names[member] {
-                e.description.push_str(" It was renamed in 2024.");
+                e.description.to_mut().push_str(" It was renamed in 2024.");
             }
         }
     }

@@ -5,29 +5,31 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kgrag_community::report::{
-    generate_reports, pack_context, CommunityInput, Outcome, Report, ReportEntity, ReportRelation,
+    generate_reports, generate_reports_by_level, pack_context, CommunityInput, Outcome, Report,
+    ReportEntity, ReportRelation,
 };
 use kgrag_text::{Encoding, ExtractiveSummarizer};
 use kgrag_types::testing::{HashingEmbedder, ScriptedChatModel};
 use kgrag_types::ChatRequest;
 
-fn entity(name: &str, degree: usize, words: usize) -> ReportEntity {
+fn entity(name: &str, degree: usize, words: usize) -> ReportEntity<'static> {
     ReportEntity {
-        name: name.into(),
+        name: name.to_owned().into(),
         entity_type: "THING".into(),
         description: format!("{name} is a thing. {}", "word ".repeat(words))
             .trim()
-            .to_owned(),
+            .to_owned()
+            .into(),
         degree,
     }
 }
 
 /// Community 0 (level 0) = {A, B, C, D} with sub-communities 1 = {A, B} and 2 = {C, D} (level 1).
-fn communities(words: usize) -> Vec<CommunityInput> {
+fn communities(words: usize) -> Vec<CommunityInput<'static>> {
     let rel = |a: &str, b: &str| ReportRelation {
-        source: a.into(),
-        target: b.into(),
-        description: format!("{a} works with {b}."),
+        source: a.to_owned().into(),
+        target: b.to_owned().into(),
+        description: format!("{a} works with {b}.").into(),
         rank: 2,
     };
     vec![
@@ -124,8 +126,14 @@ async fn deepest_level_first_and_reuse_of_unchanged_communities() {
     // A changed sub-community changes its hash and its parent's (the parent's context holds no sub-report
     // while the raw tables fit, but its members' descriptions changed too).
     let mut changed = communities(3);
-    changed[2].entities[0].description.push_str(" It changed.");
-    changed[0].entities[2].description.push_str(" It changed.");
+    changed[2].entities[0]
+        .description
+        .to_mut()
+        .push_str(" It changed.");
+    changed[0].entities[2]
+        .description
+        .to_mut()
+        .push_str(" It changed.");
     let chat3 = responder();
     let third = generate_reports(&changed, Some(&chat3), &text(), &previous, 32768, 1)
         .await
@@ -236,4 +244,78 @@ async fn broken_json_is_retried_then_falls_back_to_the_extractive_report() {
             .await
             .is_err()
     );
+}
+
+#[tokio::test]
+async fn levels_made_on_demand_give_the_same_reports() {
+    // A budget the raw tables of community 0 overflow (its context then takes its sub-communities'
+    // reports, which must still be at hand when its level is made) and one they fit in.
+    for (words, budget) in [(3, 32768), (60, 200)] {
+        let all = communities(words);
+        let chat = responder();
+        let expected = generate_reports(&all, Some(&chat), &text(), &HashMap::new(), budget, 2)
+            .await
+            .unwrap();
+        let mut asked = Vec::new();
+        let chat = responder();
+        let got = generate_reports_by_level(
+            &[0, 1, 1],
+            |level| {
+                asked.push(level);
+                communities(words)
+                    .into_iter()
+                    .filter(|c| c.level == level)
+                    .collect()
+            },
+            Some(&chat),
+            &text(),
+            &HashMap::new(),
+            budget,
+            2,
+        )
+        .await
+        .unwrap();
+        assert_eq!(asked, [1, 0], "each level made once, deepest first");
+        assert_eq!(got, expected, "words {words}, budget {budget}");
+    }
+    let with_subs = pack_context(
+        &communities(60)[0],
+        &communities(60).iter().map(|c| (c.id, c)).collect(),
+        &generate_reports(&communities(60), None, &text(), &HashMap::new(), 200, 1)
+            .await
+            .unwrap()
+            .into_iter()
+            .collect(),
+        200,
+    );
+    assert!(
+        with_subs.contains("-----Reports-----"),
+        "the small budget takes the sub-reports: {with_subs}"
+    );
+    // A community given at another level than its own is an error, as is an id given twice.
+    let wrong = generate_reports_by_level(
+        &[0, 1],
+        |_| communities(3).into_iter().filter(|c| c.id == 1).collect(),
+        None,
+        &text(),
+        &HashMap::new(),
+        32768,
+        1,
+    )
+    .await;
+    assert!(wrong.is_err());
+    let twice = generate_reports_by_level(
+        &[1],
+        |_| {
+            let one = communities(3).remove(1);
+            vec![one.clone(), one]
+        },
+        None,
+        &text(),
+        &HashMap::new(),
+        32768,
+        1,
+    )
+    .await;
+    assert!(twice.is_err());
 }

@@ -27,8 +27,8 @@ mod traverse;
 mod types;
 
 pub use types::{
-    Edge, EdgeKind, EdgeWeighting, EntityRecord, GraphCounts, NeighbourOrder, Node, NodeKind,
-    RelationFacet, SynonymyFacet, DESCRIPTION_SEPARATOR,
+    Edge, EdgeKind, EdgeWeighting, EntityRecord, FactCounts, GraphCounts, NeighbourOrder, Node,
+    NodeKind, RelationFacet, SynonymyFacet, DESCRIPTION_SEPARATOR,
 };
 
 /// The knowledge graph. See the module docs.
@@ -315,11 +315,7 @@ impl KnowledgeGraph {
             self.check(a)?;
             return Ok(false);
         }
-        *self
-            .edge_mut(a, b)?
-            .fact_by_chunk
-            .entry(chunk.clone())
-            .or_default() += 1;
+        self.edge_mut(a, b)?.fact_by_chunk.add(chunk, 1);
         Ok(true)
     }
 
@@ -368,9 +364,9 @@ impl KnowledgeGraph {
             .count()
     }
 
-    fn merge_relation(slot: &mut Option<RelationFacet>, r: RelationFacet) {
+    fn merge_relation(slot: &mut Option<Box<RelationFacet>>, r: RelationFacet) {
         match slot {
-            None => *slot = Some(r),
+            None => *slot = Some(Box::new(r)),
             Some(old) => {
                 old.description = merge_parts(&old.description, &r.description);
                 old.keywords = merge_parts(&old.keywords, &r.keywords);
@@ -544,7 +540,7 @@ mod tests {
             description: d.into(),
             keywords: String::new(),
             weight: w,
-            sources: BTreeSet::new(),
+            sources: kgrag_types::VecSet::new(),
             order,
         };
         g.upsert_relation(a, b, r("y", 2.0, 3)).unwrap();

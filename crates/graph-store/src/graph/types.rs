@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kgrag_types::ChunkId;
+use kgrag_types::{ChunkId, VecSet};
 use serde::{Deserialize, Serialize};
 
 /// Separator between merged descriptions (HiRAG's `<SEP>`).
@@ -81,7 +81,7 @@ pub struct EntityRecord {
     /// Description of this record (may itself hold several parts joined by [`DESCRIPTION_SEPARATOR`]).
     pub description: String,
     /// Source chunks of this record.
-    pub sources: BTreeSet<ChunkId>,
+    pub sources: VecSet<ChunkId>,
     /// Layer of the record; a merged node keeps the lowest.
     pub layer: u32,
     /// `Entity` or `Summary`.
@@ -98,7 +98,7 @@ pub struct RelationFacet {
     /// Sum of the merged records' strengths.
     pub weight: f64,
     /// Union of source chunks.
-    pub sources: BTreeSet<ChunkId>,
+    pub sources: VecSet<ChunkId>,
     /// Minimum `order` of the merged records (HiRAG; 1 by default).
     pub order: u32,
 }
@@ -160,27 +160,101 @@ impl EdgeKind {
     }
 }
 
+/// Fact occurrences per source chunk, sorted by chunk: a map kept as one exactly sized array (most fact
+/// edges have one chunk; a `BTreeMap` node is ~300 bytes for that one entry). Serialised as a map, the
+/// form it had as a `BTreeMap`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FactCounts(Vec<(ChunkId, u32)>);
+
+impl FactCounts {
+    /// Adds `n` occurrences from `chunk`.
+    pub fn add(&mut self, chunk: &ChunkId, n: u32) {
+        match self.0.binary_search_by(|(c, _)| c.cmp(chunk)) {
+            Ok(i) => self.0[i].1 = self.0[i].1.saturating_add(n),
+            Err(i) => {
+                self.0.reserve_exact(1);
+                self.0.insert(i, (chunk.clone(), n));
+            }
+        }
+    }
+
+    /// Removes `chunk`'s occurrences; returns them (0 when it had none).
+    pub fn remove(&mut self, chunk: &ChunkId) -> u32 {
+        match self.0.binary_search_by(|(c, _)| c.cmp(chunk)) {
+            Ok(i) => {
+                let (_, n) = self.0.remove(i);
+                self.0.shrink_to_fit();
+                n
+            }
+            Err(_) => 0,
+        }
+    }
+
+    /// Occurrences from `chunk` (0 when none).
+    pub fn get(&self, chunk: &ChunkId) -> u32 {
+        self.0
+            .binary_search_by(|(c, _)| c.cmp(chunk))
+            .map_or(0, |i| self.0[i].1)
+    }
+
+    /// Total occurrences over all chunks.
+    pub fn total(&self) -> u32 {
+        self.0.iter().map(|(_, n)| n).sum()
+    }
+
+    /// Whether no chunk contributed.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// How many chunks contributed.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// `(chunk, occurrences)` in chunk order.
+    pub fn iter(&self) -> impl Iterator<Item = (&ChunkId, u32)> + '_ {
+        self.0.iter().map(|(c, n)| (c, *n))
+    }
+}
+
+impl Serialize for FactCounts {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(c, n)| (c, n)))
+    }
+}
+
+impl<'de> Deserialize<'de> for FactCounts {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let map = BTreeMap::<ChunkId, u32>::deserialize(d)?;
+        let mut v = Vec::with_capacity(map.len());
+        v.extend(map);
+        Ok(Self(v))
+    }
+}
+
 /// An edge's data: one optional facet per kind of link.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Edge {
     /// HippoRAG fact occurrences per source chunk (a triple counted once per occurrence).
-    pub fact_by_chunk: BTreeMap<ChunkId, u32>,
+    pub fact_by_chunk: FactCounts,
     /// Passage–entity link.
     pub context: bool,
     /// Synonymy cosines.
     pub synonymy: Option<SynonymyFacet>,
-    /// Extracted relation.
-    pub relation: Option<RelationFacet>,
+    /// Extracted relation (boxed: most edges of a HippoRAG graph carry none, and an inline facet would
+    /// make every edge ~150 bytes larger).
+    pub relation: Option<Box<RelationFacet>>,
     /// Cluster membership.
     pub membership: bool,
-    /// Aggregated relation.
-    pub aggregate: Option<RelationFacet>,
+    /// Aggregated relation (boxed, as `relation`).
+    pub aggregate: Option<Box<RelationFacet>>,
 }
 
 impl Edge {
     /// Total fact occurrences over all chunks.
     pub fn fact_count(&self) -> u32 {
-        self.fact_by_chunk.values().sum()
+        self.fact_by_chunk.total()
     }
 
     /// Whether the edge carries a facet of `kind`.

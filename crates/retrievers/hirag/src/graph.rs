@@ -139,11 +139,8 @@ impl HiGraph {
         sources: &HashMap<String, u32>,
         embedded: impl Fn(&str) -> bool,
     ) -> crate::Result<Self> {
-        let map_sources = |s: &std::collections::BTreeSet<kgrag_types::ChunkId>| -> Vec<u32> {
-            let mut v: Vec<u32> = s
-                .iter()
-                .filter_map(|c| sources.get(c.as_str()).copied())
-                .collect();
+        let map_sources = |s: &mut dyn Iterator<Item = &kgrag_types::ChunkId>| -> Vec<u32> {
+            let mut v: Vec<u32> = s.filter_map(|c| sources.get(c.as_str()).copied()).collect();
             v.sort_unstable();
             v.dedup();
             v
@@ -160,7 +157,7 @@ impl HiGraph {
                 name: n.name.clone(),
                 entity_type: n.entity_type.clone(),
                 description: n.description.clone(),
-                sources: map_sources(&n.sources),
+                sources: map_sources(&mut n.sources.iter()),
                 layer: n.layer,
                 clusters: Vec::new(),
                 embedded: embedded(&n.name),
@@ -182,7 +179,7 @@ impl HiGraph {
                     weight: r.weight,
                     description: r.description.clone(),
                     description_tokens: crate::tokens(&r.description) as u32,
-                    sources: map_sources(&r.sources),
+                    sources: map_sources(&mut r.sources.iter()),
                     order: r.order,
                     row_tokens: 0,
                 },

@@ -1,10 +1,10 @@
 //! `base = "openie_cache"`: HippoRAG OpenIE triples as HiRAG entity and relation records, without an LLM.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use kgrag_graph_store::hippo::prepare_triples;
 use kgrag_openie::graphrag::MERGE_SEPARATOR;
-use kgrag_types::{ChunkId, Entity, Extraction, Normalisation, Relation, Triple};
+use kgrag_types::{ChunkId, Entity, Extraction, Normalisation, Relation, Triple, VecSet};
 
 /// The records of one chunk's raw OpenIE triples in HiRAG's form. Triples are prepared as HippoRAG 2
 /// prepares them (exact duplicates within the chunk dropped, each element ASCII-normalised; nothing else
@@ -27,7 +27,7 @@ pub fn openie_extractions(chunks: &[(ChunkId, Vec<Triple>)]) -> Vec<Extraction> 
             let raw: Vec<&Triple> = raw.iter().filter(|t| seen.insert(*t)).collect();
             let owned: Vec<Triple> = raw.iter().map(|t| (*t).clone()).collect();
             let normalised = prepare_triples(&owned, Normalisation::Ascii, false);
-            let sources: BTreeSet<ChunkId> = [chunk.clone()].into_iter().collect();
+            let sources: VecSet<ChunkId> = [chunk.clone()].into_iter().collect();
             let mut order: Vec<String> = Vec::new();
             let mut facts: HashMap<String, Vec<String>> = HashMap::new();
             let mut relations = Vec::new();

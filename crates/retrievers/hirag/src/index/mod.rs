@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kgrag_community::report::{
-    generate_reports, CommunityInput, Report, ReportEntity, ReportRelation,
+    generate_reports_by_level, CommunityInput, Report, ReportEntity, ReportRelation,
 };
 use kgrag_community::{community_schema, hierarchical_leiden, Graph};
 use kgrag_graph_store::{EmbeddingStore, EntityRecord, KnowledgeGraph, NodeKind, RelationFacet};
@@ -582,44 +582,51 @@ impl HiragBase {
 
         // §6.3–6.4: reports, deepest level first, reused when unchanged.
         let started = Instant::now();
-        let inputs: Vec<CommunityInput> = schema
-            .iter()
-            .map(|c| CommunityInput {
-                id: c.id,
-                level: c.level,
-                entities: c
-                    .nodes
-                    .iter()
-                    .filter_map(|&v| {
-                        let n = graph.node(v as u32)?;
-                        Some(ReportEntity {
-                            name: n.name.clone(),
-                            entity_type: n.entity_type.clone(),
-                            description: n.description.clone(),
-                            degree: graph.degree(v as u32),
+        // A level's inputs are made when its reports are due: every level lists the members' descriptions
+        // and relations again (borrowed from the graph, but one row each).
+        let level_inputs = |level: usize| -> Vec<CommunityInput<'_>> {
+            schema
+                .iter()
+                .filter(|c| c.level == level)
+                .map(|c| CommunityInput {
+                    id: c.id,
+                    level: c.level,
+                    entities: c
+                        .nodes
+                        .iter()
+                        .filter_map(|&v| {
+                            let n = graph.node(v as u32)?;
+                            Some(ReportEntity {
+                                name: n.name.as_str().into(),
+                                entity_type: n.entity_type.as_str().into(),
+                                description: n.description.as_str().into(),
+                                degree: graph.degree(v as u32),
+                            })
                         })
-                    })
-                    .collect(),
-                relations: c
-                    .edges
-                    .iter()
-                    .filter_map(|&(a, b)| {
-                        let e = graph.edge(graph.edge_between(a as u32, b as u32)?)?;
-                        Some(ReportRelation {
-                            source: graph.node(a as u32)?.name.clone(),
-                            target: graph.node(b as u32)?.name.clone(),
-                            description: e.description.clone(),
-                            rank: graph.degree(a as u32) + graph.degree(b as u32),
+                        .collect(),
+                    relations: c
+                        .edges
+                        .iter()
+                        .filter_map(|&(a, b)| {
+                            let e = graph.edge(graph.edge_between(a as u32, b as u32)?)?;
+                            Some(ReportRelation {
+                                source: graph.node(a as u32)?.name.as_str().into(),
+                                target: graph.node(b as u32)?.name.as_str().into(),
+                                description: e.description.as_str().into(),
+                                rank: graph.degree(a as u32) + graph.degree(b as u32),
+                            })
                         })
-                    })
-                    .collect(),
-                sub_communities: c.sub_communities.clone(),
-                occurrence: c.occurrence,
-            })
-            .collect();
+                        .collect(),
+                    sub_communities: c.sub_communities.clone(),
+                    occurrence: c.occurrence,
+                })
+                .collect()
+        };
+        let levels: Vec<usize> = schema.iter().map(|c| c.level).collect();
         let report_chat = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
-        let reports = generate_reports(
-            &inputs,
+        let reports = generate_reports_by_level(
+            &levels,
+            level_inputs,
             report_chat.as_deref().map(|c| c as &dyn ChatModel),
             &text,
             previous_reports,

@@ -1,6 +1,5 @@
 //! Shared helpers: a keyword embedder whose cosines can be worked out by hand, index building.
 
-use std::collections::BTreeSet;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -66,7 +65,7 @@ pub fn entity(name: &str, description: &str, c: &Chunk) -> Entity {
         name: name.into(),
         entity_type: "THING".into(),
         description: description.into(),
-        source_chunks: BTreeSet::from([c.id.clone()]),
+        source_chunks: kgrag_types::VecSet::from([c.id.clone()]),
     }
 }
 
@@ -77,7 +76,7 @@ pub fn relation(a: &str, b: &str, description: &str, weight: f64, c: &Chunk) -> 
         keywords: String::new(),
         description: description.into(),
         weight,
-        source_chunks: BTreeSet::from([c.id.clone()]),
+        source_chunks: kgrag_types::VecSet::from([c.id.clone()]),
     }
 }
 

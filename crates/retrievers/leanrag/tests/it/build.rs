@@ -1,7 +1,7 @@
 //! LeanRAG built over the bundled fixture: G0 from its triples, extractive aggregation, determinism,
 //! retrieval and the export.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -48,7 +48,7 @@ pub fn fixture_g0(passages: usize) -> BaseGraph {
                     keywords: String::new(),
                     description: sentence.clone(),
                     weight: 1.0,
-                    source_chunks: BTreeSet::from([chunk.clone()]),
+                    source_chunks: kgrag_types::VecSet::from([chunk.clone()]),
                 });
             }
         }

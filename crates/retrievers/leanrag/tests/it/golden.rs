@@ -15,7 +15,6 @@
 //! reference's formats to `DIR/leanrag/` and the queries with their vectors to `DIR/leanrag-queries.json`,
 //! then compares as always.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use kgrag_leanrag::{BaseGraph, LeanragConfig, LeanragIndex, LeanragRetriever, Models};
@@ -130,7 +129,7 @@ fn g0() -> BaseGraph {
             keywords: String::new(),
             description: (*description).into(),
             weight: 1.0,
-            source_chunks: BTreeSet::from([ids[*c].clone()]),
+            source_chunks: kgrag_types::VecSet::from([ids[*c].clone()]),
         })
         .collect();
     let chunks = ids
