@@ -438,13 +438,32 @@ fn layer_norm_rows(mut x: ArrayViewMut2<'_, f32>, (gamma, beta): &(Vec<f32>, Vec
 
 #[inline(always)]
 fn softmax_row(r: &mut [f32]) {
-    let max = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let max = max_of(r);
     for v in r.iter_mut() {
         *v = exp(*v - max);
     }
     let sum: f32 = r.iter().sum();
     let inv = 1.0 / sum;
     r.iter_mut().for_each(|v| *v *= inv);
+}
+
+/// The largest value of `r` (`-∞` when empty; NaNs skipped, as `f32::max` does), over 16 lanes: the
+/// same value as a fold from the left (a maximum does not depend on the order), without its chain of
+/// dependent steps.
+#[inline(always)]
+fn max_of(r: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 16];
+    let mut chunks = r.chunks_exact(16);
+    for c in &mut chunks {
+        for (m, v) in lanes.iter_mut().zip(c) {
+            *m = m.max(*v);
+        }
+    }
+    let rest = chunks.remainder().iter().copied();
+    lanes
+        .into_iter()
+        .chain(rest)
+        .fold(f32::NEG_INFINITY, f32::max)
 }
 
 /// `e^x` for `x ≤ 0` (softmax arguments) to about 1 ulp; 0 below -87.
@@ -526,6 +545,30 @@ mod tests {
         layer_norm(a.view_mut(), &norm, 1e-12);
         layer_norm_rows(b.view_mut(), &norm, 1e-12);
         assert_eq!(a, b);
+    }
+
+    /// The lane-wise maximum is the left fold's, at every length (remainders included) and with
+    /// NaNs, infinities and signed zeros about; softmax keeps its bits (`wide_copies_give_the_same_bits`
+    /// compares the copies, `softmax_sums_to_one` the result).
+    #[test]
+    fn the_lane_maximum_is_the_fold() {
+        let mut values: Vec<f32> = (0..300)
+            .map(|i| ((i * 7919) % 2001) as f32 / 250.0 - 4.0)
+            .collect();
+        values[17] = f32::NAN;
+        values[40] = -0.0;
+        values[41] = 0.0;
+        values[90] = f32::NEG_INFINITY;
+        values[250] = 9.5;
+        for len in 0..values.len() {
+            for start in [0, 3, 40] {
+                let r = &values[start.min(len)..len];
+                let fold = r.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                // Equal as numbers (a zero's sign may differ, which `v - max` does not see).
+                assert_eq!(max_of(r), fold, "{start}..{len}");
+            }
+        }
+        assert_eq!(max_of(&[f32::NAN; 20]), f32::NEG_INFINITY);
     }
 
     #[test]
