@@ -510,8 +510,15 @@ pub async fn generate_reports(
     budget: usize,
     concurrency: usize,
 ) -> Result<BTreeMap<usize, Report>> {
+    let mut ids = std::collections::HashSet::with_capacity(communities.len());
+    if let Some(c) = communities.iter().find(|c| !ids.insert(c.id)) {
+        return Err(crate::CommunityError::Input(format!(
+            "community id {} appears twice",
+            c.id
+        )));
+    }
     let levels: Vec<usize> = communities.iter().map(|c| c.level).collect();
-    generate_reports_by_level(
+    reports_by_level(
         &levels,
         |level| {
             communities
@@ -520,6 +527,7 @@ pub async fn generate_reports(
                 .map(CommunityInput::view)
                 .collect()
         },
+        Below::Every,
         chat,
         text,
         previous,
@@ -529,15 +537,50 @@ pub async fn generate_reports(
     .await
 }
 
+/// Which deeper levels' inputs [`reports_by_level`] keeps for sub-community lookups.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Below {
+    /// Only the level just below (hierarchical Leiden's sub-communities are exactly one level deeper).
+    Next,
+    /// Every deeper level (a caller's sub-community may sit deeper).
+    Every,
+}
+
 /// [`generate_reports`] with the communities of each of `levels` made by `level_inputs` when that level's
 /// reports are due (deepest level first): only a level's inputs and those of the level below it (whose
 /// reports may stand in for raw tables, spec hirag §6.3) are held at once. Every level lists the members'
 /// descriptions and their relations again, so a caller whose inputs borrow from its graph holds two
-/// levels' rows instead of all of them. Each community must come at its own level; duplicate ids are an
-/// error.
+/// levels' rows instead of all of them. Sub-communities must be exactly one level deeper than their
+/// parent (as [`hierarchical_leiden`](crate::hierarchical_leiden) makes them): a deeper one is not found
+/// and its report does not stand in. Each community must come at its own level; duplicate ids are an
+/// error (found when their second level is made).
 pub async fn generate_reports_by_level<'g>(
     levels: &[usize],
+    level_inputs: impl FnMut(usize) -> Vec<CommunityInput<'g>>,
+    chat: Option<&dyn ChatModel>,
+    text: &ExtractiveSummarizer,
+    previous: &HashMap<String, Report>,
+    budget: usize,
+    concurrency: usize,
+) -> Result<BTreeMap<usize, Report>> {
+    reports_by_level(
+        levels,
+        level_inputs,
+        Below::Next,
+        chat,
+        text,
+        previous,
+        budget,
+        concurrency,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn reports_by_level<'g>(
+    levels: &[usize],
     mut level_inputs: impl FnMut(usize) -> Vec<CommunityInput<'g>>,
+    keep: Below,
     chat: Option<&dyn ChatModel>,
     text: &ExtractiveSummarizer,
     previous: &HashMap<String, Report>,
@@ -599,7 +642,10 @@ pub async fn generate_reports_by_level<'g>(
             let (id, r) = w?;
             done.insert(id, r);
         }
-        below = this;
+        match keep {
+            Below::Next => below = this,
+            Below::Every => below.extend(this),
+        }
     }
     Ok(done.into_iter().collect())
 }

@@ -292,6 +292,26 @@ async fn levels_made_on_demand_give_the_same_reports() {
         with_subs.contains("-----Reports-----"),
         "the small budget takes the sub-reports: {with_subs}"
     );
+    // Through the slice API a sub-community may sit deeper than one level: its report still stands in
+    // (the slice's every level is kept), and an id given twice fails before any report is asked.
+    let mut deep = communities(60);
+    deep[1].level = 2;
+    deep[2].level = 2;
+    let chat = responder();
+    generate_reports(&deep, Some(&chat), &text(), &HashMap::new(), 200, 1)
+        .await
+        .unwrap();
+    let asked = chat.requests();
+    let top = &asked.last().unwrap().messages[1].content;
+    assert!(top.contains("-----Reports-----"), "{top}");
+    let chat = responder();
+    let twice = vec![deep[1].clone(), deep[2].clone(), deep[1].clone()];
+    assert!(
+        generate_reports(&twice, Some(&chat), &text(), &HashMap::new(), 200, 1)
+            .await
+            .is_err()
+    );
+    assert_eq!(chat.calls(), 0, "duplicates are found before any call");
     // A community given at another level than its own is an error, as is an id given twice.
     let wrong = generate_reports_by_level(
         &[0, 1],
