@@ -3,7 +3,7 @@
 //! report written by a chat model with one corrective retry and the extractive report as fallback, deepest
 //! level first, and reuse of a report whose input hash is unchanged.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
 use std::collections::{BTreeMap, HashMap};
 
 use futures_util::{stream, StreamExt};
@@ -63,38 +63,6 @@ pub struct CommunityInput<'a> {
     pub sub_communities: Vec<usize>,
     /// |chunk ids| / max over communities.
     pub occurrence: f64,
-}
-
-impl CommunityInput<'_> {
-    /// The same input borrowing this one's texts.
-    pub fn view(&self) -> CommunityInput<'_> {
-        CommunityInput {
-            id: self.id,
-            level: self.level,
-            entities: self
-                .entities
-                .iter()
-                .map(|e| ReportEntity {
-                    name: Cow::Borrowed(&e.name),
-                    entity_type: Cow::Borrowed(&e.entity_type),
-                    description: Cow::Borrowed(&e.description),
-                    degree: e.degree,
-                })
-                .collect(),
-            relations: self
-                .relations
-                .iter()
-                .map(|r| ReportRelation {
-                    source: Cow::Borrowed(&r.source),
-                    target: Cow::Borrowed(&r.target),
-                    description: Cow::Borrowed(&r.description),
-                    rank: r.rank,
-                })
-                .collect(),
-            sub_communities: self.sub_communities.clone(),
-            occurrence: self.occurrence,
-        }
-    }
 }
 
 /// One finding of a report.
@@ -524,8 +492,7 @@ pub async fn generate_reports(
             communities
                 .iter()
                 .filter(|c| c.level == level)
-                .map(CommunityInput::view)
-                .collect()
+                .collect::<Vec<_>>()
         },
         Below::Every,
         chat,
@@ -576,10 +543,12 @@ pub async fn generate_reports_by_level<'g>(
     .await
 }
 
+/// The two above: each level's inputs owned (`C` = `CommunityInput`) or borrowed from the caller's
+/// slice (`C` = `&CommunityInput`).
 #[allow(clippy::too_many_arguments)]
-async fn reports_by_level<'g>(
+async fn reports_by_level<'g, C: Borrow<CommunityInput<'g>>>(
     levels: &[usize],
-    mut level_inputs: impl FnMut(usize) -> Vec<CommunityInput<'g>>,
+    mut level_inputs: impl FnMut(usize) -> Vec<C>,
     keep: Below,
     chat: Option<&dyn ChatModel>,
     text: &ExtractiveSummarizer,
@@ -592,10 +561,10 @@ async fn reports_by_level<'g>(
     levels.dedup();
     let mut ids = std::collections::HashSet::new();
     let mut done: HashMap<usize, Report> = HashMap::new();
-    let mut below: Vec<CommunityInput<'g>> = Vec::new();
+    let mut below: Vec<C> = Vec::new();
     for &level in levels.iter().rev() {
         let mut this = level_inputs(level);
-        for c in &this {
+        for c in this.iter().map(C::borrow) {
             if !ids.insert(c.id) {
                 return Err(crate::CommunityError::Input(format!(
                     "community id {} appears twice",
@@ -609,13 +578,16 @@ async fn reports_by_level<'g>(
                 )));
             }
         }
-        this.sort_by_key(|c| c.id);
-        let by_id: HashMap<usize, &CommunityInput> =
-            below.iter().chain(&this).map(|c| (c.id, c)).collect();
+        this.sort_by_key(|c| c.borrow().id);
+        let by_id: HashMap<usize, &CommunityInput> = below
+            .iter()
+            .chain(&this)
+            .map(|c| (c.borrow().id, c.borrow()))
+            .collect();
         // Each context is packed when its report is due (at most `concurrency` held at once): a level's
         // contexts together hold every member's description again.
         let (by_id, done_below) = (&by_id, &done);
-        let written: Vec<Result<(usize, Report)>> = stream::iter(&this)
+        let written: Vec<Result<(usize, Report)>> = stream::iter(this.iter().map(C::borrow))
             .map(|c| {
                 let context = pack_context(c, by_id, done_below, budget);
                 let hash = input_hash(c, &context);

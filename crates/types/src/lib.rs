@@ -36,7 +36,7 @@ mod normalize;
 pub mod paths;
 mod traits;
 mod usage;
-mod vecset;
+pub mod vecset;
 
 #[cfg(any(test, feature = "test-utils"))]
 pub mod testing;

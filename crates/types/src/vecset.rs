@@ -1,8 +1,9 @@
-//! [`VecSet`]: a sorted set kept in one exactly sized array.
+//! [`VecSet`]: a sorted set kept in one array, exactly sized while small, and its growth rule
+//! ([`reserve_one`]).
 //!
 //! The sets of source chunks that every extracted entity, relation and graph element carries hold one
 //! to a few ids. A `BTreeSet` allocates a whole node for them (~300 bytes for one id); a `VecSet` holds
-//! exactly its elements. Lookups are binary searches, insertions shift — fine for the small sets it is
+//! (nearly) exactly its elements. Lookups are binary searches, insertions shift — fine for the small sets it is
 //! made for; build a large one with `collect` (one sort) rather than element by element. Up to
 //! eight elements the array is exactly sized; past that it grows by doubling, so that a set
 //! that does gain many elements one at a time is not reallocated at each.
@@ -13,10 +14,12 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Up to this many elements a [`VecSet`] keeps its array exactly sized; a larger one grows by doubling.
-const EXACT_UP_TO: usize = 8;
+pub const EXACT_UP_TO: usize = 8;
 
-/// Room for one more element: exactly while the set is small, amortised past [`EXACT_UP_TO`].
-fn reserve_one<T>(v: &mut Vec<T>) {
+/// Room in `v` for one more element, by [`VecSet`]'s rule: exactly while `v` is small (most sets of
+/// source chunks hold one), amortised past [`EXACT_UP_TO`] (a set that many chunks share is not
+/// reallocated at each). For other small sorted arrays that should grow the same way.
+pub fn reserve_one<T>(v: &mut Vec<T>) {
     if v.len() < EXACT_UP_TO {
         v.reserve_exact(1);
     } else {

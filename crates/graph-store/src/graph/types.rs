@@ -160,8 +160,9 @@ impl EdgeKind {
     }
 }
 
-/// Fact occurrences per source chunk, sorted by chunk: a map kept as one array, exactly sized up to eight
-/// chunks (most fact edges have one; a `BTreeMap` node is ~300 bytes for that one entry). Serialised as a map, the
+/// Fact occurrences per source chunk, sorted by chunk: a map kept as one array that grows as a `VecSet`
+/// does ([`kgrag_types::vecset::reserve_one`]: exactly sized while small — most fact edges have one
+/// chunk, and a `BTreeMap` node is ~300 bytes for that one entry). Serialised as a map, the
 /// form it had as a `BTreeMap`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FactCounts(Vec<(ChunkId, u32)>);
@@ -172,13 +173,7 @@ impl FactCounts {
         match self.0.binary_search_by(|(c, _)| c.cmp(chunk)) {
             Ok(i) => self.0[i].1 = self.0[i].1.saturating_add(n),
             Err(i) => {
-                // Exactly sized while small (most edges: one chunk); amortised for an edge that many
-                // chunks share, so that it is not reallocated at each (as `VecSet` grows).
-                if self.0.len() < 8 {
-                    self.0.reserve_exact(1);
-                } else {
-                    self.0.reserve(1);
-                }
+                kgrag_types::vecset::reserve_one(&mut self.0);
                 self.0.insert(i, (chunk.clone(), n));
             }
         }

@@ -270,7 +270,6 @@ impl PackedAmx {
         let strip_rows = strip_rows.min(rows.div_ceil(block) * block);
         let mut xh = Lines::zeroed(strip_rows * k);
         let mut xl = Lines::zeroed(strip_rows * k);
-        let chunks = k / TILE_K;
         let mut spill = vec![0f32; block * 2 * TILE_N];
         let config = TileConfig {
             palette: 1,
@@ -300,29 +299,25 @@ impl PackedAmx {
                     (xh[at], xl[at]) = split(*v);
                 }
             }
-            let padded = (s1 - s0).div_ceil(block) * block;
-            self.strip(&xh, &xl, s0, s1, padded, chunks, &mut spill, y);
+            self.strip(&xh, &xl, s0..s1, &mut spill, y);
         }
         // SAFETY: returns the tiles to their initial state (configured above on this thread).
         unsafe { asm!("tilerelease", options(nostack, nomem)) };
     }
 
-    /// The products of one strip of split inputs (`xh`, `xl`: rows `s0..s1` of `x`, `padded` rows in
-    /// the tiled layout) into rows `s0..s1` of `y`; the tiles are configured.
-    #[allow(clippy::too_many_arguments)]
+    /// The products of one strip of split inputs (`xh`, `xl`: rows `s0..s1` of `x` in the tiled
+    /// layout, padded to a multiple of 32 rows) into rows `s0..s1` of `y`; the tiles are configured.
     #[inline(always)]
     fn strip(
         &self,
         xh: &[u16],
         xl: &[u16],
-        s0: usize,
-        s1: usize,
-        padded: usize,
-        chunks: usize,
+        std::ops::Range { start: s0, end: s1 }: std::ops::Range<usize>,
         spill: &mut [f32],
         y: &mut [f32],
     ) {
         let (n, block, rows) = (self.n, 2 * TILE_ROWS, s1 - s0);
+        let (padded, chunks) = (rows.div_ceil(block) * block, self.k / TILE_K);
         for pair in (0..n / TILE_N).step_by(2) {
             let bias0 = self.bias[pair * TILE_N..].as_ptr();
             let bias1 = self.bias[(pair + 1) * TILE_N..].as_ptr();
