@@ -6,8 +6,12 @@
 //! the mask of a padded batch computes), attention runs per sequence and head. A batch is split into one
 //! group of sequences per core (balanced by cost), each group computed on its own thread with
 //! single-threaded matrix products (the linear layers against weights packed at load, see
-//! [`super::gemm`]; attention with matrixmultiply's kernels), so no core waits on another inside a layer. GELU uses a rational approximation of erf (error below 5e-7) and the
-//! softmax a polynomial exp (about 1 ulp), both written to vectorise.
+//! [`super::gemm`]; attention with matrixmultiply's kernels), so no core waits on another inside a layer;
+//! a group goes through the layers in passes of at most [`PASS_ROWS`] rows, so memory does not grow with
+//! the batch. GELU uses a rational approximation of erf (error below 5e-7) and the softmax a polynomial
+//! exp (about 1 ulp), both written to vectorise; softmax and layer norm sum eight rows side by side,
+//! each row its own fold from the left (the same bits as one row at a time, without one long chain of
+//! dependent additions per row).
 
 use ndarray::linalg::general_mat_mul;
 use std::ops::Range;
@@ -53,6 +57,14 @@ pub(crate) struct Bert {
     ln0: (Vec<f32>, Vec<f32>),
     layers: Vec<Layer>,
 }
+
+/// At most this many rows (tokens of whole sequences) go through the layers in one pass: a group is
+/// computed in passes of whole sequences up to this size (one longer sequence alone), so its buffers
+/// stay a bounded size (2,048 rows of MiniLM: 31 MB) whatever the batch size (one pass over a batch of
+/// 64 texts of 256 tokens took 126 MB a thread; over 1,024 such texts it would take 2 GB). A row's values do
+/// not depend on the other rows of its pass (the kernels' `a_row_gives_the_same_bits_at_any_position`),
+/// so the passes give the same bits as one pass over the whole group.
+const PASS_ROWS: usize = 2048;
 
 /// Reads the f32 tensors of a BERT checkpoint in safetensors format.
 pub(crate) struct Weights<'a> {
@@ -220,8 +232,30 @@ impl Bert {
         Ok(results.into_iter().flatten().collect())
     }
 
-    /// The forward pass of one group on the calling thread.
+    /// The forward pass of one group on the calling thread, in passes of at most [`PASS_ROWS`] rows
+    /// through one set of buffers.
     fn embed_group(&self, seqs: &[Vec<u32>]) -> Vec<Vec<f32>> {
+        let mut scratch = Scratch::default();
+        let mut out = Vec::with_capacity(seqs.len());
+        let mut first = 0;
+        while first < seqs.len() {
+            let mut end = first + 1;
+            let mut rows = seqs[first].len();
+            while let Some(s) = seqs.get(end) {
+                if rows + s.len() > PASS_ROWS {
+                    break;
+                }
+                rows += s.len();
+                end += 1;
+            }
+            self.pass(&seqs[first..end], &mut scratch, &mut out);
+            first = end;
+        }
+        out
+    }
+
+    /// One pass over `seqs`: their pooled vectors appended to `out`.
+    fn pass(&self, seqs: &[Vec<u32>], sc: &mut Scratch, out: &mut Vec<Vec<f32>>) {
         let h = self.shape.hidden;
         let total: usize = seqs.iter().map(Vec::len).sum();
         let mut starts = Vec::with_capacity(seqs.len() + 1);
@@ -229,10 +263,14 @@ impl Bert {
         for s in seqs {
             starts.push(starts.last().copied().unwrap_or(0) + s.len());
         }
-        let mut x = Array2::<f32>::zeros((total, h));
+        let longest = seqs.iter().map(Vec::len).max().unwrap_or(0);
+        let inter = self.layers.first().map_or(0, |l| l.inter.outputs());
+        let Some(mut b) = sc.buffers(total, h, inter, longest) else {
+            return;
+        };
         for (s, &start) in seqs.iter().zip(&starts) {
             for (p, &t) in s.iter().enumerate() {
-                let mut row = x.row_mut(start + p);
+                let mut row = b.x.row_mut(start + p);
                 let word = self.word.row(t as usize);
                 let pos = self.position.row(p);
                 for (((o, w), q), ty) in row.iter_mut().zip(word).zip(pos).zip(&self.token_type) {
@@ -240,87 +278,119 @@ impl Bert {
                 }
             }
         }
-        layer_norm(x.view_mut(), &self.ln0, self.shape.eps);
-        let longest = seqs.iter().map(Vec::len).max().unwrap_or(0);
-        let mut scratch = Scratch::new(
-            total,
-            h,
-            self.layers.first().map_or(0, |l| l.inter.outputs()),
-            longest,
-        );
+        layer_norm(b.x.view_mut(), &self.ln0, self.shape.eps);
         for layer in &self.layers {
-            self.layer(layer, &mut x, &starts, &mut scratch);
+            self.layer(layer, &starts, &mut b);
         }
-        starts
-            .windows(2)
-            .map(|w| {
-                let rows = x.slice_axis(Axis(0), Slice::from(w[0]..w[1]));
-                let n = (w[1] - w[0]).max(1) as f32;
-                let mut v: Vec<f32> = rows.sum_axis(Axis(0)).iter().map(|s| s / n).collect();
-                let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
-                v.iter_mut().for_each(|a| *a /= norm);
-                v
-            })
-            .collect()
+        out.extend(starts.windows(2).map(|w| {
+            let rows = b.x.slice_axis(Axis(0), Slice::from(w[0]..w[1]));
+            let n = (w[1] - w[0]).max(1) as f32;
+            let mut v: Vec<f32> = rows.sum_axis(Axis(0)).iter().map(|s| s / n).collect();
+            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt().max(1e-12);
+            v.iter_mut().for_each(|a| *a /= norm);
+            v
+        }));
     }
 
-    fn layer(&self, l: &Layer, x: &mut Array2<f32>, starts: &[usize], sc: &mut Scratch) {
+    fn layer(&self, l: &Layer, starts: &[usize], b: &mut Buffers<'_>) {
         let h = self.shape.hidden;
         let heads = self.shape.heads;
         let hd = h / heads;
         let scale = 1.0 / (hd as f32).sqrt();
-        l.qkv.apply(x.view(), sc.qkv.view_mut());
+        l.qkv.apply(b.x.view(), b.qkv.view_mut());
         for w in starts.windows(2) {
-            let (a, b) = (w[0], w[1]);
-            let n = b - a;
+            let (a, e) = (w[0], w[1]);
+            let n = e - a;
             for head in 0..heads {
-                let q = block(&sc.qkv, a..b, head * hd..(head + 1) * hd);
-                let k = block(&sc.qkv, a..b, h + head * hd..h + (head + 1) * hd);
-                let v = block(&sc.qkv, a..b, 2 * h + head * hd..2 * h + (head + 1) * hd);
-                let mut probs = block_mut(&mut sc.scores, 0..n, 0..n);
+                let q = block(b.qkv.view(), a..e, head * hd..(head + 1) * hd);
+                let k = block(b.qkv.view(), a..e, h + head * hd..h + (head + 1) * hd);
+                let v = block(
+                    b.qkv.view(),
+                    a..e,
+                    2 * h + head * hd..2 * h + (head + 1) * hd,
+                );
+                // The first n² values of the buffer as one contiguous n × n matrix.
+                let Ok(mut probs) = ArrayViewMut2::from_shape((n, n), &mut b.scores[..n * n])
+                else {
+                    continue;
+                };
                 general_mat_mul(scale, &q, &k.t(), 0.0, &mut probs);
-                for mut row in probs.rows_mut() {
-                    if let Some(r) = row.as_slice_mut() {
-                        softmax(r);
-                    }
+                if let Some(p) = probs.as_slice_mut() {
+                    softmax(p, n);
                 }
-                let mut ctx = block_mut(&mut sc.ctx, a..b, head * hd..(head + 1) * hd);
+                let mut ctx = b
+                    .ctx
+                    .slice_axis_mut(Axis(0), Slice::from(a..e))
+                    .slice_axis_move(Axis(1), Slice::from(head * hd..(head + 1) * hd));
                 general_mat_mul(1.0, &probs.view(), &v, 0.0, &mut ctx);
             }
         }
         // Attention output, residual, norm.
-        l.out.apply(sc.ctx.view(), sc.tmp.view_mut());
-        sc.tmp += &*x;
-        layer_norm(sc.tmp.view_mut(), &l.ln1, self.shape.eps);
+        l.out.apply(b.ctx.view(), b.tmp.view_mut());
+        b.tmp += &b.x;
+        layer_norm(b.tmp.view_mut(), &l.ln1, self.shape.eps);
         // Feed-forward, residual, norm.
-        l.inter.apply(sc.tmp.view(), sc.inter.view_mut());
-        if let Some(v) = sc.inter.as_slice_mut() {
+        l.inter.apply(b.tmp.view(), b.inter.view_mut());
+        if let Some(v) = b.inter.as_slice_mut() {
             gelu(v);
         }
-        l.down.apply(sc.inter.view(), x.view_mut());
-        *x += &sc.tmp;
-        layer_norm(x.view_mut(), &l.ln2, self.shape.eps);
+        l.down.apply(b.inter.view(), b.x.view_mut());
+        b.x += &b.tmp;
+        layer_norm(b.x.view_mut(), &l.ln2, self.shape.eps);
     }
 }
 
-/// Buffers of one group's forward pass, reused across layers.
+/// The storage of a group's pass buffers, reused by its passes (grown to the largest).
+#[derive(Default)]
 struct Scratch {
-    qkv: Array2<f32>,
-    scores: Array2<f32>,
-    ctx: Array2<f32>,
-    tmp: Array2<f32>,
-    inter: Array2<f32>,
+    x: Vec<f32>,
+    qkv: Vec<f32>,
+    scores: Vec<f32>,
+    ctx: Vec<f32>,
+    tmp: Vec<f32>,
+    inter: Vec<f32>,
+}
+
+/// One pass's buffers: the layer input and output `x` (rows × hidden), the stacked query, key and value
+/// rows, room for one sequence's n × n attention probabilities, the attention output, the residual sum
+/// and the feed-forward's intermediate rows.
+struct Buffers<'a> {
+    x: ArrayViewMut2<'a, f32>,
+    qkv: ArrayViewMut2<'a, f32>,
+    scores: &'a mut [f32],
+    ctx: ArrayViewMut2<'a, f32>,
+    tmp: ArrayViewMut2<'a, f32>,
+    inter: ArrayViewMut2<'a, f32>,
 }
 
 impl Scratch {
-    fn new(rows: usize, h: usize, intermediate: usize, longest: usize) -> Self {
-        Self {
-            qkv: Array2::zeros((rows, 3 * h)),
-            scores: Array2::zeros((longest, longest)),
-            ctx: Array2::zeros((rows, h)),
-            tmp: Array2::zeros((rows, h)),
-            inter: Array2::zeros((rows, intermediate)),
+    /// The buffers of a pass of `rows` rows whose longest sequence has `longest` rows (`None` only if a
+    /// shape could not be made, which the sizes rule out).
+    fn buffers(
+        &mut self,
+        rows: usize,
+        h: usize,
+        inter: usize,
+        longest: usize,
+    ) -> Option<Buffers<'_>> {
+        fn part(v: &mut Vec<f32>, rows: usize, cols: usize) -> Option<ArrayViewMut2<'_, f32>> {
+            let len = rows * cols;
+            if v.len() < len {
+                v.resize(len, 0.0);
+            }
+            ArrayViewMut2::from_shape((rows, cols), &mut v[..len]).ok()
         }
+        if self.scores.len() < longest * longest {
+            self.scores.resize(longest * longest, 0.0);
+        }
+        Some(Buffers {
+            x: part(&mut self.x, rows, h)?,
+            qkv: part(&mut self.qkv, rows, 3 * h)?,
+            scores: &mut self.scores[..],
+            ctx: part(&mut self.ctx, rows, h)?,
+            tmp: part(&mut self.tmp, rows, h)?,
+            inter: part(&mut self.inter, rows, inter)?,
+        })
     }
 }
 
@@ -353,14 +423,8 @@ fn split(seqs: &[Vec<u32>], threads: usize) -> Vec<std::ops::Range<usize>> {
 }
 
 /// The view of rows `r` and columns `c` of `m`.
-fn block(m: &Array2<f32>, r: Range<usize>, c: Range<usize>) -> ArrayView2<'_, f32> {
-    m.slice_axis(Axis(0), Slice::from(r))
-        .slice_axis_move(Axis(1), Slice::from(c))
-}
-
-/// The mutable view of rows `r` and columns `c` of `m`.
-fn block_mut(m: &mut Array2<f32>, r: Range<usize>, c: Range<usize>) -> ArrayViewMut2<'_, f32> {
-    m.slice_axis_mut(Axis(0), Slice::from(r))
+fn block(m: ArrayView2<'_, f32>, r: Range<usize>, c: Range<usize>) -> ArrayView2<'_, f32> {
+    m.slice_axis_move(Axis(0), Slice::from(r))
         .slice_axis_move(Axis(1), Slice::from(c))
 }
 
@@ -412,31 +476,120 @@ wide!(
     )
 );
 wide!(
-    /// Softmax of one row in place.
-    fn softmax = softmax_avx512 / softmax_row(r: &mut [f32])
+    /// Softmax of every row of the rows of length `n` stored one after another in `m`, in place.
+    fn softmax = softmax_avx512 / softmax_rows(m: &mut [f32], n: usize)
 );
 wide!(
     /// GELU with erf, in place: `0.5·x·(1 + erf(x/√2))`.
     fn gelu = gelu_avx512 / gelu_all(v: &mut [f32])
 );
 
+/// Rows summed side by side: how many.
+const GROUP: usize = 8;
+
+/// The sums of `GROUP` rows of equal length, the terms `term(k, value)` of row `k`: each row's sum is
+/// its own fold from the left (the bits of `iter().sum()`), but the rows' chains of dependent
+/// additions run side by side instead of one after another (a row of 384 or 256 values is otherwise
+/// latency-bound: four cycles per addition).
 #[inline(always)]
-fn layer_norm_rows(mut x: ArrayViewMut2<'_, f32>, (gamma, beta): &(Vec<f32>, Vec<f32>), eps: f32) {
-    for mut row in x.rows_mut() {
-        let Some(r) = row.as_slice_mut() else {
-            continue;
-        };
-        let n = r.len() as f32;
-        let mean = r.iter().sum::<f32>() / n;
-        let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
-        let inv = 1.0 / (var + eps).sqrt();
-        for ((v, g), b) in r.iter_mut().zip(gamma).zip(beta) {
-            *v = (*v - mean) * inv * g + b;
+fn grouped_sums(rows: [&[f32]; GROUP], term: impl Fn(usize, f32) -> f32) -> [f32; GROUP] {
+    let start: f32 = std::iter::empty::<f32>().sum();
+    let mut sums = [start; GROUP];
+    let len = rows[0].len();
+    if rows.iter().any(|r| r.len() != len) {
+        // Not reached (callers pass rows of one length); the plain folds keep it correct.
+        for (k, (s, r)) in sums.iter_mut().zip(rows).enumerate() {
+            *s = r.iter().map(|&v| term(k, v)).sum();
+        }
+        return sums;
+    }
+    for j in 0..len {
+        for (k, (s, r)) in sums.iter_mut().zip(&rows).enumerate() {
+            *s += term(k, r[j]);
+        }
+    }
+    sums
+}
+
+/// `GROUP` row slices of `chunk` (rows of length `n`), the last repeated where the chunk has fewer.
+#[inline(always)]
+fn group_of(chunk: &[f32], n: usize) -> [&[f32]; GROUP] {
+    let rows = (chunk.len() / n).max(1);
+    std::array::from_fn(|k| {
+        let r = k.min(rows - 1);
+        chunk.get(r * n..(r + 1) * n).unwrap_or(&[])
+    })
+}
+
+#[inline(always)]
+fn layer_norm_rows(mut x: ArrayViewMut2<'_, f32>, norm: &(Vec<f32>, Vec<f32>), eps: f32) {
+    let n = x.ncols();
+    match x.as_slice_mut() {
+        Some(data) if n > 0 => {
+            for chunk in data.chunks_mut(GROUP * n) {
+                let group = group_of(chunk, n);
+                let sums = grouped_sums(group, |_, v| v);
+                let means = sums.map(|s| s / n as f32);
+                let squares = grouped_sums(group, |k, v| (v - means[k]) * (v - means[k]));
+                for (k, row) in chunk.chunks_exact_mut(n).enumerate() {
+                    let inv = 1.0 / (squares[k] / n as f32 + eps).sqrt();
+                    normalise(row, means[k], inv, norm);
+                }
+            }
+        }
+        _ => {
+            for mut row in x.rows_mut() {
+                match row.as_slice_mut() {
+                    Some(r) => layer_norm_row(r, norm, eps),
+                    None => {
+                        let mut r = row.to_vec();
+                        layer_norm_row(&mut r, norm, eps);
+                        row.iter_mut().zip(r).for_each(|(v, n)| *v = n);
+                    }
+                }
+            }
         }
     }
 }
 
+/// Layer normalisation of one row: the definition [`layer_norm_rows`] computes.
 #[inline(always)]
+fn layer_norm_row(r: &mut [f32], norm: &(Vec<f32>, Vec<f32>), eps: f32) {
+    let n = r.len() as f32;
+    let mean = r.iter().sum::<f32>() / n;
+    let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    normalise(r, mean, 1.0 / (var + eps).sqrt(), norm);
+}
+
+#[inline(always)]
+fn normalise(r: &mut [f32], mean: f32, inv: f32, (gamma, beta): &(Vec<f32>, Vec<f32>)) {
+    for ((v, g), b) in r.iter_mut().zip(gamma).zip(beta) {
+        *v = (*v - mean) * inv * g + b;
+    }
+}
+
+#[inline(always)]
+fn softmax_rows(m: &mut [f32], n: usize) {
+    if n == 0 {
+        return;
+    }
+    for chunk in m.chunks_mut(GROUP * n) {
+        for r in chunk.chunks_exact_mut(n) {
+            let max = max_of(r);
+            for v in r.iter_mut() {
+                *v = exp(*v - max);
+            }
+        }
+        let sums = grouped_sums(group_of(chunk, n), |_, v| v);
+        for (r, sum) in chunk.chunks_exact_mut(n).zip(sums) {
+            let inv = 1.0 / sum;
+            r.iter_mut().for_each(|v| *v *= inv);
+        }
+    }
+}
+
+/// Softmax of one row: the definition [`softmax_rows`] computes.
+#[cfg(test)]
 fn softmax_row(r: &mut [f32]) {
     let max = max_of(r);
     for v in r.iter_mut() {
@@ -533,8 +686,8 @@ mod tests {
         gelu_all(&mut b);
         assert_eq!(a, b);
         let (mut a, mut b) = (values.clone(), values.clone());
-        softmax(&mut a[..77]);
-        softmax_row(&mut b[..77]);
+        softmax(&mut a[..770], 77);
+        softmax_rows(&mut b[..770], 77);
         assert_eq!(a, b);
         let m = Array2::from_shape_vec((10, 100), values).unwrap_or_default();
         let norm = (
@@ -632,10 +785,53 @@ mod tests {
         assert!(split(&[], 2).iter().all(|r| r.is_empty()));
     }
 
+    /// Rows computed side by side give each row's own bits: softmax and layer norm against their
+    /// one-row definitions, for every count of rows around the group size and several lengths.
+    #[test]
+    fn grouped_rows_give_each_rows_bits() {
+        let values: Vec<f32> = (0..20 * 300)
+            .map(|i| ((i * 7919) % 4001) as f32 / 300.0 - 6.0)
+            .collect();
+        for n in [1, 5, 16, 77, 256, 300] {
+            let norm = (
+                (0..n).map(|i| 1.0 + i as f32 / 100.0).collect(),
+                (0..n).map(|i| 0.1 - i as f32 / 1000.0).collect(),
+            );
+            for rows in [1, 2, 7, 8, 9, 16, 20] {
+                let m = &values[..rows * n];
+                let mut grouped = m.to_vec();
+                softmax(&mut grouped, n);
+                let mut single = m.to_vec();
+                single.chunks_exact_mut(n).for_each(softmax_row);
+                assert_eq!(grouped, single, "softmax, {rows} rows of {n}");
+
+                let a = Array2::from_shape_vec((rows, n), m.to_vec()).unwrap_or_default();
+                let mut grouped = a.clone();
+                layer_norm(grouped.view_mut(), &norm, 1e-12);
+                let mut single = m.to_vec();
+                single
+                    .chunks_exact_mut(n)
+                    .for_each(|r| layer_norm_row(r, &norm, 1e-12));
+                assert_eq!(
+                    grouped.as_slice(),
+                    Some(&single[..]),
+                    "norm, {rows} rows of {n}"
+                );
+            }
+        }
+        // A view whose rows are not one block (every other column) takes the row-wise path.
+        let mut wide = Array2::from_shape_vec((6, 20), values[..120].to_vec()).unwrap_or_default();
+        let mut narrow = wide.slice(ndarray::s![.., ..;2]).to_owned();
+        let norm = (vec![1.5; 10], vec![0.25; 10]);
+        layer_norm(wide.slice_mut(ndarray::s![.., ..;2]), &norm, 1e-5);
+        layer_norm(narrow.view_mut(), &norm, 1e-5);
+        assert_eq!(wide.slice(ndarray::s![.., ..;2]), narrow);
+    }
+
     #[test]
     fn softmax_sums_to_one() {
         let mut r = vec![1.0, 2.0, 3.0, -1e9];
-        softmax(&mut r);
+        softmax(&mut r, 4);
         assert!((r.iter().sum::<f32>() - 1.0).abs() < 1e-6);
         assert_eq!(r[3], 0.0);
     }

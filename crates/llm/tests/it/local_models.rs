@@ -115,6 +115,34 @@ async fn a_vector_does_not_depend_on_its_batch_or_thread() {
 }
 
 #[tokio::test]
+async fn a_batch_in_several_passes_gives_each_text_its_own_bits() {
+    // A group of more than 2,048 tokens goes through the layers in several passes of whole texts:
+    // every vector must be, bit for bit, the text's vector alone (one pass of its own).
+    let config = LocalEmbedderConfig {
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
+        batch_size: 128,
+        ..LocalEmbedderConfig::default()
+    };
+    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let texts: Vec<String> = (0..96)
+        .map(|i| {
+            format!(
+                "Text {i}: the ferry leaves the harbour at dawn {}and returns at dusk.",
+                "while gulls circle over the old stone pier ".repeat(1 + i % 9)
+            )
+        })
+        .collect();
+    let batch = embedder.embed(&texts, &EmbedKind::Document).await.unwrap();
+    for i in [0, 1, 30, 47, 48, 70, 95] {
+        let alone = embedder
+            .embed(std::slice::from_ref(&texts[i]), &EmbedKind::Document)
+            .await
+            .unwrap();
+        assert_eq!(alone.row(0), batch.row(i), "text {i}");
+    }
+}
+
+#[tokio::test]
 async fn bf16_precision_stays_within_a_cosine_of_the_f32_vectors() {
     // `precision = "bf16"` rounds the products' inputs to bfloat16: its vectors must stay within cosine
     // 0.9999 of f32's, carry their own model name (so the response cache never mixes the two), and still

@@ -497,7 +497,7 @@ impl HiragBase {
         }
         stats.relations = graph.edges().len();
 
-        // Entity vectors: `name + description`, every embedded node, in name order; embedded whole unless
+        // Entity vectors: `"NAME"` + description (see `entity_vector_text`), every embedded node, in name order; embedded whole unless
         // `all_sentences` composes them too (the name then a unit of its own).
         let started = Instant::now();
         let entity_embedder = if composed_entities {
@@ -521,7 +521,7 @@ impl HiragBase {
                             n.description
                         )
                     } else {
-                        format!("{}{}", n.name, n.description)
+                        entity_vector_text(&n.name, &n.description)
                     },
                 )
             })
@@ -825,4 +825,13 @@ impl HiragIndex {
             .map(|c| (c.report.input_hash.clone(), c.report.clone()))
             .collect()
     }
+}
+
+/// The text HiRAG embeds for an entity's vector: its name in double quotes, then its description, with
+/// no separator. The reference embeds `entity_name + description`, and its names keep the quotes the
+/// model wrote around them (`"ALEX"`, the spec's §4.3); ours are stored without them, so the quotes are
+/// put back here — without them the name runs into the description's first word (`ALEXAlex is…`) and
+/// the encoder reads another word.
+pub(crate) fn entity_vector_text(name: &str, description: &str) -> String {
+    format!("\"{name}\"{description}")
 }

@@ -13,11 +13,11 @@ use crate::common::{build, chunk, entity, extraction as ex, relation, Keywords};
 
 /// Four chunks about ALPHA, BETA, GAMMA and DELTA.
 ///
-/// Entity vectors embed `name + description` (merged descriptions are sorted parts joined by `<SEP>`).
+/// Entity vectors embed `"NAME"` + description (merged descriptions are sorted parts joined by `<SEP>`).
 /// With the keyword embedder (alpha, beta, gamma, delta) and the query "alpha" (vector ≈ (0, 1, 0, 0, 0)):
-/// - ALPHA: "ALPHAAlpha founded Beta.<SEP>Alpha visited Delta." → alpha 3, beta 1, delta 1 → cos 3/√11 = 0.905
-/// - DELTA: "DELTADelta hosted Alpha.<SEP>Delta met Gamma." → delta 3, alpha 1, gamma 1 → 1/√11 = 0.302
-/// - BETA: "BETABeta came along.<SEP>Beta hired Gamma.<SEP>Beta was founded by Alpha." → beta 4, alpha 1,
+/// - ALPHA: "\"ALPHA\"Alpha founded Beta.<SEP>Alpha visited Delta." → alpha 3, beta 1, delta 1 → cos 3/√11 = 0.905
+/// - DELTA: "\"DELTA\"Delta hosted Alpha.<SEP>Delta met Gamma." → delta 3, alpha 1, gamma 1 → 1/√11 = 0.302
+/// - BETA: "\"BETA\"Beta came along.<SEP>Beta hired Gamma.<SEP>Beta was founded by Alpha." → beta 4, alpha 1,
 ///   gamma 1 → 1/√18 = 0.236
 /// - GAMMA: no "alpha" → ≈ 0, below the 0.2 floor.
 ///
