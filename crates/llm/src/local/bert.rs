@@ -214,7 +214,7 @@ impl Bert {
         }
         let groups = split(seqs, threads.max(1));
         if groups.len() <= 1 {
-            return Ok(self.embed_group(seqs));
+            return self.embed_group(seqs);
         }
         let results: Vec<Vec<Vec<f32>>> = std::thread::scope(|scope| {
             let handles: Vec<_> = groups
@@ -225,7 +225,7 @@ impl Bert {
                 .into_iter()
                 .map(|h| {
                     h.join()
-                        .map_err(|_| "an encoder thread panicked".to_owned())
+                        .map_err(|_| "an encoder thread panicked".to_owned())?
                 })
                 .collect::<Result<_, _>>()
         })?;
@@ -234,7 +234,7 @@ impl Bert {
 
     /// The forward pass of one group on the calling thread, in passes of at most [`PASS_ROWS`] rows
     /// through one set of buffers.
-    fn embed_group(&self, seqs: &[Vec<u32>]) -> Vec<Vec<f32>> {
+    fn embed_group(&self, seqs: &[Vec<u32>]) -> Result<Vec<Vec<f32>>, String> {
         let mut scratch = Scratch::default();
         let mut out = Vec::with_capacity(seqs.len());
         let mut first = 0;
@@ -248,14 +248,19 @@ impl Bert {
                 rows += s.len();
                 end += 1;
             }
-            self.pass(&seqs[first..end], &mut scratch, &mut out);
+            self.pass(&seqs[first..end], &mut scratch, &mut out)?;
             first = end;
         }
-        out
+        Ok(out)
     }
 
     /// One pass over `seqs`: their pooled vectors appended to `out`.
-    fn pass(&self, seqs: &[Vec<u32>], sc: &mut Scratch, out: &mut Vec<Vec<f32>>) {
+    fn pass(
+        &self,
+        seqs: &[Vec<u32>],
+        sc: &mut Scratch,
+        out: &mut Vec<Vec<f32>>,
+    ) -> Result<(), String> {
         let h = self.shape.hidden;
         let total: usize = seqs.iter().map(Vec::len).sum();
         let mut starts = Vec::with_capacity(seqs.len() + 1);
@@ -265,9 +270,9 @@ impl Bert {
         }
         let longest = seqs.iter().map(Vec::len).max().unwrap_or(0);
         let inter = self.layers.first().map_or(0, |l| l.inter.outputs());
-        let Some(mut b) = sc.buffers(total, h, inter, longest) else {
-            return;
-        };
+        let mut b = sc
+            .buffers(total, h, inter, longest)
+            .ok_or_else(|| format!("no buffers of {total} rows could be shaped"))?;
         for (s, &start) in seqs.iter().zip(&starts) {
             for (p, &t) in s.iter().enumerate() {
                 let mut row = b.x.row_mut(start + p);
@@ -290,6 +295,7 @@ impl Bert {
             v.iter_mut().for_each(|a| *a /= norm);
             v
         }));
+        Ok(())
     }
 
     fn layer(&self, l: &Layer, starts: &[usize], b: &mut Buffers<'_>) {
