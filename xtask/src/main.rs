@@ -663,12 +663,13 @@ fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
 
 /// Recall@5 (%) of each method in the CI bench as measured when the figure checks were added (issue 19,
 /// offline: local MiniLM, the dataset's OpenIE, no LLM); a run must match each within
-/// [`CI_RECALL_TOLERANCE`] points.
+/// [`CI_RECALL_TOLERANCE`] points. HiRAG's since its offline entity vectors embed the description alone
+/// (issue 37: 67.5 → 71.67).
 const CI_RECALL_AT_5: &[(&str, f64)] = &[
     ("dense", 63.33),
     ("hipporag2", 71.67),
-    ("hirag", 67.5),
-    ("hirag-bridge", 67.5),
+    ("hirag", 71.67),
+    ("hirag-bridge", 71.67),
     ("leanrag", 66.67),
 ];
 

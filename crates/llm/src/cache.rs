@@ -37,6 +37,12 @@ pub fn chat_key(provider: &str, model: &str, request: &ChatRequest) -> String {
     }))
 }
 
+/// The file's own page cache. redb's default (1 GiB) kept every page a build writes in memory until it
+/// was full — a cold build of a large corpus writes gigabytes of embeddings it reads back rarely, so that
+/// was up to 1 GiB of resident memory for nothing. Pages it drops are read back through the operating
+/// system's file cache.
+const CACHE_BYTES: usize = 32 << 20;
+
 /// The cache key of embedding `text` with `model` of `provider` as `kind`.
 pub fn embedding_key(provider: &str, model: &str, kind: &EmbedKind, text: &str) -> String {
     cache_key(&serde_json::json!({
@@ -73,7 +79,10 @@ impl ResponseCache {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| err(e.to_string()))?;
         }
-        let db = Database::create(&path).map_err(|e| err(e.to_string()))?;
+        let db = Database::builder()
+            .set_cache_size(CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| err(e.to_string()))?;
         let cache = Self {
             db: Arc::new(db),
             path,

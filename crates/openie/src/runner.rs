@@ -29,6 +29,11 @@ impl std::fmt::Debug for ExtractionStore {
     }
 }
 
+/// The store's own page cache. redb's default (1 GiB) keeps every page a build writes in memory until it
+/// is full — the extractions of a large corpus are written once and read once, so that was resident memory
+/// for nothing; pages it drops are read back through the operating system's file cache.
+const STORE_CACHE_BYTES: usize = 16 << 20;
+
 fn key(fingerprint: &str, chunk: &ChunkId) -> String {
     format!("{fingerprint}\u{1f}{chunk}")
 }
@@ -44,7 +49,10 @@ impl ExtractionStore {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
         }
-        let db = Database::create(&path).map_err(|e| err(&e))?;
+        let db = Database::builder()
+            .set_cache_size(STORE_CACHE_BYTES)
+            .create(&path)
+            .map_err(|e| err(&e))?;
         let txn = db.begin_write().map_err(|e| err(&e))?;
         txn.open_table(EXTRACTIONS).map_err(|e| err(&e))?;
         txn.commit().map_err(|e| err(&e))?;

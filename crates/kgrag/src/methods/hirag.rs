@@ -52,6 +52,15 @@ impl Method for Hirag {
                 .composes(config.chat.is_some()),
             config.hirag.description_vectors,
         );
+        // `entity_text` as the build applies it: left out when the reference's text is embedded (an index
+        // built before the key existed, or with a chat model, stays current), else `"description"`.
+        if let Some(map) = v.as_object_mut() {
+            if config.hirag.entity_text.with_name(config.chat.is_some()) {
+                map.remove("entity_text");
+            } else {
+                map.insert("entity_text".to_owned(), serde_json::json!("description"));
+            }
+        }
         v
     }
 

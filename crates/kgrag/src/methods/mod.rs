@@ -405,6 +405,33 @@ mod tests {
     }
 
     #[test]
+    fn hirag_entity_text_counts_as_the_build_applies_it() {
+        let key = |c: &Config| settings(c, &["hirag"])["hirag"].get("entity_text").cloned();
+        // Offline, `auto` embeds the description alone: recorded, so an index embedded the other way is
+        // stale.
+        assert_eq!(
+            key(&Config::default()),
+            Some(serde_json::json!("description"))
+        );
+        // With a chat model, or `name_description`, the reference's text: no key, as in indexes built
+        // before the setting existed.
+        let chat = Config::parse(
+            "[chat]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
+        assert_eq!(key(&chat), None);
+        let reference = Config::parse("[hirag]\nentity_text = \"name_description\"\n").unwrap();
+        assert_eq!(key(&reference), None);
+        // `description` is recorded with a chat model too.
+        let forced = Config::parse(
+            "[chat]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n\
+             [hirag]\nentity_text = \"description\"\n",
+        )
+        .unwrap();
+        assert_eq!(key(&forced), Some(serde_json::json!("description")));
+    }
+
+    #[test]
     fn description_vectors_count_as_the_build_applies_them() {
         let key = |c: &Config, m: &str| {
             settings(c, &[m])[m]

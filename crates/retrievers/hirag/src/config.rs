@@ -40,6 +40,34 @@ pub enum ClusterDescription {
     Merged,
 }
 
+/// What HiRAG's entity vectors (the ones retrieval searches) embed for an entity.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EntityText {
+    /// `description` when no chat model writes the descriptions (offline: the descriptions are the rule
+    /// extractor's or the OpenIE facts' sentences, which the reference never reads), `name_description`
+    /// when one does.
+    #[default]
+    Auto,
+    /// The reference's text: the name in double quotes, then the description, no separator.
+    NameDescription,
+    /// The description alone (the name when the description is blank): the text LeanRAG embeds for its
+    /// seeds, so the two methods share one embedding of each entity (ours; a departure from the
+    /// reference's text).
+    Description,
+}
+
+impl EntityText {
+    /// Whether the name is embedded with the description, given whether a chat model writes descriptions.
+    pub fn with_name(self, model_writes_descriptions: bool) -> bool {
+        match self {
+            EntityText::Auto => model_writes_descriptions,
+            EntityText::NameDescription => true,
+            EntityText::Description => false,
+        }
+    }
+}
+
 /// Which edges the bridge path contributes (spec §7.2 step 6).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -122,6 +150,11 @@ pub struct HiragConfig {
     /// whole as the reference does, `sentences` always composes, `all_sentences` composes the entity
     /// vectors retrieval searches too (see [`kgrag_text::composed`]; ours).
     pub description_vectors: DescriptionVectors,
+    /// What the entity vectors retrieval searches embed: `auto` (the default) embeds the description
+    /// alone — LeanRAG's seed text, one embedding for both methods — when no chat model writes the
+    /// descriptions, and the reference's `"NAME"` + description when one does; `name_description` and
+    /// `description` force one (see [`EntityText`]).
+    pub entity_text: EntityText,
     /// The clustering round of every layer: the reduction (`umap`), the mixtures' fit and the BIC scan
     /// (spec §2's `reduction`, `gmm_*` and `bic_rel_tol`), in TOML the `[hirag.cluster]` table. LeanRAG's
     /// settings hold the same [`ClusterConfig`]; kgrag's configuration file has one `[cluster]` section
@@ -199,6 +232,7 @@ impl Default for HiragConfig {
             summary_trigger_tokens: 500,
             cluster_description: ClusterDescription::LastChunkFirstRecord,
             description_vectors: DescriptionVectors::Auto,
+            entity_text: EntityText::Auto,
             cluster: ClusterConfig::default(),
             cluster_threshold: 0.1,
             sparsity_stop: 0.98,

@@ -5,7 +5,7 @@
 //! * [`HiragIndex`] — the base entity–relation graph (the two-stage extraction with HiRAG's name
 //!   normalisation and merge rules, the rule extractor offline, or the dataset's HippoRAG OpenIE triples
 //!   through [`openie_extractions`]), the HiIndex summary layers of `kgrag-hierarchy` written into the graph
-//!   as the spec's graph has them (member → summary relations only), entity vectors (`"NAME"` + description)
+//!   as the spec's graph has them (member → summary relations only), entity vectors (`"NAME"` + description, or offline the description alone: `entity_text`)
 //!   for every entity including the summary entities, hierarchical Leiden communities over the whole graph
 //!   and their reports (LLM or extractive, deepest level first, reused when their input is unchanged), index
 //!   statistics, and an export in the reference's working-directory formats ([`export`]).
@@ -39,8 +39,8 @@ mod summarize;
 mod table;
 
 pub use config::{
-    BaseSource, BridgeEdges, ClusterDescription, DescriptionVectors, ExtractionMode, HiragConfig,
-    Mode,
+    BaseSource, BridgeEdges, ClusterDescription, DescriptionVectors, EntityText, ExtractionMode,
+    HiragConfig, Mode,
 };
 pub use graph::{BridgePath, HiEdge, HiGraph, HiNode};
 pub use index::{

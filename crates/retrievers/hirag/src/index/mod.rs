@@ -368,9 +368,9 @@ impl HiragBase {
         // What the hierarchy clusters and summarises (clustering texts, summary entities, the summariser's
         // sentences) goes through one embedder: the model's, or its sentences composed
         // (`description_vectors`); the entity vectors retrieval searches only under `all_sentences`.
-        let composes = config
-            .description_vectors
-            .composes(models.chat.is_some() || models.cheap_chat.is_some());
+        let model_writes = models.chat.is_some() || models.cheap_chat.is_some();
+        let composes = config.description_vectors.composes(model_writes);
+        let with_name = config.entity_text.with_name(model_writes);
         let composed_entities = config.description_vectors.composes_entities();
         let descriptions = SentenceMean::wrap_if(models.embedder.clone(), composes);
         let text = Arc::new(
@@ -497,8 +497,9 @@ impl HiragBase {
         }
         stats.relations = graph.edges().len();
 
-        // Entity vectors: `"NAME"` + description (see `entity_vector_text`), every embedded node, in name order; embedded whole unless
-        // `all_sentences` composes them too (the name then a unit of its own).
+        // Entity vectors: `"NAME"` + description (see `entity_vector_text`), or the description alone
+        // (`entity_text`), every embedded node, in name order; embedded whole unless `all_sentences`
+        // composes them too (the name then a unit of its own).
         let started = Instant::now();
         let entity_embedder = if composed_entities {
             descriptions.as_ref()
@@ -513,7 +514,9 @@ impl HiragBase {
             .map(|n| {
                 (
                     format!("ent-{}", kgrag_types::md5_hex(n.name.as_bytes())),
-                    if composed_entities {
+                    if !with_name {
+                        description_vector_text(&n.name, &n.description)
+                    } else if composed_entities {
                         format!(
                             "{}{}{}",
                             n.name,
@@ -834,4 +837,16 @@ impl HiragIndex {
 /// the encoder reads another word.
 pub(crate) fn entity_vector_text(name: &str, description: &str) -> String {
     format!("\"{name}\"{description}")
+}
+
+/// The text an entity's vector embeds under `entity_text = "description"`: its description, or its name
+/// when the description is blank — the text LeanRAG embeds for a seed of HiRAG's base (LeanRAG also cuts
+/// it at `embed_max_tokens`, 4,096 cl100k tokens by default, far past what the encoder reads), so an
+/// embedding cache gives both methods one embedding of each entity.
+pub(crate) fn description_vector_text(name: &str, description: &str) -> String {
+    if description.trim().is_empty() {
+        name.to_owned()
+    } else {
+        description.to_owned()
+    }
 }

@@ -191,6 +191,8 @@ fn config() -> HiragConfig {
         // No summary layers: the entity graph stays the tree above.
         max_layers: 0,
         top_k: TOP_K,
+        // The reference's entity text (offline, `auto` would embed the description alone).
+        entity_text: kgrag_hirag::EntityText::NameDescription,
         log_layers: false,
         ..HiragConfig::default()
     }

@@ -4,7 +4,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use kgrag_hirag::{BaseSource, ExtractionMode, HiragConfig, HiragRetriever, Mode, FAIL_RESPONSE};
+use kgrag_hirag::{
+    BaseSource, EntityText, ExtractionMode, HiragConfig, HiragRetriever, Mode, FAIL_RESPONSE,
+};
 use kgrag_text::{Chunker, ChunkerConfig, Encoding};
 use kgrag_types::testing::HashingEmbedder;
 use kgrag_types::{Document, Extraction, RetrievalRequest, RetrievedContext, Retriever};
@@ -91,11 +93,63 @@ fn section_names(rendered: &str) -> Vec<String> {
         .collect()
 }
 
+/// Offline (no chat model) `entity_text = "auto"` embeds the description alone, LeanRAG's seed text:
+/// ALPHA "Alpha founded Beta.<SEP>Alpha visited Delta." → alpha 2, beta 1, delta 1 → cos 2/√6 = 0.816;
+/// DELTA "Delta hosted Alpha.<SEP>Delta met Gamma." → 1/√6 = 0.408; BETA "Beta came along.<SEP>Beta hired
+/// Gamma.<SEP>Beta was founded by Alpha." → 1/√11 = 0.302 — the scores of the description alone, not of
+/// `"NAME"` + description (3/√11, 1/√11, 1/√18).
+#[tokio::test]
+async fn offline_entity_vectors_embed_the_description_alone() {
+    let (chunks, extractions) = corpus();
+    let embedder = keywords();
+    for (entity_text, scores) in [
+        (
+            EntityText::Auto,
+            [2.0 / 6f64.sqrt(), 1.0 / 6f64.sqrt(), 1.0 / 11f64.sqrt()],
+        ),
+        (
+            EntityText::Description,
+            [2.0 / 6f64.sqrt(), 1.0 / 6f64.sqrt(), 1.0 / 11f64.sqrt()],
+        ),
+        (
+            EntityText::NameDescription,
+            [3.0 / 11f64.sqrt(), 1.0 / 11f64.sqrt(), 1.0 / 18f64.sqrt()],
+        ),
+    ] {
+        let config = HiragConfig {
+            max_layers: 0,
+            entity_text,
+            log_layers: false,
+            ..HiragConfig::default()
+        };
+        let index = Arc::new(build(&chunks, &extractions, embedder.clone(), &config).await);
+        let local = HiragRetriever::new(index, embedder.clone(), Mode::HiLocal);
+        let ctx = retrieve(&local, "alpha").await;
+        let hits: Vec<(&str, f64)> = ctx
+            .entities
+            .iter()
+            .map(|e| (e.name.as_str(), e.score))
+            .collect();
+        assert_eq!(hits.len(), 3, "{entity_text:?}: {hits:?}");
+        for ((name, score), (want_name, want)) in hits
+            .iter()
+            .zip(["ALPHA", "DELTA", "BETA"].into_iter().zip(scores))
+        {
+            assert_eq!(*name, want_name, "{entity_text:?}: {hits:?}");
+            assert!(
+                (score - want).abs() < 1e-3,
+                "{entity_text:?} {name}: {score} against {want}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn hand_built_rankings_and_local_layout() {
     let (chunks, extractions) = corpus();
     let config = HiragConfig {
         max_layers: 0, // no summary entities: the cosines above are the whole story
+        entity_text: EntityText::NameDescription,
         log_layers: false,
         ..HiragConfig::default()
     };
