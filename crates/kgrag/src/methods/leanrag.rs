@@ -42,8 +42,13 @@ impl Method for Leanrag {
         );
         let mut v = serde_json::json!({ "leanrag": lean });
         if config.leanrag.g0 == G0Source::Hirag {
-            // G0 is HiRAG's base layer: HiRAG's settings shape it.
-            v["hirag"] = super::hirag::Hirag.settings(config);
+            // G0 is HiRAG's base layer: HiRAG's settings shape it (not `entity_text`: what HiRAG's
+            // entity vectors embed changes neither G0 nor LeanRAG's seeds).
+            let mut hirag = super::hirag::Hirag.settings(config);
+            if let Some(map) = hirag.as_object_mut() {
+                map.remove("entity_text");
+            }
+            v["hirag"] = hirag;
         }
         v
     }

@@ -429,6 +429,10 @@ mod tests {
         )
         .unwrap();
         assert_eq!(key(&forced), Some(serde_json::json!("description")));
+        // LeanRAG's settings hold HiRAG's (its G0), but not this key: LeanRAG's index does not depend on it.
+        let lean = &settings(&Config::default(), &["leanrag"])["leanrag"];
+        assert!(lean.pointer("/hirag/base").is_some(), "{lean}");
+        assert_eq!(lean.pointer("/hirag/entity_text"), None);
     }
 
     #[test]

@@ -44,9 +44,8 @@ pub enum ClusterDescription {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntityText {
-    /// `description` when no chat model writes the descriptions (offline: the descriptions are the rule
-    /// extractor's or the OpenIE facts' sentences, which the reference never reads), `name_description`
-    /// when one does.
+    /// `description` without a chat model (offline: the descriptions are the rule extractor's or the
+    /// OpenIE facts' sentences, which the reference never reads), `name_description` with one.
     #[default]
     Auto,
     /// The reference's text: the name in double quotes, then the description, no separator.
@@ -58,10 +57,10 @@ pub enum EntityText {
 }
 
 impl EntityText {
-    /// Whether the name is embedded with the description, given whether a chat model writes descriptions.
-    pub fn with_name(self, model_writes_descriptions: bool) -> bool {
+    /// Whether the name is embedded with the description, given whether a chat model is configured.
+    pub fn with_name(self, has_chat_model: bool) -> bool {
         match self {
-            EntityText::Auto => model_writes_descriptions,
+            EntityText::Auto => has_chat_model,
             EntityText::NameDescription => true,
             EntityText::Description => false,
         }
@@ -151,8 +150,8 @@ pub struct HiragConfig {
     /// vectors retrieval searches too (see [`kgrag_text::composed`]; ours).
     pub description_vectors: DescriptionVectors,
     /// What the entity vectors retrieval searches embed: `auto` (the default) embeds the description
-    /// alone — LeanRAG's seed text, one embedding for both methods — when no chat model writes the
-    /// descriptions, and the reference's `"NAME"` + description when one does; `name_description` and
+    /// alone — LeanRAG's seed text, one embedding for both methods — without a chat model, and the
+    /// reference's `"NAME"` + description with one; `name_description` and
     /// `description` force one (see [`EntityText`]).
     pub entity_text: EntityText,
     /// The clustering round of every layer: the reduction (`umap`), the mixtures' fit and the BIC scan

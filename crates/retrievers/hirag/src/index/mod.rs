@@ -26,6 +26,7 @@ use crate::config::{ClusterDescription, HiragConfig};
 use crate::graph::HiGraph;
 use crate::{HiragError, Result};
 
+mod legacy;
 mod merge;
 
 pub use merge::{base_records, merge_records, MergedRecords};
@@ -33,8 +34,8 @@ pub use merge::{base_records, merge_records, MergedRecords};
 /// The models an index build uses.
 #[derive(Clone)]
 pub struct Models {
-    /// Embeds entity descriptions (clustering), `name + description` (entity vectors) and the extractive
-    /// summaries' sentences.
+    /// Embeds entity descriptions (clustering), the entity vectors' texts (`entity_text`) and the
+    /// extractive summaries' sentences.
     pub embedder: Arc<dyn Embedder>,
     /// The "best" model: cluster summaries and community reports (none: extractive, offline).
     pub chat: Option<Arc<dyn ChatModel>>,
@@ -158,12 +159,16 @@ pub struct IndexStats {
     pub secs: BTreeMap<String, f64>,
 }
 
-/// The version of the saved index file: 3 since the context tables are rendered as the reference renders
+/// The version of the saved index file: 4 since the settings it embeds hold `entity_text` (files of
+/// versions 2 and 3 are read through [`legacy`], their entity text the reference's); 3 since the context tables are rendered as the reference renders
 /// them (quoted header names, cells stripped as Python strips them), which changes the rows' stored token
 /// counts; 2 since the settings it embeds hold the clustering as one `cluster` table. Files of version 2
 /// are read and their row counts taken again ([`HiragIndex::load`]); version 1 is refused with a request
 /// to rebuild.
-const FILE_VERSION: u32 = 3;
+const FILE_VERSION: u32 = 4;
+
+/// The last file version before `entity_text` ([`legacy`]).
+const LEGACY_FILE_VERSION: u32 = 3;
 
 /// The oldest file version [`HiragIndex::load`] still reads (its rows' token counts are taken again).
 const RECOUNTED_FILE_VERSION: u32 = 2;
@@ -499,7 +504,7 @@ impl HiragBase {
 
         // Entity vectors: `"NAME"` + description (see `entity_vector_text`), or the description alone
         // (`entity_text`), every embedded node, in name order; embedded whole unless `all_sentences`
-        // composes them too (the name then a unit of its own).
+        // composes them too (the name then a unit of its own, when `entity_text` embeds it).
         let started = Instant::now();
         let entity_embedder = if composed_entities {
             descriptions.as_ref()
@@ -735,16 +740,25 @@ impl HiragIndex {
 
     /// Reads an index written by [`save`](Self::save).
     ///
-    /// A file of the previous version (the same data, rendered before the context tables followed the
-    /// reference byte for byte) is read too: the token counts of its rows are taken again.
+    /// Files of the two previous versions are read too: version 3 (settings without `entity_text`: its
+    /// entity vectors embedded the reference's `"NAME"` + description) and version 2 (the same, rendered
+    /// before the context tables followed the reference byte for byte: the token counts of its rows are
+    /// taken again).
     pub fn load(path: &std::path::Path) -> Result<Self> {
         use kgrag_graph_store::{persist, StoreError};
         let (mut index, recount) = match persist::load::<Self>(path, "hirag-index", FILE_VERSION) {
             Ok(index) => (index, false),
             Err(first @ StoreError::Incompatible { .. }) => {
-                match persist::load::<Self>(path, "hirag-index", RECOUNTED_FILE_VERSION) {
-                    Ok(index) => (index, true),
-                    Err(_) => return Err(first.into()),
+                let legacy = |version| {
+                    persist::load::<legacy::IndexV3>(path, "hirag-index", version).map(Self::from)
+                };
+                match legacy(LEGACY_FILE_VERSION) {
+                    Ok(index) => (index, false),
+                    Err(StoreError::Incompatible { .. }) => match legacy(RECOUNTED_FILE_VERSION) {
+                        Ok(index) => (index, true),
+                        Err(_) => return Err(first.into()),
+                    },
+                    Err(e) => return Err(e.into()),
                 }
             }
             Err(e) => return Err(e.into()),
@@ -786,7 +800,8 @@ impl HiragIndex {
         &self.graph
     }
 
-    /// The entity vectors (`name + description`, keys `ent-<md5(name)>`).
+    /// The entity vectors (`"NAME"` + description, or the description alone: `entity_text`; keys
+    /// `ent-<md5(name)>`).
     pub fn entity_vectors(&self) -> &EmbeddingStore {
         &self.entity_vectors
     }

@@ -224,12 +224,12 @@ async fn every_mode_renders_the_references_context_byte_for_byte() {
 
     compare_every_mode(&index, &embedder).await;
 
-    // A file of the previous version is read (its rows' token counts taken again) and gives the same
-    // contexts and counts; the version before it is refused.
+    // A saved index gives the same contexts and counts (files of the two previous versions: the
+    // crate's `index::legacy` tests); version 1 is refused.
     let dir = std::env::temp_dir().join(format!("hirag-golden-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("hirag.idx");
-    kgrag_graph_store::persist::save(&path, "hirag-index", 2, &*index).unwrap();
+    index.save(&path).unwrap();
     let loaded = Arc::new(kgrag_hirag::HiragIndex::load(&path).unwrap());
     compare_every_mode(&loaded, &embedder).await;
     kgrag_graph_store::persist::save(&path, "hirag-index", 1, &*index).unwrap();

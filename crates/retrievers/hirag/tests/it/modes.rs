@@ -15,7 +15,8 @@ use crate::common::{build, chunk, entity, extraction as ex, relation, Keywords};
 
 /// Four chunks about ALPHA, BETA, GAMMA and DELTA.
 ///
-/// Entity vectors embed `"NAME"` + description (merged descriptions are sorted parts joined by `<SEP>`).
+/// With `entity_text = "name_description"`, entity vectors embed `"NAME"` + description (merged
+/// descriptions are sorted parts joined by `<SEP>`).
 /// With the keyword embedder (alpha, beta, gamma, delta) and the query "alpha" (vector ≈ (0, 1, 0, 0, 0)):
 /// - ALPHA: "\"ALPHA\"Alpha founded Beta.<SEP>Alpha visited Delta." → alpha 3, beta 1, delta 1 → cos 3/√11 = 0.905
 /// - DELTA: "\"DELTA\"Delta hosted Alpha.<SEP>Delta met Gamma." → delta 3, alpha 1, gamma 1 → 1/√11 = 0.302
