@@ -491,10 +491,11 @@ impl IndexWriter {
             }
         }
         // Moved out, not cloned: the caller's map would otherwise hold every extraction a second time
-        // for the rest of the build (the corpus keeps these).
+        // for the rest of the build (the corpus keeps these, as `corpus_triples` leaves them).
         Ok(chunks
             .iter()
             .filter_map(|(id, _)| prefilled.remove(id))
+            .map(corpus_triples)
             .collect())
     }
 
@@ -896,5 +897,53 @@ fn usage_entry(u: &StageUsage) -> UsageEntry {
         cache_hits: u.cache_hits,
         retries: 0,
         failures: u.failures,
+    }
+}
+
+/// What the corpus keeps of an extraction: what its readers take from it — the triples (HippoRAG 2's
+/// graph, HiRAG's `base = "openie_cache"`) and the entity names (the OpenIE export's
+/// `extracted_entities`). The rule extractor also fills entity descriptions and described relations (a
+/// copy of the sentence each); HiRAG and LeanRAG read those from the extraction store, so the corpus,
+/// which every build holds and the index stores, no longer carries them (about 140 MB at 579 windows of
+/// 1,200 tokens).
+fn corpus_triples(mut e: Extraction) -> Extraction {
+    e.relations = Vec::new();
+    for entity in &mut e.entities {
+        entity.description = String::new();
+    }
+    e
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_corpus_keeps_triples_and_entity_names_only() {
+        let text = "Ada Lovelace wrote the first program for the Analytical Engine in London. \
+                    Charles Babbage designed the Analytical Engine.";
+        let chunk = kgrag_types::Chunk {
+            id: ChunkId::from_content(text),
+            doc_id: kgrag_types::DocId::from_text(text),
+            text: text.to_owned(),
+            tokens: 20,
+            order: 0,
+            span: kgrag_types::Span::default(),
+        };
+        let full = kgrag_openie::RuleExtractor.extract_text(&chunk);
+        assert!(!full.relations.is_empty() && !full.triples.is_empty());
+        assert!(full.entities.iter().all(|e| !e.description.is_empty()));
+        let kept = corpus_triples(full.clone());
+        assert_eq!(kept.chunk_id, full.chunk_id);
+        assert_eq!(kept.triples, full.triples);
+        let names = |e: &Extraction| {
+            e.entities
+                .iter()
+                .map(|x| x.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&kept), names(&full));
+        assert!(kept.relations.is_empty());
+        assert!(kept.entities.iter().all(|e| e.description.is_empty()));
     }
 }
