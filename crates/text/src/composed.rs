@@ -72,6 +72,18 @@ impl DescriptionVectors {
     }
 }
 
+/// The text an entity's description vector embeds when it is not composed: the description, or the name
+/// when the description is blank. LeanRAG's seeds embed it (after their `embed_max_tokens` cut), and
+/// HiRAG's entity vectors under `entity_text = "description"`: one definition, so that an embedding cache
+/// gives both methods one embedding of each entity.
+pub fn description_or_name<'a>(name: &'a str, description: &'a str) -> &'a str {
+    if description.trim().is_empty() {
+        name
+    } else {
+        description
+    }
+}
+
 /// The units of `text` a composed vector is made of: its `<SEP>` parts split into sentences, trimmed, in
 /// order, within [`MAX_WORDS`] (at least one); the whole text trimmed when it has no sentence.
 pub fn units(text: &str) -> Vec<&str> {

@@ -25,6 +25,23 @@ pub(crate) struct Index {
 
 const FILE: &str = "hirag.index";
 
+/// HiRAG's settings but `entity_text` (which changes only HiRAG's entity vectors): every key counts —
+/// retrieval reads its budgets from the index's own settings — but the log switch, `description_vectors`
+/// and `entity_text` as the build applies them. LeanRAG's settings hold these when its G0 is HiRAG's
+/// base layer.
+pub(super) fn base_settings(config: &Config) -> serde_json::Value {
+    let mut v = super::json_without(&config.hirag, &["log_layers", "entity_text"]);
+    super::description_vectors_setting(
+        &mut v,
+        config
+            .hirag
+            .description_vectors
+            .composes(config.chat.is_some()),
+        config.hirag.description_vectors,
+    );
+    v
+}
+
 #[async_trait(?Send)]
 impl Method for Hirag {
     fn name(&self) -> &'static str {
@@ -42,22 +59,12 @@ impl Method for Hirag {
     }
 
     fn settings(&self, config: &Config) -> serde_json::Value {
-        // Retrieval reads its budgets from the index's own settings, so every key counts but the log switch.
-        let mut v = super::json_without(&config.hirag, &["log_layers"]);
-        super::description_vectors_setting(
-            &mut v,
-            config
-                .hirag
-                .description_vectors
-                .composes(config.chat.is_some()),
-            config.hirag.description_vectors,
-        );
-        // `entity_text` as the build applies it: left out when the reference's text is embedded (an index
-        // built before the key existed, or with a chat model, stays current), else `"description"`.
-        if let Some(map) = v.as_object_mut() {
-            if config.hirag.entity_text.with_name(config.chat.is_some()) {
-                map.remove("entity_text");
-            } else {
+        let mut v = base_settings(config);
+        // `entity_text` as the build applies it: recorded as `"description"` when the description alone
+        // is embedded; absent when the reference's text is (an index built before the key existed, or
+        // with a chat model, stays current).
+        if !config.hirag.entity_text.with_name(config.chat.is_some()) {
+            if let Some(map) = v.as_object_mut() {
                 map.insert("entity_text".to_owned(), serde_json::json!("description"));
             }
         }

@@ -44,11 +44,7 @@ impl Method for Leanrag {
         if config.leanrag.g0 == G0Source::Hirag {
             // G0 is HiRAG's base layer: HiRAG's settings shape it (not `entity_text`: what HiRAG's
             // entity vectors embed changes neither G0 nor LeanRAG's seeds).
-            let mut hirag = super::hirag::Hirag.settings(config);
-            if let Some(map) = hirag.as_object_mut() {
-                map.remove("entity_text");
-            }
-            v["hirag"] = hirag;
+            v["hirag"] = super::hirag::base_settings(config);
         }
         v
     }

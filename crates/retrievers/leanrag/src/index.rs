@@ -141,11 +141,7 @@ impl LeanragIndex {
                 let d = Encoding::Cl100kBase
                     .truncate(&e.description, config.embed_max_tokens)
                     .unwrap_or(&e.description);
-                if d.trim().is_empty() {
-                    e.name.clone()
-                } else {
-                    d.to_owned()
-                }
+                kgrag_text::composed::description_or_name(&e.name, d).to_owned()
             })
             .collect();
         let vectors = embed_texts(

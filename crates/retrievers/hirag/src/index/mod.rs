@@ -160,9 +160,9 @@ pub struct IndexStats {
 }
 
 /// The version of the saved index file: 4 since the settings it embeds hold `entity_text` (files of
-/// versions 2 and 3 are read through [`legacy`], their entity text the reference's); 3 since the context tables are rendered as the reference renders
-/// them (quoted header names, cells stripped as Python strips them), which changes the rows' stored token
-/// counts; 2 since the settings it embeds hold the clustering as one `cluster` table. Files of version 2
+/// versions 2 and 3 are read through [`legacy`], their entity text the reference's); 3 since the context
+/// tables are rendered as the reference renders them (quoted header names, cells stripped as Python strips
+/// them), which changes the rows' stored token counts; 2 since the settings it embeds hold the clustering as one `cluster` table. Files of version 2
 /// are read and their row counts taken again ([`HiragIndex::load`]); version 1 is refused with a request
 /// to rebuild.
 const FILE_VERSION: u32 = 4;
@@ -520,7 +520,10 @@ impl HiragBase {
                 (
                     format!("ent-{}", kgrag_types::md5_hex(n.name.as_bytes())),
                     if !with_name {
-                        description_vector_text(&n.name, &n.description)
+                        // LeanRAG's seed text (its `embed_max_tokens` cut, 4,096 cl100k tokens by
+                        // default, lies far past what the encoder reads).
+                        kgrag_text::composed::description_or_name(&n.name, &n.description)
+                            .to_owned()
                     } else if composed_entities {
                         format!(
                             "{}{}{}",
@@ -852,16 +855,4 @@ impl HiragIndex {
 /// the encoder reads another word.
 pub(crate) fn entity_vector_text(name: &str, description: &str) -> String {
     format!("\"{name}\"{description}")
-}
-
-/// The text an entity's vector embeds under `entity_text = "description"`: its description, or its name
-/// when the description is blank — the text LeanRAG embeds for a seed of HiRAG's base (LeanRAG also cuts
-/// it at `embed_max_tokens`, 4,096 cl100k tokens by default, far past what the encoder reads), so an
-/// embedding cache gives both methods one embedding of each entity.
-pub(crate) fn description_vector_text(name: &str, description: &str) -> String {
-    if description.trim().is_empty() {
-        name.to_owned()
-    } else {
-        description.to_owned()
-    }
 }
