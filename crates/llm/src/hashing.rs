@@ -74,6 +74,10 @@ impl EmbedBackend for HashingEmbedder {
         4096
     }
 
+    fn batches_in_flight(&self) -> usize {
+        1
+    }
+
     async fn embed_batch(&self, texts: &[String], _kind: &EmbedKind) -> Result<Vec<Vec<f32>>> {
         Ok(texts
             .iter()

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use kgrag_text::Encoding;
 use kgrag_types::{ChatModel, ChatRequest, ChatResponse, EmbedKind, Embedder, Embeddings, Usage};
 use serde::{Deserialize, Serialize};
@@ -37,6 +38,13 @@ pub trait EmbedBackend: Send + Sync {
     fn dimension(&self) -> Option<usize>;
     /// Largest batch sent in one request.
     fn max_batch(&self) -> usize;
+    /// How many batches of one embedding call may be in flight at once (the concurrency limit applies as
+    /// well): a provider over the network takes as many as the limit allows (the default), so a large
+    /// call is bound by the provider's throughput, not by one request's latency; an in-process model
+    /// says 1 — its forward pass already uses every core, and overlapping batches was measured slower.
+    fn batches_in_flight(&self) -> usize {
+        usize::MAX
+    }
     /// Embeds one batch; one vector per text, in order.
     async fn embed_batch(&self, texts: &[String], kind: &EmbedKind) -> Result<Vec<Vec<f32>>>;
 }
@@ -319,6 +327,14 @@ impl<B: ChatBackend> ChatModel for Managed<B> {
 }
 
 impl<B: EmbedBackend> Managed<B> {
+    /// Batches of one call in flight at once: what the backend takes, within the concurrency limit.
+    fn batches_in_flight(&self) -> usize {
+        self.backend
+            .batches_in_flight()
+            .min(self.limits.concurrency)
+            .max(1)
+    }
+
     /// Embeds with the provider's own error type (the [`Embedder`] impl converts it).
     pub async fn embed_checked(&self, texts: &[String], kind: &EmbedKind) -> Result<Embeddings> {
         let provider = self.backend.provider();
@@ -357,11 +373,22 @@ impl<B: EmbedBackend> Managed<B> {
                 }
             }
         }
-        for batch in missing.chunks(self.backend.max_batch().max(1)) {
-            let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
-            let vectors = self
-                .with_retries(provider, || self.backend.embed_batch(&batch_texts, kind))
-                .await?;
+        // Batches go out up to `width` at a time and are taken back in order, each checked and cached
+        // as it comes back; a batch's vectors do not depend on which batches were in flight with it.
+        let width = self.batches_in_flight();
+        let batches: Vec<_> = missing
+            .chunks(self.backend.max_batch().max(1))
+            .map(|batch| async move {
+                let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
+                let vectors = self
+                    .with_retries(provider, || self.backend.embed_batch(&batch_texts, kind))
+                    .await?;
+                Ok::<_, LlmError>((batch, batch_texts, vectors))
+            })
+            .collect();
+        let mut done = futures_util::stream::iter(batches).buffered(width);
+        while let Some(outcome) = done.next().await {
+            let (batch, batch_texts, vectors) = outcome?;
             if vectors.len() != batch.len() {
                 return Err(LlmError::InvalidResponse {
                     provider: label(provider, model),
@@ -434,6 +461,10 @@ impl<B: EmbedBackend> Embedder for Managed<B> {
         self.embed_checked(texts, kind)
             .await
             .map_err(|e| e.into_types(label(self.backend.provider(), self.backend.model())))
+    }
+
+    fn calls_in_flight(&self) -> usize {
+        self.batches_in_flight()
     }
 }
 

@@ -274,6 +274,10 @@ impl Embedder for SentenceMean {
             EmbedKind::Query { .. } => self.inner.embed(texts, kind).await,
         }
     }
+
+    fn calls_in_flight(&self) -> usize {
+        self.inner.calls_in_flight()
+    }
 }
 
 #[cfg(test)]

@@ -253,6 +253,14 @@ pub trait Embedder: Send + Sync {
 
     /// Embeds `texts` in order; returns one row per text.
     async fn embed(&self, texts: &[String], kind: &EmbedKind) -> Result<Embeddings>;
+
+    /// How many [`embed`](Self::embed) calls a caller with many texts may usefully keep in flight at
+    /// once: 1 (the default) when calls should go one after another (an in-process model whose call
+    /// already uses every core), more for a provider over the network, whose throughput grows with the
+    /// requests in flight up to its limit. The vectors never depend on it.
+    fn calls_in_flight(&self) -> usize {
+        1
+    }
 }
 
 /// Embeds one text as `kind` and returns its vector; an error when the embedder returns no row.
@@ -365,6 +373,9 @@ macro_rules! forward_impls {
             }
             async fn embed(&self, texts: &[String], kind: &EmbedKind) -> Result<Embeddings> {
                 (**self).embed(texts, kind).await
+            }
+            fn calls_in_flight(&self) -> usize {
+                (**self).calls_in_flight()
             }
         }
 

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
+use futures_util::StreamExt;
 use kgrag_types::{EmbedKind, Embedder};
 use serde::{Deserialize, Serialize};
 
@@ -201,18 +202,29 @@ impl EmbeddingStore {
         let mut dim = self.dim();
         // The new rows in item order, written in place batch by batch (sized once the dimension is known).
         let mut vectors: Vec<f32> = Vec::new();
-        for part in order.chunks(batch.max(1)) {
-            let texts: Vec<String> = part
-                .iter()
-                .map(|&i| missing[i].1.as_ref().to_owned())
-                .collect();
-            let e = embedder
-                .embed(&texts, &EmbedKind::Document)
-                .await
-                .map_err(|source| StoreError::Embedding {
-                    what: format!("{} texts of the {} store", texts.len(), self.name),
-                    source,
-                })?;
+        // Up to `calls_in_flight` calls at once (a provider over the network), taken back in order.
+        let calls: Vec<_> = order
+            .chunks(batch.max(1))
+            .map(|part| {
+                let missing = &missing;
+                async move {
+                    // The texts are copied when the call goes out, not all at once.
+                    let texts: Vec<String> = part
+                        .iter()
+                        .map(|&i| missing[i].1.as_ref().to_owned())
+                        .collect();
+                    let e = embedder.embed(&texts, &EmbedKind::Document).await;
+                    (part, texts, e)
+                }
+            })
+            .collect();
+        let mut done =
+            futures_util::stream::iter(calls).buffered(embedder.calls_in_flight().max(1));
+        while let Some((part, texts, e)) = done.next().await {
+            let e = e.map_err(|source| StoreError::Embedding {
+                what: format!("{} texts of the {} store", texts.len(), self.name),
+                source,
+            })?;
             if e.len() != texts.len() {
                 return Err(invalid(format!(
                     "the embedder returned {} vectors for {} {} texts",
@@ -246,6 +258,7 @@ impl EmbeddingStore {
             }
             progress(part.len());
         }
+        drop(done);
         if let Some(d) = dim {
             if !missing.is_empty() {
                 let index = match &mut self.index {
@@ -472,5 +485,68 @@ mod tests {
             .unwrap();
         assert!(err.contains("facts store"), "{err}");
         assert!(s.is_empty());
+    }
+
+    /// An embedder over the network: it takes several calls at once, each answered after a pause.
+    struct Remote {
+        inner: HashingEmbedder,
+        now: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl Embedder for Remote {
+        fn model_name(&self) -> &str {
+            self.inner.model_name()
+        }
+        fn dimension(&self) -> usize {
+            self.inner.dimension()
+        }
+        async fn embed(
+            &self,
+            texts: &[String],
+            kind: &EmbedKind,
+        ) -> kgrag_types::Result<kgrag_types::Embeddings> {
+            use std::sync::atomic::Ordering;
+            let held = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(held, Ordering::SeqCst);
+            // Later calls answer sooner, so the results come back out of order.
+            let pause = 40u64.saturating_sub(texts[0].len() as u64);
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            self.now.fetch_sub(1, Ordering::SeqCst);
+            self.inner.embed(texts, kind).await
+        }
+        fn calls_in_flight(&self) -> usize {
+            3
+        }
+    }
+
+    /// Calls go out `calls_in_flight` at a time and every row lands where it belongs: the store equals
+    /// the one built one call at a time.
+    #[tokio::test]
+    async fn calls_in_flight_together_give_the_same_store() {
+        let texts: Vec<(String, String)> = (0..20)
+            .map(|i| (format!("k{i}"), format!("text {}", "w".repeat(i))))
+            .collect();
+        let remote = Remote {
+            inner: HashingEmbedder::new(8),
+            now: Default::default(),
+            most: Default::default(),
+        };
+        let mut together = EmbeddingStore::new("facts");
+        let mut advanced = 0;
+        together
+            .insert(&texts, &remote, 2, |n| advanced += n)
+            .await
+            .unwrap();
+        let most = remote.most.load(std::sync::atomic::Ordering::SeqCst);
+        assert!((2..=3).contains(&most), "{most} calls at once");
+        assert_eq!(advanced, 20);
+        let mut alone = EmbeddingStore::new("facts");
+        alone
+            .insert(&texts, &HashingEmbedder::new(8), 2, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(together, alone);
     }
 }

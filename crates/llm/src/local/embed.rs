@@ -212,6 +212,10 @@ impl EmbedBackend for LocalEmbedder {
         self.batch_size
     }
 
+    fn batches_in_flight(&self) -> usize {
+        1
+    }
+
     async fn embed_batch(&self, texts: &[String], _kind: &EmbedKind) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());

@@ -138,6 +138,106 @@ async fn refused_connection_is_retried_then_reported() {
     assert!(source.contains("could not be reached"), "{source}");
 }
 
+/// An OpenAI-style embeddings server that answers every request after `delay`, each text's vector
+/// derived from the text (its length, its first byte), and counts the requests it holds at once.
+async fn slow_embeddings_server(
+    delay: std::time::Duration,
+) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!(
+        "http://127.0.0.1:{}/v1",
+        listener.local_addr().unwrap().port()
+    );
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let seen = most.clone();
+    tokio::spawn(async move {
+        for _ in 0..200 {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let (now, most) = (now.clone(), most.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let body = loop {
+                    let n = socket.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let length = head
+                            .lines()
+                            .filter_map(|l| l.split_once(':'))
+                            .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+                            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if body.len() >= length {
+                            break body.to_owned();
+                        }
+                    }
+                };
+                let held = now.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(held, Ordering::SeqCst);
+                tokio::time::sleep(delay).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                let request: serde_json::Value = serde_json::from_str(&body).unwrap();
+                let data: Vec<serde_json::Value> = request["input"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| {
+                        let t = t.as_str().unwrap();
+                        let first = t.bytes().next().unwrap_or(0) as f32;
+                        serde_json::json!({"index": i, "embedding": [t.len() as f32, first]})
+                    })
+                    .collect();
+                let reply =
+                    serde_json::json!({"object": "list", "model": "e", "data": data}).to_string();
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    (base, seen)
+}
+
+/// A hosted embedder's batches of one call go out together, up to the concurrency limit, and come back
+/// in the texts' order; an in-process model's go one at a time.
+#[tokio::test]
+async fn embedding_batches_go_out_together_up_to_the_limit() {
+    let (base, most) = slow_embeddings_server(std::time::Duration::from_millis(200)).await;
+    let mut config = openai(base, 2);
+    config.limits.concurrency = 4;
+    let embedder = build_embedder(&EmbedderConfig::Openai(config), None).unwrap();
+    let texts: Vec<String> = (0..16)
+        .map(|i| format!("{}{}", (b'a' + i as u8) as char, "x".repeat(i)))
+        .collect();
+    let started = std::time::Instant::now();
+    let e = embedder.embed(&texts, &EmbedKind::Document).await.unwrap();
+    let took = started.elapsed();
+    let rows: Vec<Vec<f32>> = e.rows().map(|r| r.to_vec()).collect();
+    let want: Vec<Vec<f32>> = texts
+        .iter()
+        .map(|t| vec![t.len() as f32, t.as_bytes()[0] as f32])
+        .collect();
+    assert_eq!(rows, want, "vectors in the texts' order");
+    let most = most.load(std::sync::atomic::Ordering::SeqCst);
+    // Eight batches of two, at most four in flight: at least two held at once (the old loop sent one
+    // request after the other), never more than the limit.
+    assert!((2..=4).contains(&most), "{most} requests held at once");
+    eprintln!("16 texts in batches of 2, 200 ms a request, concurrency 4: {took:?}");
+}
+
 #[tokio::test]
 async fn openai_embeddings_are_batched_and_reordered_by_index() {
     let reply = |a: f32, b: f32| {
@@ -146,11 +246,10 @@ async fn openai_embeddings_are_batched_and_reordered_by_index() {
         .to_string()
     };
     let server = ScriptedServer::start(vec![(200, reply(1.0, 2.0)), (200, reply(3.0, 4.0))]).await;
-    let embedder = build_embedder(
-        &EmbedderConfig::Openai(openai(format!("{}/v1", server.base()), 2)),
-        None,
-    )
-    .unwrap();
+    // One request at a time: the scripted replies are taken in the order requests arrive.
+    let mut config = openai(format!("{}/v1", server.base()), 2);
+    config.limits.concurrency = 1;
+    let embedder = build_embedder(&EmbedderConfig::Openai(config), None).unwrap();
     let texts: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| s.to_string()).collect();
     let kind = EmbedKind::Query {
         instruction: Some("find passages".into()),
