@@ -78,7 +78,8 @@ impl ScriptedServer {
     }
 }
 
-async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Recorded> {
+/// Reads one HTTP/1.1 request (head and `content-length` body) from `socket`; `None` when it closes first.
+pub async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Recorded> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let header_end = loop {

@@ -2,7 +2,7 @@
 //! request/response handling against exchanges recorded in the shape Ollama's API documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common::{openai_reply, refused_port, ScriptedServer};
+use crate::common::{openai_reply, read_request, refused_port, ScriptedServer};
 use kgrag_llm::{
     build_chat, build_embedder, ChatConfig, EmbedderConfig, Limits, OllamaConfig, OpenAiConfig,
 };
@@ -145,7 +145,7 @@ async fn slow_embeddings_server(
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!(
         "http://127.0.0.1:{}/v1",
@@ -160,33 +160,14 @@ async fn slow_embeddings_server(
             };
             let (now, most) = (now.clone(), most.clone());
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut chunk = [0u8; 4096];
-                let body = loop {
-                    let n = socket.read(&mut chunk).await.unwrap_or(0);
-                    if n == 0 {
-                        return;
-                    }
-                    buf.extend_from_slice(&chunk[..n]);
-                    let text = String::from_utf8_lossy(&buf).to_string();
-                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
-                        let length = head
-                            .lines()
-                            .filter_map(|l| l.split_once(':'))
-                            .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-                            .and_then(|(_, v)| v.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        if body.len() >= length {
-                            break body.to_owned();
-                        }
-                    }
+                let Some(request) = read_request(&mut socket).await else {
+                    return;
                 };
                 let held = now.fetch_add(1, Ordering::SeqCst) + 1;
                 most.fetch_max(held, Ordering::SeqCst);
                 tokio::time::sleep(delay).await;
                 now.fetch_sub(1, Ordering::SeqCst);
-                let request: serde_json::Value = serde_json::from_str(&body).unwrap();
-                let data: Vec<serde_json::Value> = request["input"]
+                let data: Vec<serde_json::Value> = request.json()["input"]
                     .as_array()
                     .unwrap()
                     .iter()
@@ -212,7 +193,7 @@ async fn slow_embeddings_server(
 }
 
 /// A hosted embedder's batches of one call go out together, up to the concurrency limit, and come back
-/// in the texts' order; an in-process model's go one at a time.
+/// in the texts' order.
 #[tokio::test]
 async fn embedding_batches_go_out_together_up_to_the_limit() {
     let (base, most) = slow_embeddings_server(std::time::Duration::from_millis(200)).await;
