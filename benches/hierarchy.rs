@@ -90,7 +90,8 @@ fn hierarchy(c: &mut Criterion) {
         return;
     };
     let dim = 384;
-    let rows: Vec<&[f32]> = m.phrase_index.as_slice().chunks(dim).collect();
+    let values = m.phrase_index.values();
+    let rows: Vec<&[f32]> = values.chunks(dim).collect();
     let t = Instant::now();
     let Ok(points) = reduce(&rows, Reduction::Pca(2)) else {
         eprintln!("hierarchy: PCA failed");

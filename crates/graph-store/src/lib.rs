@@ -49,6 +49,6 @@ pub use graph::{
 pub use index_dir::IndexDir;
 pub use petgraph::stable_graph::{EdgeIndex, NodeIndex};
 pub use vector::{
-    EmbeddingStore, ExactIndex, Hit, HnswIndex, HnswParams, IndexKind, Metric, ScreenedIndex,
-    TopKRange, VectorIndex,
+    EmbeddingStore, ExactIndex, Hit, HnswIndex, HnswParams, IndexKind, Metric, Precision,
+    ScreenedIndex, TopKRange, VectorIndex,
 };

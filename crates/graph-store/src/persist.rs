@@ -150,6 +150,14 @@ pub fn kind_of(path: &Path) -> Result<String> {
     Ok(kind.to_owned())
 }
 
+/// Reads only the format version of a file written by [`save`] (checksum verified): for readers of
+/// more than one version.
+pub fn version_of(path: &Path) -> Result<u32> {
+    let bytes = fs::read(path).map_err(|e| io(path, e))?;
+    let (_, version, _) = check(path, &bytes)?;
+    Ok(version)
+}
+
 /// The frame's bytes before the payload.
 fn header(kind: &str, version: u32, payload_len: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(kind.len() + 22);

@@ -107,7 +107,7 @@ pub fn scan<S: AsRef<str>>(
         let mut queries = Vec::with_capacity(chosen.len() * dim);
         for &u in &chosen {
             if let Some(v) = index.vector(u) {
-                queries.extend_from_slice(v);
+                queries.extend_from_slice(&v);
             }
         }
         index.search_batch_min_score(&queries, config.knn_k, config.threshold)?

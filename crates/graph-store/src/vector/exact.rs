@@ -1,7 +1,10 @@
-//! Exact (brute-force) search over a contiguous row-major f32 matrix.
+//! Exact (brute-force) search over a contiguous row-major matrix of f32 (or f16) values.
 
+use std::borrow::Cow;
 use std::path::Path;
 
+use half::f16;
+use half::slice::HalfFloatSliceExt;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +14,11 @@ use crate::error::invalid;
 use crate::{persist, Result};
 
 pub(super) const KIND: &str = "exact-index";
+/// The kind tag of an index saved with f16 values (its own layout, so an f32 file reads as before).
+pub(super) const KIND_F16: &str = "exact-index-f16";
 // 2: the matrix as one little-endian byte string (1 wrote one element at a time).
 const FORMAT: u32 = 2;
+const FORMAT_F16: u32 = 1;
 
 /// Relative margin by which the blocked product may differ from [`dot`] (f32 rounding over ≤ 4096 terms).
 const SCREEN_MARGIN: f32 = 1e-4;
@@ -22,14 +28,257 @@ const QUERY_BLOCK: usize = 64;
 /// Stored rows per block (one block of scores is `QUERY_BLOCK × ROW_BLOCK` floats = 512 KiB).
 const ROW_BLOCK: usize = 2048;
 
+/// How an [`ExactIndex`] holds its values.
+///
+/// An f16 index behaves exactly as an f32 index holding the same rows rounded to f16 (round to nearest
+/// even, after the cosine normalisation): every score is [`dot`] of the query with the row widened back
+/// to f32, on every path. It halves the index's memory; whether rankings move is a question of near-ties
+/// that each caller answers by measuring (HippoRAG 2's facts: `docs/perf.md`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// Four bytes a value (the default).
+    #[default]
+    F32,
+    /// Two bytes a value: IEEE half precision, 11 significant bits.
+    F16,
+}
+
+/// The stored values, row-major.
+#[derive(Debug, Clone, PartialEq)]
+enum Values {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+}
+
+impl Values {
+    fn empty(precision: Precision) -> Self {
+        match precision {
+            Precision::F32 => Values::F32(Vec::new()),
+            Precision::F16 => Values::F16(Vec::new()),
+        }
+    }
+
+    /// Values already normalised, taken (f32) or rounded (f16).
+    fn from_f32(precision: Precision, data: Vec<f32>) -> Self {
+        match precision {
+            Precision::F32 => Values::F32(data),
+            Precision::F16 => Values::F16(to_f16(&data)),
+        }
+    }
+
+    fn precision(&self) -> Precision {
+        match self {
+            Values::F32(_) => Precision::F32,
+            Values::F16(_) => Precision::F16,
+        }
+    }
+
+    /// Number of values (rows × dimension).
+    fn len(&self) -> usize {
+        match self {
+            Values::F32(v) => v.len(),
+            Values::F16(v) => v.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values `start..end` as f32: borrowed, or widened from f16.
+    fn range(&self, start: usize, end: usize) -> Cow<'_, [f32]> {
+        match self {
+            Values::F32(v) => Cow::Borrowed(&v[start..end]),
+            Values::F16(v) => {
+                let mut out = vec![0.0f32; end - start];
+                v[start..end].convert_to_f32_slice(&mut out);
+                Cow::Owned(out)
+            }
+        }
+    }
+
+    /// Values `start..end` as f32, widened into `scratch` when they are f16.
+    fn range_in<'a>(&'a self, start: usize, end: usize, scratch: &'a mut Vec<f32>) -> &'a [f32] {
+        match self {
+            Values::F32(v) => &v[start..end],
+            Values::F16(v) => {
+                scratch.resize(end - start, 0.0);
+                v[start..end].convert_to_f32_slice(scratch);
+                scratch
+            }
+        }
+    }
+
+    /// Appends values already normalised.
+    fn extend(&mut self, data: &[f32]) {
+        match self {
+            Values::F32(v) => v.extend_from_slice(data),
+            Values::F16(v) => v.extend(data.iter().map(|&x| f16::from_f32(x))),
+        }
+    }
+
+    /// The rows `rows` (of `dim` values), in that order, copied unchanged.
+    fn select(&self, rows: &[usize], dim: usize) -> Self {
+        fn pick<T: Copy>(v: &[T], rows: &[usize], dim: usize) -> Vec<T> {
+            let mut out = Vec::with_capacity(rows.len() * dim);
+            for &r in rows {
+                out.extend_from_slice(&v[r * dim..(r + 1) * dim]);
+            }
+            out
+        }
+        match self {
+            Values::F32(v) => Values::F32(pick(v, rows, dim)),
+            Values::F16(v) => Values::F16(pick(v, rows, dim)),
+        }
+    }
+
+    fn retain(&mut self, dim: usize, mut keep: impl FnMut(usize) -> bool) {
+        fn keep_rows<T: Copy>(v: &mut Vec<T>, dim: usize, keep: &mut impl FnMut(usize) -> bool) {
+            let mut out = Vec::with_capacity(v.len());
+            for (row, values) in v.chunks_exact(dim).enumerate() {
+                if keep(row) {
+                    out.extend_from_slice(values);
+                }
+            }
+            *v = out;
+        }
+        match self {
+            Values::F32(v) => keep_rows(v, dim, &mut keep),
+            Values::F16(v) => keep_rows(v, dim, &mut keep),
+        }
+    }
+}
+
+/// `data` rounded to f16 (to nearest, ties to even).
+fn to_f16(data: &[f32]) -> Vec<f16> {
+    let mut out = vec![f16::ZERO; data.len()];
+    out.convert_from_f32_slice(data);
+    out
+}
+
 /// Exact search: every query is scored against every row. Batches use a blocked matrix product
-/// (ndarray's sgemm) over query and row blocks, in parallel over query blocks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// (ndarray's sgemm) over query and row blocks, in parallel over query blocks. Values are held as f32 or,
+/// with [`Precision::F16`], as f16 widened block by block when scored.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ExactIndex {
+    dim: usize,
+    metric: Metric,
+    values: Values,
+}
+
+/// How an f32 index is saved, alone or inside an [`EmbeddingStore`](super::EmbeddingStore) (the layout of
+/// every file written before f16 indexes).
+#[derive(Deserialize)]
+pub(super) struct F32Layout {
     dim: usize,
     metric: Metric,
     #[serde(with = "f32_bytes")]
     data: Vec<f32>,
+}
+
+/// How an f16 index is saved: the values as little-endian half-precision bit patterns.
+#[derive(Deserialize)]
+pub(super) struct F16Layout {
+    dim: usize,
+    metric: Metric,
+    #[serde(with = "f16_bytes")]
+    data: Vec<f16>,
+}
+
+/// [`F32Layout`] borrowed, for writing.
+#[derive(Serialize)]
+pub(super) struct F32Ref<'a> {
+    dim: usize,
+    metric: Metric,
+    #[serde(with = "f32_bytes")]
+    data: &'a [f32],
+}
+
+/// [`F16Layout`] borrowed, for writing.
+#[derive(Serialize)]
+pub(super) struct F16Ref<'a> {
+    dim: usize,
+    metric: Metric,
+    #[serde(with = "f16_bytes")]
+    data: &'a [f16],
+}
+
+/// An index's saved form, borrowed.
+pub(super) enum LayoutRef<'a> {
+    F32(F32Ref<'a>),
+    F16(F16Ref<'a>),
+}
+
+impl ExactIndex {
+    /// The saved form of the index, borrowing its values.
+    pub(super) fn layout(&self) -> LayoutRef<'_> {
+        let (dim, metric) = (self.dim, self.metric);
+        match &self.values {
+            Values::F32(data) => LayoutRef::F32(F32Ref { dim, metric, data }),
+            Values::F16(data) => LayoutRef::F16(F16Ref { dim, metric, data }),
+        }
+    }
+
+    /// The index a saved f32 layout describes (not checked: see [`check_layout`](Self::check_layout)).
+    pub(super) fn from_f32_layout(l: F32Layout) -> Self {
+        Self {
+            dim: l.dim,
+            metric: l.metric,
+            values: Values::F32(l.data),
+        }
+    }
+
+    /// The index a saved f16 layout describes (not checked: see [`check_layout`](Self::check_layout)).
+    pub(super) fn from_f16_layout(l: F16Layout) -> Self {
+        Self {
+            dim: l.dim,
+            metric: l.metric,
+            values: Values::F16(l.data),
+        }
+    }
+
+    /// Why a read-back index cannot be used, if it cannot: no dimension, or values that do not form rows.
+    pub(super) fn check_layout(&self) -> Option<String> {
+        (self.dim == 0 || !self.values.len().is_multiple_of(self.dim)).then(|| {
+            format!(
+                "{} values do not form rows of dimension {}",
+                self.values.len(),
+                self.dim
+            )
+        })
+    }
+}
+
+/// Serialised with serde (inside another saved structure), an index is written in the f32 layout, the
+/// layout of every file saved before f16 indexes: an f16 index is widened (exactly) and reads back as an
+/// f32 index holding the same values. [`VectorIndex::save`] and an
+/// [`EmbeddingStore`](super::EmbeddingStore) keep f16 values as f16.
+impl Serialize for ExactIndex {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self.layout() {
+            LayoutRef::F32(l) => l.serialize(s),
+            LayoutRef::F16(l) => {
+                let data = self.values();
+                F32Ref {
+                    dim: l.dim,
+                    metric: l.metric,
+                    data: &data,
+                }
+                .serialize(s)
+            }
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ExactIndex {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let out = Self::from_f32_layout(F32Layout::deserialize(d)?);
+        match out.check_layout() {
+            Some(reason) => Err(serde::de::Error::custom(reason)),
+            None => Ok(out),
+        }
+    }
 }
 
 /// A `Vec<f32>` as one little-endian byte string: read back with one copy instead of one call per element.
@@ -76,31 +325,124 @@ mod f32_bytes {
     }
 }
 
+/// A `Vec<f16>` as one little-endian byte string of bit patterns.
+mod f16_bytes {
+    use half::f16;
+    use serde::de::{Error, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &[f16], s: S) -> Result<S::Ok, S::Error> {
+        let mut bytes = Vec::with_capacity(v.len() * 2);
+        for x in v {
+            bytes.extend_from_slice(&x.to_le_bytes());
+        }
+        s.serialize_bytes(&bytes)
+    }
+
+    struct Halves;
+
+    impl Visitor<'_> for Halves {
+        type Value = Vec<f16>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a byte string of little-endian f16 values")
+        }
+
+        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Vec<f16>, E> {
+            if !b.len().is_multiple_of(2) {
+                return Err(E::custom(format!(
+                    "{} bytes are not a whole number of f16 values",
+                    b.len()
+                )));
+            }
+            Ok(b.chunks_exact(2)
+                .map(|c| f16::from_le_bytes([c[0], c[1]]))
+                .collect())
+        }
+
+        fn visit_byte_buf<E: Error>(self, b: Vec<u8>) -> Result<Vec<f16>, E> {
+            self.visit_bytes(&b)
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f16>, D::Error> {
+        d.deserialize_bytes(Halves)
+    }
+}
+
 impl ExactIndex {
     /// [`VectorIndex::add`] of rows given by value: an empty index takes the buffer instead of copying
     /// it (a large first batch is then held once, not twice). Returns the first new row's index.
-    pub fn add_owned(&mut self, vectors: Vec<f32>) -> Result<usize> {
-        if !self.data.is_empty() {
+    pub fn add_owned(&mut self, mut vectors: Vec<f32>) -> Result<usize> {
+        if !self.values.is_empty() || self.values.precision() == Precision::F16 {
             return self.add(&vectors);
         }
         check_rows(&vectors, self.dim, "vectors")?;
-        self.data = vectors;
         if self.metric == Metric::Cosine {
-            normalise_rows(&mut self.data, self.dim);
+            normalise_rows(&mut vectors, self.dim);
         }
+        self.values = Values::F32(vectors);
         Ok(0)
     }
 
-    /// An empty index.
+    /// Appends rows already normalised (for cosine) and rounded to f16 to an f16 index; returns the first
+    /// new row's index. What [`add`](VectorIndex::add) of the same rows in f32 stores, without holding
+    /// them in f32.
+    pub fn add_normalised_f16(&mut self, rows: Vec<f16>) -> Result<usize> {
+        let first = self.len();
+        if !rows.len().is_multiple_of(self.dim) {
+            return Err(invalid(format!(
+                "vectors: {} values are not a whole number of rows of dimension {}",
+                rows.len(),
+                self.dim
+            )));
+        }
+        if let Some(i) = rows.iter().position(|v| !v.is_finite()) {
+            return Err(invalid(format!(
+                "vectors: row {} holds a non-finite value",
+                i / self.dim
+            )));
+        }
+        match &mut self.values {
+            Values::F16(v) if v.is_empty() => *v = rows,
+            Values::F16(v) => v.extend_from_slice(&rows),
+            Values::F32(_) => {
+                return Err(invalid(
+                    "f16 rows given to an index that holds f32 values".to_owned(),
+                ))
+            }
+        }
+        Ok(first)
+    }
+
+    /// An empty index of f32 values.
     pub fn new(dim: usize, metric: Metric) -> Result<Self> {
+        Self::with_precision(dim, metric, Precision::F32)
+    }
+
+    /// An empty index holding its values at `precision`.
+    pub fn with_precision(dim: usize, metric: Metric, precision: Precision) -> Result<Self> {
         if dim == 0 {
             return Err(invalid("vector dimension must be positive"));
         }
         Ok(Self {
             dim,
             metric,
-            data: Vec::new(),
+            values: Values::empty(precision),
         })
+    }
+
+    /// How the values are held.
+    pub fn precision(&self) -> Precision {
+        self.values.precision()
+    }
+
+    /// Bytes held by the values.
+    pub fn value_bytes(&self) -> usize {
+        match &self.values {
+            Values::F32(v) => v.len() * 4,
+            Values::F16(v) => v.len() * 2,
+        }
     }
 
     /// An index holding `vectors` (row-major).
@@ -110,18 +452,50 @@ impl ExactIndex {
         Ok(out)
     }
 
-    /// An index holding rows exactly as [`as_slice`](Self::as_slice) gave them (already normalised for
+    /// An index holding rows exactly as [`values`](Self::values) gave them (already normalised for
     /// cosine: nothing is recomputed, so a store read back from a database equals the one written).
     pub fn from_stored(dim: usize, metric: Metric, data: Vec<f32>) -> Result<Self> {
         let mut out = Self::new(dim, metric)?;
         check_rows(&data, dim, "vectors")?;
-        out.data = data;
+        out.values = Values::F32(data);
         Ok(out)
     }
 
-    /// The stored matrix, row-major (rows normalised for cosine).
-    pub fn as_slice(&self) -> &[f32] {
-        &self.data
+    /// The stored matrix, row-major (rows normalised for cosine): borrowed when the values are f32, widened
+    /// to f32 (a copy) when they are f16.
+    pub fn values(&self) -> Cow<'_, [f32]> {
+        self.values.range(0, self.values.len())
+    }
+
+    /// The stored matrix when its values are f32 (`None` for an f16 index: see [`values`](Self::values)).
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match &self.values {
+            Values::F32(v) => Some(v),
+            Values::F16(_) => None,
+        }
+    }
+
+    /// The same rows held at `precision` (rounded to f16, or widened to f32: exact).
+    pub fn to_precision(&self, precision: Precision) -> Self {
+        if precision == self.precision() {
+            return self.clone();
+        }
+        Self {
+            dim: self.dim,
+            metric: self.metric,
+            values: Values::from_f32(precision, self.values().into_owned()),
+        }
+    }
+
+    /// [`dot`] of `query` with row `row`, widening an f16 row into `scratch`.
+    pub(crate) fn row_dot(&self, query: &[f32], row: usize, scratch: &mut Vec<f32>) -> f32 {
+        let d = self.dim;
+        dot(query, self.values.range_in(row * d, (row + 1) * d, scratch))
+    }
+
+    /// Rows `start..end` as f32 (borrowed, or widened from f16).
+    pub(crate) fn rows(&self, start: usize, end: usize) -> Cow<'_, [f32]> {
+        self.values.range(start * self.dim, end * self.dim)
     }
 
     pub(crate) fn prepare_queries(&self, queries: &[f32]) -> Result<Vec<f32>> {
@@ -143,10 +517,13 @@ impl ExactIndex {
             )));
         }
         let q = self.prepare_queries(query)?;
-        let mut out = vec![0.0f32; self.len()];
+        let n = self.len();
+        let mut out = vec![0.0f32; n];
         out.par_chunks_mut(ROW_BLOCK)
-            .zip(self.data.par_chunks(ROW_BLOCK * self.dim))
-            .for_each(|(o, rows)| {
+            .enumerate()
+            .for_each(|(b, o)| {
+                let start = b * ROW_BLOCK;
+                let rows = self.rows(start, start + o.len());
                 for (s, row) in o.iter_mut().zip(rows.chunks_exact(self.dim)) {
                     *s = dot(&q, row);
                 }
@@ -174,7 +551,8 @@ impl ExactIndex {
                 let mut scores = vec![0.0f32; m * ROW_BLOCK];
                 for start in (0..n).step_by(ROW_BLOCK) {
                     let nb = ROW_BLOCK.min(n - start);
-                    let rows = &self.data[start * dim..(start + nb) * dim];
+                    let rows = self.rows(start, start + nb);
+                    let rows = &rows[..];
                     gemm_abt(qb, rows, dim, m, nb, &mut scores[..m * nb]);
                     for (qi, top) in tops.iter_mut().enumerate() {
                         let row = &scores[qi * nb..(qi + 1) * nb];
@@ -212,101 +590,91 @@ impl ExactIndex {
     pub fn self_join_min_score(&self, k: usize, min_score: f32) -> Result<Vec<Vec<Hit>>> {
         let dim = self.dim;
         let n = self.len();
-        let q = self.prepare_queries(&self.data)?;
+        let data = self.values();
+        let q = self.prepare_queries(&data)?;
         // An 8-bit screen where the CPU has AVX2 (32 byte products per instruction against 8 f32
         // multiply-adds), else the blocked f32 product; both keep every pair whose exact score can reach
         // `min_score`, and every kept pair is scored with `dot`.
-        let cands = match JoinCodes::new(&q, &self.data, dim) {
+        let cands = match JoinCodes::new(&q, &data, dim) {
             Some(codes) => codes.candidates(min_score),
             None => gemm_join_candidates(&q, n, dim, min_score),
         };
-        Ok(self.join_lists(&q, cands, k, min_score))
-    }
-
-    /// Each row's list from the candidate pairs `(row, other)`: scored with [`dot`], filtered, sorted,
-    /// cut to `k`.
-    fn join_lists(
-        &self,
-        q: &[f32],
-        mut cands: Vec<(u32, u32)>,
-        k: usize,
-        min_score: f32,
-    ) -> Vec<Vec<Hit>> {
-        let (dim, n) = (self.dim, self.len());
-        cands.par_sort_unstable();
-        let mut starts = Vec::with_capacity(n + 1);
-        let mut at = 0;
-        for row in 0..=n {
-            while at < cands.len() && (cands[at].0 as usize) < row {
-                at += 1;
-            }
-            starts.push(at);
-        }
-        (0..n)
-            .into_par_iter()
-            .map(|u| {
-                let query = &q[u * dim..(u + 1) * dim];
-                let mut hits: Vec<Hit> = cands[starts[u]..starts[u + 1]]
-                    .iter()
-                    .filter_map(|&(_, v)| {
-                        let v = v as usize;
-                        let score = dot(query, &self.data[v * dim..(v + 1) * dim]);
-                        (score >= min_score).then_some(Hit { id: v, score })
-                    })
-                    .collect();
-                hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
-                hits.truncate(k);
-                hits
-            })
-            .collect()
+        Ok(join_lists(&q, &data, dim, cands, k, min_score))
     }
 
     /// An index of the rows `rows` (indices into this one), in that order, values copied unchanged.
     pub fn select_rows(&self, rows: &[usize]) -> Result<Self> {
-        let dim = self.dim;
-        let n = self.data.len() / dim;
-        let mut data = Vec::with_capacity(rows.len() * dim);
-        for &r in rows {
-            if r >= n {
-                return Err(invalid(format!("row {r} of an index of {n} rows")));
-            }
-            data.extend_from_slice(&self.data[r * dim..(r + 1) * dim]);
+        let n = self.len();
+        if let Some(&r) = rows.iter().find(|&&r| r >= n) {
+            return Err(invalid(format!("row {r} of an index of {n} rows")));
         }
         Ok(Self {
-            dim,
+            dim: self.dim,
             metric: self.metric,
-            data,
+            values: self.values.select(rows, self.dim),
         })
     }
 
     /// Keeps only the rows whose `keep(row)` is true, in their order; the stored values are copied
     /// unchanged (no re-normalisation), so the result equals an index built from the kept rows alone.
-    pub fn retain_rows(&mut self, mut keep: impl FnMut(usize) -> bool) {
-        let dim = self.dim;
-        let mut out = Vec::with_capacity(self.data.len());
-        for (row, values) in self.data.chunks_exact(dim).enumerate() {
-            if keep(row) {
-                out.extend_from_slice(values);
-            }
-        }
-        self.data = out;
+    pub fn retain_rows(&mut self, keep: impl FnMut(usize) -> bool) {
+        self.values.retain(self.dim, keep);
     }
 
-    /// Loads an index saved by [`VectorIndex::save`].
+    /// Loads an index saved by [`VectorIndex::save`] (f32 or f16).
     pub fn load(path: &Path) -> Result<Self> {
-        let out: Self = persist::load(path, KIND, FORMAT)?;
-        if out.dim == 0 || !out.data.len().is_multiple_of(out.dim) {
+        let out = if persist::kind_of(path)? == KIND_F16 {
+            Self::from_f16_layout(persist::load(path, KIND_F16, FORMAT_F16)?)
+        } else {
+            Self::from_f32_layout(persist::load(path, KIND, FORMAT)?)
+        };
+        if let Some(reason) = out.check_layout() {
             return Err(crate::StoreError::Corrupt {
                 path: path.to_path_buf(),
-                reason: format!(
-                    "{} floats do not form rows of dimension {}",
-                    out.data.len(),
-                    out.dim
-                ),
+                reason,
             });
         }
         Ok(out)
     }
+}
+
+/// Each row's list from the candidate pairs `(row, other)` over the rows `data` (as queries: `q`): scored
+/// with [`dot`], filtered, sorted, cut to `k`.
+fn join_lists(
+    q: &[f32],
+    data: &[f32],
+    dim: usize,
+    mut cands: Vec<(u32, u32)>,
+    k: usize,
+    min_score: f32,
+) -> Vec<Vec<Hit>> {
+    let n = data.len() / dim;
+    cands.par_sort_unstable();
+    let mut starts = Vec::with_capacity(n + 1);
+    let mut at = 0;
+    for row in 0..=n {
+        while at < cands.len() && (cands[at].0 as usize) < row {
+            at += 1;
+        }
+        starts.push(at);
+    }
+    (0..n)
+        .into_par_iter()
+        .map(|u| {
+            let query = &q[u * dim..(u + 1) * dim];
+            let mut hits: Vec<Hit> = cands[starts[u]..starts[u + 1]]
+                .iter()
+                .filter_map(|&(_, v)| {
+                    let v = v as usize;
+                    let score = dot(query, &data[v * dim..(v + 1) * dim]);
+                    (score >= min_score).then_some(Hit { id: v, score })
+                })
+                .collect();
+            hits.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+            hits.truncate(k);
+            hits
+        })
+        .collect()
 }
 
 /// The candidate pairs of [`ExactIndex::self_join_min_score`] from blocked f32 products: `(u, v)` and
@@ -374,7 +742,7 @@ impl VectorIndex for ExactIndex {
     }
 
     fn len(&self) -> usize {
-        self.data.len() / self.dim
+        self.values.len() / self.dim
     }
 
     fn metric(&self) -> Metric {
@@ -384,10 +752,25 @@ impl VectorIndex for ExactIndex {
     fn add(&mut self, vectors: &[f32]) -> Result<usize> {
         check_rows(vectors, self.dim, "vectors")?;
         let first = self.len();
-        let start = self.data.len();
-        self.data.extend_from_slice(vectors);
-        if self.metric == Metric::Cosine {
-            normalise_rows(&mut self.data[start..], self.dim);
+        match (&mut self.values, self.metric) {
+            (Values::F32(data), metric) => {
+                let start = data.len();
+                data.extend_from_slice(vectors);
+                if metric == Metric::Cosine {
+                    normalise_rows(&mut data[start..], self.dim);
+                }
+            }
+            (values, Metric::Cosine) => {
+                // Normalised in f32, then rounded: in blocks, so that a large batch is not copied whole.
+                let mut block = Vec::new();
+                for part in vectors.chunks(self.dim * 4096) {
+                    block.clear();
+                    block.extend_from_slice(part);
+                    normalise_rows(&mut block, self.dim);
+                    values.extend(&block);
+                }
+            }
+            (values, Metric::InnerProduct) => values.extend(vectors),
         }
         Ok(first)
     }
@@ -422,12 +805,15 @@ impl VectorIndex for ExactIndex {
         self.search_batch_min_score(queries, k, f32::NEG_INFINITY)
     }
 
-    fn vector(&self, id: usize) -> Option<&[f32]> {
-        super::row_of(&self.data, self.dim, id)
+    fn vector(&self, id: usize) -> Option<Cow<'_, [f32]>> {
+        (id < self.len()).then(|| self.rows(id, id + 1))
     }
 
     fn save(&self, path: &Path) -> Result<()> {
-        persist::save(path, KIND, FORMAT, self)
+        match self.layout() {
+            LayoutRef::F32(l) => persist::save(path, KIND, FORMAT, &l),
+            LayoutRef::F16(l) => persist::save(path, KIND_F16, FORMAT_F16, &l),
+        }
     }
 }
 
@@ -479,16 +865,161 @@ mod tests {
             let dup: Vec<f32> = rows[..dim].to_vec();
             rows[5 * dim..6 * dim].copy_from_slice(&dup);
             let index = ExactIndex::from_rows(dim, Metric::Cosine, &rows).unwrap();
-            let q = index.prepare_queries(index.as_slice()).unwrap();
+            let q = index.prepare_queries(&index.values()).unwrap();
             for (k, min) in [(2047, 0.8), (7, 0.8), (50, 0.95), (3, -1.0)] {
                 let want = index
-                    .search_batch_min_score(index.as_slice(), k, min)
+                    .search_batch_min_score(&index.values(), k, min)
                     .unwrap();
                 let got = index.self_join_min_score(k, min).unwrap();
                 assert_eq!(got, want, "dim {dim}, k {k}, min {min}");
-                let by_gemm = index.join_lists(&q, gemm_join_candidates(&q, n, dim, min), k, min);
+                let data = index.values();
+                let by_gemm = join_lists(
+                    &q,
+                    &data,
+                    dim,
+                    gemm_join_candidates(&q, n, dim, min),
+                    k,
+                    min,
+                );
                 assert_eq!(by_gemm, want, "f32 path: dim {dim}, k {k}, min {min}");
             }
         }
+    }
+
+    /// Rows in clusters of near-duplicates (near-ties for the rounding to move), `n × dim`.
+    fn clustered(n: usize, dim: usize, seed: u64) -> Vec<f32> {
+        let mut seed = seed;
+        let mut next = || crate::vector::test_lcg(&mut seed);
+        let centres: Vec<f32> = (0..20 * dim).map(|_| next()).collect();
+        let mut rows = Vec::with_capacity(n * dim);
+        for r in 0..n {
+            for d in 0..dim {
+                rows.push(centres[((r * 7) % 20) * dim + d] + 0.05 * next());
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn an_f16_index_scores_as_an_f32_index_of_its_rounded_rows() {
+        let (n, dim) = (2600, 40);
+        let rows = clustered(n, dim, 5);
+        for metric in [Metric::Cosine, Metric::InnerProduct] {
+            let mut half = ExactIndex::with_precision(dim, metric, Precision::F16).unwrap();
+            // Two inserts, so that appending to f16 rows is covered.
+            half.add(&rows[..1000 * dim]).unwrap();
+            assert_eq!(half.add(&rows[1000 * dim..]).unwrap(), 1000);
+            assert_eq!((half.len(), half.precision()), (n, Precision::F16));
+            assert_eq!(half.value_bytes(), n * dim * 2);
+            // The f32 index of the same rows, rounded after the normalisation.
+            let full = ExactIndex::from_rows(dim, metric, &rows).unwrap();
+            let rounded: Vec<f32> = full
+                .values()
+                .iter()
+                .map(|&v| f16::from_f32(v).to_f32())
+                .collect();
+            assert_eq!(&half.values()[..], &rounded[..]);
+            assert_eq!(full.to_precision(Precision::F16), half);
+            let twin = ExactIndex::from_stored(dim, metric, rounded.clone()).unwrap();
+            assert_eq!(half.to_precision(Precision::F32), twin);
+            let queries = &rows[17 * dim..23 * dim];
+            for q in queries.chunks(dim) {
+                assert_eq!(half.scores(q).unwrap(), twin.scores(q).unwrap());
+                assert_eq!(half.search(q, 9).unwrap(), twin.search(q, 9).unwrap());
+            }
+            assert_eq!(
+                half.search_batch_min_score(queries, 30, 0.2).unwrap(),
+                twin.search_batch_min_score(queries, 30, 0.2).unwrap()
+            );
+            assert_eq!(half.vector(5).unwrap(), twin.vector(5).unwrap());
+            assert!(half.vector(n).is_none());
+            if metric == Metric::Cosine {
+                assert_eq!(
+                    half.self_join_min_score(50, 0.9).unwrap(),
+                    twin.self_join_min_score(50, 0.9).unwrap()
+                );
+                let (sh, st) = (
+                    super::super::ScreenedIndex::new(&half),
+                    super::super::ScreenedIndex::new(&twin),
+                );
+                for q in queries.chunks(dim) {
+                    assert_eq!(
+                        sh.top_k_range(&half, q, 5).unwrap(),
+                        st.top_k_range(&twin, q, 5).unwrap()
+                    );
+                }
+            }
+            let picked = [7, 3, 2599, 0];
+            assert_eq!(
+                half.select_rows(&picked)
+                    .unwrap()
+                    .to_precision(Precision::F32),
+                twin.select_rows(&picked).unwrap()
+            );
+            let (mut a, mut b) = (half.clone(), twin.clone());
+            a.retain_rows(|r| r % 3 == 1);
+            b.retain_rows(|r| r % 3 == 1);
+            assert_eq!(a.precision(), Precision::F16);
+            assert_eq!(a.to_precision(Precision::F32), b);
+        }
+    }
+
+    #[test]
+    fn f16_rows_are_appended_as_add_would_store_them() {
+        let dim = 24;
+        let rows = clustered(300, dim, 9);
+        let by_add = {
+            let mut i = ExactIndex::with_precision(dim, Metric::Cosine, Precision::F16).unwrap();
+            i.add(&rows).unwrap();
+            i
+        };
+        let mut normalised = rows.clone();
+        normalise_rows(&mut normalised, dim);
+        let mut given = ExactIndex::with_precision(dim, Metric::Cosine, Precision::F16).unwrap();
+        given
+            .add_normalised_f16(to_f16(&normalised[..100 * dim]))
+            .unwrap();
+        assert_eq!(
+            given
+                .add_normalised_f16(to_f16(&normalised[100 * dim..]))
+                .unwrap(),
+            100
+        );
+        assert_eq!(given, by_add);
+        // Wrong lengths, non-finite values and an f32 index are refused.
+        assert!(given.add_normalised_f16(vec![f16::ONE; dim + 1]).is_err());
+        assert!(given.add_normalised_f16(vec![f16::NAN; dim]).is_err());
+        let mut f32_index = ExactIndex::new(dim, Metric::Cosine).unwrap();
+        assert!(f32_index.add_normalised_f16(vec![f16::ONE; dim]).is_err());
+        assert!(given.add(&[f32::INFINITY; 24]).is_err());
+    }
+
+    #[test]
+    fn f16_and_f32_indexes_save_and_load_as_they_are() {
+        let dir = std::env::temp_dir().join(format!("kgrag-exact-f16-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let rows = clustered(50, 16, 3);
+        for precision in [Precision::F32, Precision::F16] {
+            let mut index = ExactIndex::with_precision(16, Metric::Cosine, precision).unwrap();
+            index.add(&rows).unwrap();
+            let path = dir.join(format!("{precision:?}.idx"));
+            index.save(&path).unwrap();
+            assert_eq!(ExactIndex::load(&path).unwrap(), index);
+            let any = super::super::load_index(&path).unwrap();
+            assert_eq!(any.len(), 50);
+            // Serialised inside another structure, an index is written in the f32 layout: an f16 index
+            // reads back widened, with the same values.
+            let bytes = postcard::to_allocvec(&index).unwrap();
+            let back: ExactIndex = postcard::from_bytes(&bytes).unwrap();
+            assert_eq!(back, index.to_precision(Precision::F32));
+        }
+        // The f32 file layout is the one written before f16 indexes: dimension, metric, the values' bytes.
+        let index = ExactIndex::from_rows(2, Metric::Cosine, &[3.0, 4.0]).unwrap();
+        let mut want = vec![2u8, 0, 8];
+        for v in [0.6f32, 0.8] {
+            want.extend_from_slice(&v.to_le_bytes());
+        }
+        assert_eq!(postcard::to_allocvec(&index).unwrap(), want);
+        std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -186,7 +186,7 @@ impl HnswIndex {
     }
 
     fn exact_score(&self, id: usize, q: &[f32]) -> f32 {
-        self.vector(id).map_or(f32::NEG_INFINITY, |r| dot(r, q))
+        super::row_of(&self.rows, self.dim, id).map_or(f32::NEG_INFINITY, |r| dot(r, q))
     }
 
     fn add_rows(&mut self, vectors: &[f32], normalise_rows: bool) -> Result<usize> {
@@ -317,8 +317,8 @@ impl VectorIndex for HnswIndex {
             .collect()
     }
 
-    fn vector(&self, id: usize) -> Option<&[f32]> {
-        super::row_of(&self.rows, self.dim, id)
+    fn vector(&self, id: usize) -> Option<std::borrow::Cow<'_, [f32]>> {
+        super::row_of(&self.rows, self.dim, id).map(std::borrow::Cow::Borrowed)
     }
 
     fn save(&self, path: &Path) -> Result<()> {

@@ -17,11 +17,12 @@ mod join;
 mod screen;
 mod store;
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use rayon::prelude::*;
 
-pub use exact::ExactIndex;
+pub use exact::{ExactIndex, Precision};
 pub use hnsw::{HnswIndex, HnswParams};
 pub use screen::{ScreenedIndex, TopKRange};
 use serde::{Deserialize, Serialize};
@@ -81,8 +82,9 @@ pub trait VectorIndex: Send + Sync + std::fmt::Debug {
     fn search(&self, query: &[f32], k: usize) -> Result<Vec<Hit>>;
     /// [`search`](Self::search) for each row of `queries` (row-major).
     fn search_batch(&self, queries: &[f32], k: usize) -> Result<Vec<Vec<Hit>>>;
-    /// The stored vector `id` (normalised for cosine).
-    fn vector(&self, id: usize) -> Option<&[f32]>;
+    /// The stored vector `id` (normalised for cosine): borrowed, or widened to f32 from a lower
+    /// [`Precision`].
+    fn vector(&self, id: usize) -> Option<Cow<'_, [f32]>>;
     /// Saves atomically to `path`.
     fn save(&self, path: &Path) -> Result<()>;
 }
@@ -107,7 +109,7 @@ pub fn new_index(
 /// Loads whichever index was saved at `path`.
 pub fn load_index(path: &Path) -> Result<Box<dyn VectorIndex>> {
     match persist::kind_of(path)?.as_str() {
-        exact::KIND => Ok(Box::new(ExactIndex::load(path)?)),
+        exact::KIND | exact::KIND_F16 => Ok(Box::new(ExactIndex::load(path)?)),
         hnsw::KIND => Ok(Box::new(HnswIndex::load(path)?)),
         other => Err(crate::StoreError::Incompatible {
             path: path.to_path_buf(),

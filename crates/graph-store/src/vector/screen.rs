@@ -5,12 +5,12 @@
 //! quantised to int16 (scale `s_q`) and scored against it in exact integer arithmetic. The screened score
 //! is within `s_r/2 · ‖q‖₁ + s_q/2 · s_r‖c_r‖₁` (plus f32 rounding of the exact score) of the exact one.
 //! Only the rows whose bounds can reach the top `k` or the minimum are then scored exactly, with the same
-//! [`dot`] as [`ExactIndex::scores`], so the top `k` (ties by row ascending), the minimum and the maximum
+//! dot product as [`ExactIndex::scores`], so the top `k` (ties by row ascending), the minimum and the maximum
 //! are exactly what a full scan gives.
 
 use rayon::prelude::*;
 
-use super::{dot, ExactIndex, Hit, VectorIndex};
+use super::{ExactIndex, Hit, VectorIndex};
 use crate::Result;
 
 /// f32 rounding of a 4096-term dot product of unit-norm-bounded vectors, with room to spare.
@@ -47,26 +47,41 @@ impl ScreenedIndex {
     /// The int8 copy of `index`.
     pub fn new(index: &ExactIndex) -> Self {
         let dim = index.dim();
-        let data = index.as_slice();
-        let finite = data.iter().all(|v| v.is_finite());
-        let mut codes = vec![0i8; data.len()];
-        let mut scales = vec![0.0f32; index.len()];
-        let mut code_l1 = vec![0.0f32; index.len()];
-        codes
-            .par_chunks_mut(dim)
-            .zip(scales.par_iter_mut().zip(code_l1.par_iter_mut()))
-            .zip(data.par_chunks(dim))
-            .for_each(|((c, (s, l1)), row)| {
-                let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-                let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
-                *s = scale;
-                let mut sum = 0i64;
-                for (c, v) in c.iter_mut().zip(row) {
-                    *c = (v / scale).round().clamp(-127.0, 127.0) as i8;
-                    sum += i64::from(c.unsigned_abs());
+        let n = index.len();
+        let mut codes = vec![0i8; n * dim];
+        let mut scales = vec![0.0f32; n];
+        let mut code_l1 = vec![0.0f32; n];
+        // In blocks of rows, so that an f16 index is widened a block at a time.
+        let finite = codes
+            .par_chunks_mut(dim * SCREEN_ROWS)
+            .zip(
+                scales
+                    .par_chunks_mut(SCREEN_ROWS)
+                    .zip(code_l1.par_chunks_mut(SCREEN_ROWS)),
+            )
+            .enumerate()
+            .map(|(b, (codes, (scales, l1s)))| {
+                let start = b * SCREEN_ROWS;
+                let data = index.rows(start, start + scales.len());
+                let finite = data.iter().all(|v| v.is_finite());
+                for ((c, (s, l1)), row) in codes
+                    .chunks_exact_mut(dim)
+                    .zip(scales.iter_mut().zip(l1s.iter_mut()))
+                    .zip(data.chunks_exact(dim))
+                {
+                    let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                    let scale = if max > 0.0 { max / 127.0 } else { 1.0 };
+                    *s = scale;
+                    let mut sum = 0i64;
+                    for (c, v) in c.iter_mut().zip(row) {
+                        *c = (v / scale).round().clamp(-127.0, 127.0) as i8;
+                        sum += i64::from(c.unsigned_abs());
+                    }
+                    *l1 = scale * sum as f32;
                 }
-                *l1 = scale * sum as f32;
-            });
+                finite
+            })
+            .reduce(|| true, |a, b| a && b);
         Self {
             dim,
             codes,
@@ -81,9 +96,9 @@ impl ScreenedIndex {
     pub fn top_k_range(&self, index: &ExactIndex, query: &[f32], k: usize) -> Result<TopKRange> {
         let q = index.prepare_queries(query)?;
         let n = index.len();
-        let data = index.as_slice();
         let dim = self.dim;
-        let exact = |r: usize| dot(&q, &data[r * dim..(r + 1) * dim]);
+        let mut scratch = Vec::new();
+        let mut exact = |r: usize| index.row_dot(&q, r, &mut scratch);
         if n == 0 {
             return Ok(TopKRange {
                 top: Vec::new(),
@@ -288,7 +303,7 @@ mod tests {
         let screened = ScreenedIndex::new(&index);
         for t in 0..30 {
             let query: Vec<f32> = if t < 10 {
-                index.as_slice()[t * dim..(t + 1) * dim].to_vec()
+                index.values()[t * dim..(t + 1) * dim].to_vec()
             } else {
                 (0..dim).map(|_| lcg(&mut seed)).collect()
             };

@@ -6,10 +6,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
+use half::f16;
 use kgrag_types::{EmbedKind, Embedder};
-use serde::{Deserialize, Serialize};
+use serde::ser::SerializeStruct;
+use serde::{Deserialize, Serialize, Serializer};
 
-use super::{ExactIndex, Metric, VectorIndex};
+use super::exact::{F16Layout, F32Layout, LayoutRef};
+use super::{normalise, ExactIndex, Metric, Precision, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result, StoreError};
 
@@ -19,8 +22,10 @@ const FORMAT: u32 = 2;
 
 /// Texts embedded without instruction, one row per distinct key, rows in first-insertion order, cosine
 /// similarity (rows L2-normalised). Inserting a key that is already present embeds nothing: rerunning an
-/// index build only embeds what is new.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// index build only embeds what is new. The vectors are held at the store's [`Precision`] (f32 unless
+/// made [`with_precision`](Self::with_precision)).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(from = "StoreRepr")]
 pub struct EmbeddingStore {
     name: String,
     keys: Vec<String>,
@@ -28,8 +33,81 @@ pub struct EmbeddingStore {
     /// serialised as strings.
     texts: Vec<Arc<str>>,
     index: Option<ExactIndex>,
-    #[serde(skip)]
+    /// The precision of the vectors (of the index once there is one).
+    precision: Precision,
     rows: HashMap<String, usize>,
+}
+
+/// How a store's vectors are saved. The first two variants are encoded exactly as the `Option` of an f32
+/// index was before f16 stores (postcard writes an `Option` as a variant tag 0 or 1), so every store saved
+/// before reads back unchanged.
+#[derive(Deserialize)]
+enum StoredIndex {
+    /// No vectors yet (an f32 store).
+    None,
+    /// f32 vectors.
+    F32(F32Layout),
+    /// f16 vectors.
+    F16(F16Layout),
+    /// No vectors yet, in a store that holds them as f16.
+    NoneF16,
+}
+
+/// [`StoredIndex`] borrowed, for writing.
+#[derive(Serialize)]
+enum StoredIndexRef<'a> {
+    None,
+    F32(super::exact::F32Ref<'a>),
+    F16(super::exact::F16Ref<'a>),
+    NoneF16,
+}
+
+/// What a store's file holds (its key map is rebuilt on reading).
+#[derive(Deserialize)]
+struct StoreRepr {
+    name: String,
+    keys: Vec<String>,
+    texts: Vec<Arc<str>>,
+    index: StoredIndex,
+}
+
+impl From<StoreRepr> for EmbeddingStore {
+    fn from(r: StoreRepr) -> Self {
+        let (index, precision) = match r.index {
+            StoredIndex::None => (None, Precision::F32),
+            StoredIndex::NoneF16 => (None, Precision::F16),
+            StoredIndex::F32(l) => (Some(ExactIndex::from_f32_layout(l)), Precision::F32),
+            StoredIndex::F16(l) => (Some(ExactIndex::from_f16_layout(l)), Precision::F16),
+        };
+        // The key map is built by `load`, which also checks the parts against each other.
+        Self {
+            name: r.name,
+            keys: r.keys,
+            texts: r.texts,
+            index,
+            precision,
+            rows: HashMap::new(),
+        }
+    }
+}
+
+impl Serialize for EmbeddingStore {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        let index = match (&self.index, self.precision) {
+            (None, Precision::F32) => StoredIndexRef::None,
+            (None, Precision::F16) => StoredIndexRef::NoneF16,
+            (Some(index), _) => match index.layout() {
+                LayoutRef::F32(l) => StoredIndexRef::F32(l),
+                LayoutRef::F16(l) => StoredIndexRef::F16(l),
+            },
+        };
+        let mut st = s.serialize_struct("EmbeddingStore", 4)?;
+        st.serialize_field("name", &self.name)?;
+        st.serialize_field("keys", &self.keys)?;
+        st.serialize_field("texts", &self.texts)?;
+        st.serialize_field("index", &index)?;
+        st.end()
+    }
 }
 
 impl PartialEq for EmbeddingStore {
@@ -38,19 +116,32 @@ impl PartialEq for EmbeddingStore {
             && self.keys == other.keys
             && self.texts == other.texts
             && self.index == other.index
+            && self.precision == other.precision
     }
 }
 
 impl EmbeddingStore {
     /// An empty store; `name` (e.g. `passages`) appears in errors and progress.
     pub fn new(name: impl Into<String>) -> Self {
+        Self::with_precision(name, Precision::F32)
+    }
+
+    /// An empty store whose vectors will be held at `precision` (see [`Precision`]: an f16 store scores
+    /// as an f32 store holding its rows rounded to f16, in half the memory).
+    pub fn with_precision(name: impl Into<String>, precision: Precision) -> Self {
         Self {
             name: name.into(),
             keys: Vec::new(),
             texts: Vec::new(),
             index: None,
+            precision,
             rows: HashMap::new(),
         }
+    }
+
+    /// How the vectors are held.
+    pub fn precision(&self) -> Precision {
+        self.precision
     }
 
     /// A store of `keys` and `texts` with their vectors as [`index`](Self::index) holds them (`dim`
@@ -89,6 +180,7 @@ impl EmbeddingStore {
             keys,
             texts,
             index,
+            precision: Precision::F32,
             rows,
         })
     }
@@ -200,8 +292,12 @@ impl EmbeddingStore {
         let mut order: Vec<usize> = (0..missing.len()).collect();
         order.sort_by_key(|&i| (missing[i].1.as_ref().len(), i));
         let mut dim = self.dim();
-        // The new rows in item order, written in place batch by batch (sized once the dimension is known).
+        // The new rows in item order, written in place batch by batch (sized once the dimension is known):
+        // as they come for an f32 store (normalised with the index's rows), normalised and rounded at
+        // once for an f16 store (no f32 copy of the whole insert is held).
         let mut vectors: Vec<f32> = Vec::new();
+        let mut halves: Vec<f16> = Vec::new();
+        let mut row_buf: Vec<f32> = Vec::new();
         // Up to `calls_in_flight` calls at once (a provider over the network), taken back in order.
         let calls: Vec<_> = order
             .chunks(batch.max(1))
@@ -250,11 +346,35 @@ impl EmbeddingStore {
                     self.name
                 )));
             }
-            if vectors.is_empty() {
-                vectors = vec![0.0; missing.len() * d];
+            if let Some(i) = e.as_slice().iter().position(|v| !v.is_finite()) {
+                return Err(invalid(format!(
+                    "the embedder returned a non-finite value for the {} text {:?}",
+                    self.name,
+                    texts.get(i / d).map(String::as_str).unwrap_or_default()
+                )));
             }
-            for (&i, row) in part.iter().zip(e.rows()) {
-                vectors[i * d..(i + 1) * d].copy_from_slice(row);
+            match self.precision {
+                Precision::F32 => {
+                    if vectors.is_empty() {
+                        vectors = vec![0.0; missing.len() * d];
+                    }
+                    for (&i, row) in part.iter().zip(e.rows()) {
+                        vectors[i * d..(i + 1) * d].copy_from_slice(row);
+                    }
+                }
+                Precision::F16 => {
+                    if halves.is_empty() {
+                        halves = vec![f16::ZERO; missing.len() * d];
+                    }
+                    for (&i, row) in part.iter().zip(e.rows()) {
+                        row_buf.clear();
+                        row_buf.extend_from_slice(row);
+                        normalise(&mut row_buf);
+                        for (h, &v) in halves[i * d..(i + 1) * d].iter_mut().zip(&row_buf) {
+                            *h = f16::from_f32(v);
+                        }
+                    }
+                }
             }
             progress(part.len());
         }
@@ -263,9 +383,16 @@ impl EmbeddingStore {
             if !missing.is_empty() {
                 let index = match &mut self.index {
                     Some(index) => index,
-                    slot => slot.insert(ExactIndex::new(d, Metric::Cosine)?),
+                    slot => slot.insert(ExactIndex::with_precision(
+                        d,
+                        Metric::Cosine,
+                        self.precision,
+                    )?),
                 };
-                index.add_owned(vectors)?;
+                match self.precision {
+                    Precision::F32 => index.add_owned(vectors)?,
+                    Precision::F16 => index.add_normalised_f16(halves)?,
+                };
             }
         }
         self.rows.reserve(missing.len());
@@ -321,6 +448,7 @@ impl EmbeddingStore {
             keys,
             texts,
             index,
+            precision: self.precision,
             rows: rows_of,
         })
     }
@@ -375,6 +503,12 @@ impl EmbeddingStore {
     /// Loads a store saved by [`save`](Self::save).
     pub fn load(path: &Path) -> Result<Self> {
         let mut out: Self = persist::load(path, KIND, FORMAT)?;
+        if let Some(reason) = out.index.as_ref().and_then(ExactIndex::check_layout) {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                reason,
+            });
+        }
         let rows = out.index.as_ref().map_or(0, ExactIndex::len);
         if out.keys.len() != out.texts.len() || out.keys.len() != rows {
             return Err(StoreError::Corrupt {
@@ -434,6 +568,118 @@ mod tests {
             postcard::to_stdvec(&shared).unwrap(),
             postcard::to_stdvec(&owned).unwrap()
         );
+    }
+
+    #[tokio::test]
+    async fn an_f16_store_holds_the_f32_store_s_rows_rounded_and_saves_them_as_f16() {
+        let e = HashingEmbedder::new(32);
+        let texts: Vec<(String, String)> = (0..40)
+            .map(|i| (format!("k{i}"), format!("fact number {i} about {}", i % 7)))
+            .collect();
+        let mut full = EmbeddingStore::new("facts");
+        let mut half = EmbeddingStore::with_precision("facts", Precision::F16);
+        // In two inserts, batches of 3: rows written batch by batch, the second insert appended.
+        for part in [&texts[..25], &texts[25..]] {
+            full.insert(part, &e, 3, |_| {}).await.unwrap();
+            half.insert(part, &e, 3, |_| {}).await.unwrap();
+        }
+        assert_eq!(half.precision(), Precision::F16);
+        let (fi, hi) = (full.index().unwrap(), half.index().unwrap());
+        assert_eq!(hi.precision(), Precision::F16);
+        assert_eq!(&fi.to_precision(Precision::F16), hi);
+        assert_eq!(hi.value_bytes() * 2, fi.value_bytes());
+        let q = e.vector("fact number 3 about 3");
+        let twin = hi.to_precision(Precision::F32);
+        assert_eq!(half.scores(&q).unwrap(), twin.scores(&q).unwrap());
+        // Saved and read back as f16; so is an empty f16 store (its next insert stays f16).
+        let dir = std::env::temp_dir().join(format!("kgrag-store-f16-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("facts.store");
+        half.save(&path).unwrap();
+        let back = EmbeddingStore::load(&path).unwrap();
+        assert_eq!(back, half);
+        assert_eq!(back.row("k30"), Some(30));
+        let f32_len = {
+            full.save(&path).unwrap();
+            std::fs::metadata(&path).unwrap().len()
+        };
+        half.save(&path).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() < f32_len * 6 / 10);
+        EmbeddingStore::with_precision("facts", Precision::F16)
+            .save(&path)
+            .unwrap();
+        let mut empty = EmbeddingStore::load(&path).unwrap();
+        assert_eq!((empty.len(), empty.precision()), (0, Precision::F16));
+        empty.insert(&texts[..2], &e, 8, |_| {}).await.unwrap();
+        assert_eq!(empty.index().unwrap().precision(), Precision::F16);
+        // Removing and selecting rows keep the precision.
+        let mut cut = half.clone();
+        cut.remove_where(|k| k.ends_with('1'));
+        assert_eq!(cut.index().unwrap().precision(), Precision::F16);
+        assert_eq!(
+            half.select_rows(&[3, 1]).unwrap().precision(),
+            Precision::F16
+        );
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    /// A store as it was saved before f16 stores (the derived layout of `name, keys, texts,
+    /// Option<index>`) reads back unchanged, and an f32 store is still written in that layout.
+    #[tokio::test]
+    async fn a_store_saved_before_f16_stores_reads_back() {
+        #[derive(Serialize)]
+        struct OldIndex {
+            dim: usize,
+            metric: Metric,
+            #[serde(with = "serde_bytes_f32")]
+            data: Vec<f32>,
+        }
+        mod serde_bytes_f32 {
+            pub fn serialize<S: serde::Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
+                let b: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                s.serialize_bytes(&b)
+            }
+        }
+        #[derive(Serialize)]
+        struct OldStore {
+            name: String,
+            keys: Vec<String>,
+            texts: Vec<String>,
+            index: Option<OldIndex>,
+        }
+        let e = HashingEmbedder::new(8);
+        let mut now = EmbeddingStore::new("passages");
+        now.insert(&items(&[("a", "alpha"), ("b", "beta")]), &e, 4, |_| {})
+            .await
+            .unwrap();
+        let old = OldStore {
+            name: "passages".into(),
+            keys: vec!["a".into(), "b".into()],
+            texts: vec!["alpha".into(), "beta".into()],
+            index: Some(OldIndex {
+                dim: 8,
+                metric: Metric::Cosine,
+                data: now.index().unwrap().values().into_owned(),
+            }),
+        };
+        let bytes = postcard::to_allocvec(&old).unwrap();
+        assert_eq!(postcard::to_allocvec(&now).unwrap(), bytes);
+        let back: EmbeddingStore = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!(back.index(), now.index());
+        assert_eq!(back.precision(), Precision::F32);
+        let empty = OldStore {
+            name: "x".into(),
+            keys: vec![],
+            texts: vec![],
+            index: None,
+        };
+        let bytes = postcard::to_allocvec(&empty).unwrap();
+        assert_eq!(
+            postcard::to_allocvec(&EmbeddingStore::new("x")).unwrap(),
+            bytes
+        );
+        let back: EmbeddingStore = postcard::from_bytes(&bytes).unwrap();
+        assert_eq!((back.len(), back.precision()), (0, Precision::F32));
     }
 
     #[tokio::test]

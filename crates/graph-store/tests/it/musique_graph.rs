@@ -116,7 +116,7 @@ async fn musique_hipporag_graph() {
     let mut checked = 0;
     for u in (0..phrases.len()).step_by(31) {
         let mut cands: Vec<(f32, usize)> = (0..phrases.len())
-            .map(|v| (dot(index.vector(u).unwrap(), index.vector(v).unwrap()), v))
+            .map(|v| (dot(&index.vector(u).unwrap(), &index.vector(v).unwrap()), v))
             .filter(|(s, _)| *s >= 0.8)
             .collect();
         cands.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));

@@ -647,12 +647,24 @@ impl IndexWriter {
                     .add(&rest);
             }
         } else {
-            for m in &selected {
+            // HiRAG's build holds the most while it runs (its graph, hierarchy and report inputs): it goes
+            // first, while no other method's index is held yet, then LeanRAG (which takes HiRAG's base
+            // layer), then the others. Each builds what it would alone; stages keep the registry's order.
+            let mut order: Vec<&Box<dyn methods::Method>> = selected.iter().collect();
+            order.sort_by_key(|m| match m.name() {
+                "hirag" => 0,
+                "leanrag" => 1,
+                _ => 2,
+            });
+            for m in order {
                 let before = self.shared.usage();
                 let (out, secs) = self.build_one(m.as_ref(), change, &handoff).await?;
                 self.add_usage(m.name(), before);
                 outs.push((m.name(), out, secs));
+                // What the build freed goes back before the next one stacks on it.
+                crate::memory::release_free_memory();
             }
+            outs.sort_by_key(|(name, _, _)| selected.iter().position(|m| m.name() == *name));
         }
         for (name, out, secs) in outs {
             for (stage, secs) in &out.stages {
@@ -662,6 +674,9 @@ impl IndexWriter {
             built.insert(name.to_owned(), Arc::from(out.index));
         }
         self.work.methods = built;
+        if together {
+            crate::memory::release_free_memory();
+        }
         Ok(())
     }
 

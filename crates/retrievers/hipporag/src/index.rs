@@ -96,7 +96,93 @@ struct SavedMeta {
 }
 
 const META_KIND: &str = "hipporag2-index";
-const META_FORMAT: u32 = 1;
+// 2: the configuration with `fact_vectors` (1: before it; read by `legacy`, its facts f32).
+const META_FORMAT: u32 = 2;
+
+/// The saved parts of an index written before `fact_vectors` (meta format 1).
+mod legacy {
+    use std::collections::BTreeMap;
+
+    use kgrag_graph_store::Precision;
+    use kgrag_types::{ChunkId, Normalisation, Triple};
+
+    use crate::{FilterMode, GraphWeights, HippoConfig, SeedWeighting};
+
+    pub(super) const META_FORMAT: u32 = 1;
+
+    /// [`HippoConfig`] before `fact_vectors`, field for field.
+    #[derive(serde::Deserialize)]
+    pub(super) struct Config {
+        normalisation: Normalisation,
+        drop_empty_phrases: bool,
+        seed_weighting: SeedWeighting,
+        graph_weights: GraphWeights,
+        filter: FilterMode,
+        linking_top_k: usize,
+        retrieval_top_k: usize,
+        qa_top_k: usize,
+        passage_node_weight: f64,
+        damping: f64,
+        ppr_tol: f64,
+        ppr_max_iter: usize,
+        synonymy_threshold: f32,
+        synonymy_knn_k: usize,
+        synonymy_max_per_node: usize,
+        synonymy_min_alnum: usize,
+        llm_temperature: f32,
+        max_new_tokens: u32,
+        filter_max_tokens: u32,
+        query_instruction_fact: String,
+        query_instruction_passage: String,
+        embed_batch: usize,
+    }
+
+    /// `SavedMeta` of format 1.
+    #[derive(serde::Deserialize)]
+    pub(super) struct SavedMeta {
+        config: Config,
+        phrase_nodes: Vec<u32>,
+        fact_triples: Vec<Triple>,
+        chunk_triples: BTreeMap<ChunkId, Vec<Triple>>,
+    }
+
+    impl From<SavedMeta> for super::SavedMeta {
+        fn from(m: SavedMeta) -> Self {
+            let c = m.config;
+            Self {
+                config: HippoConfig {
+                    normalisation: c.normalisation,
+                    drop_empty_phrases: c.drop_empty_phrases,
+                    seed_weighting: c.seed_weighting,
+                    graph_weights: c.graph_weights,
+                    filter: c.filter,
+                    linking_top_k: c.linking_top_k,
+                    retrieval_top_k: c.retrieval_top_k,
+                    qa_top_k: c.qa_top_k,
+                    passage_node_weight: c.passage_node_weight,
+                    damping: c.damping,
+                    ppr_tol: c.ppr_tol,
+                    ppr_max_iter: c.ppr_max_iter,
+                    synonymy_threshold: c.synonymy_threshold,
+                    synonymy_knn_k: c.synonymy_knn_k,
+                    synonymy_max_per_node: c.synonymy_max_per_node,
+                    synonymy_min_alnum: c.synonymy_min_alnum,
+                    llm_temperature: c.llm_temperature,
+                    max_new_tokens: c.max_new_tokens,
+                    filter_max_tokens: c.filter_max_tokens,
+                    query_instruction_fact: c.query_instruction_fact,
+                    query_instruction_passage: c.query_instruction_passage,
+                    embed_batch: c.embed_batch,
+                    // Every store written before held f32 vectors.
+                    fact_vectors: Precision::F32,
+                },
+                phrase_nodes: m.phrase_nodes,
+                fact_triples: m.fact_triples,
+                chunk_triples: m.chunk_triples,
+            }
+        }
+    }
+}
 
 /// The files of a saved index inside its folder.
 pub const INDEX_FILES: [&str; 4] = ["graph.kg", "phrases.store", "facts.store", "hipporag2.meta"];
@@ -106,14 +192,14 @@ impl HippoIndex {
     /// keys matter here (normalisation, empty phrases, synonymy, embedding batch).
     pub fn new(passages: Arc<EmbeddingStore>, config: HippoConfig) -> Self {
         Self {
-            config,
             graph: KnowledgeGraph::new(),
             passages,
             phrases: EmbeddingStore::new("phrases"),
             phrase_nodes: Vec::new(),
-            facts: EmbeddingStore::new("facts"),
+            facts: EmbeddingStore::with_precision("facts", config.fact_vectors),
             fact_triples: Vec::new(),
             chunk_triples: BTreeMap::new(),
+            config,
         }
     }
 
@@ -145,8 +231,18 @@ impl HippoIndex {
         let graph = KnowledgeGraph::load(&dir.join(INDEX_FILES[0]))?;
         let phrases = EmbeddingStore::load(&dir.join(INDEX_FILES[1]))?;
         let facts = EmbeddingStore::load(&dir.join(INDEX_FILES[2]))?;
+        let meta_path = dir.join(INDEX_FILES[3]);
         let meta: SavedMeta =
-            kgrag_graph_store::persist::load(&dir.join(INDEX_FILES[3]), META_KIND, META_FORMAT)?;
+            if kgrag_graph_store::persist::version_of(&meta_path)? == legacy::META_FORMAT {
+                kgrag_graph_store::persist::load::<legacy::SavedMeta>(
+                    &meta_path,
+                    META_KIND,
+                    legacy::META_FORMAT,
+                )?
+                .into()
+            } else {
+                kgrag_graph_store::persist::load(&meta_path, META_KIND, META_FORMAT)?
+            };
         let corrupt = |reason: String| {
             HippoError::Store(kgrag_graph_store::StoreError::Corrupt {
                 path: dir.to_path_buf(),

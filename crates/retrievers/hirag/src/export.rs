@@ -175,10 +175,12 @@ pub fn export_reference(index: &HiragIndex, dir: &Path) -> Result<ExportFiles> {
 
     let store = index.entity_vectors();
     let dim = store.dim().unwrap_or(0);
-    let data = store.index().map_or(&[][..], |i| i.as_slice());
+    let data = store
+        .index()
+        .map_or(std::borrow::Cow::Borrowed(&[][..]), |i| i.values());
     write(
         &files.vectors,
-        &kgrag_graph_store::persist::npy_f32(store.len(), dim, data),
+        &kgrag_graph_store::persist::npy_f32(store.len(), dim, &data),
     )?;
     let names: Vec<Value> = (0..store.len())
         .map(|row| {

@@ -128,11 +128,7 @@ impl PgStore {
                 Type::TEXT,
                 vector_type.clone(),
             ], "writing the passages", secrets).await?;
-            let data = new
-                .passages
-                .index()
-                .map(|i| i.as_slice())
-                .unwrap_or_default();
+            let data = new.passages.index().map(|i| i.values()).unwrap_or_default();
             for (row, (key, text)) in new
                 .passages
                 .keys()

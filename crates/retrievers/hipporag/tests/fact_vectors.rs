@@ -1,0 +1,140 @@
+//! The fact store's precision (`fact_vectors`): an f16 store holds the f32 store's rows rounded, is saved
+//! and read back as f16, and an index saved before the key existed (meta format 1) reads back with its
+//! f32 facts and ranks as before.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use kgrag_eval::ExtractionSource;
+use kgrag_graph_store::{persist, EmbeddingStore};
+use kgrag_hipporag::{
+    FilterMode, HippoConfig, HippoIndex, HippoRetriever, NoProgress, Precision, INDEX_FILES,
+};
+use kgrag_types::testing::HashingEmbedder;
+use kgrag_types::{ChunkId, Triple};
+
+async fn fixture_index(fact_vectors: Precision) -> (HippoIndex, HippoConfig) {
+    let ds = kgrag_eval::load("kgrag-fixture", Path::new("unused")).unwrap();
+    let ExtractionSource::Inline(extractions) = &ds.extraction else {
+        panic!("inline triples expected");
+    };
+    let passages: Vec<(ChunkId, String)> = ds
+        .passages
+        .iter()
+        .map(|p| (p.chunk_id(), p.content()))
+        .collect();
+    let config = HippoConfig {
+        filter: FilterMode::None,
+        fact_vectors,
+        ..HippoConfig::default()
+    };
+    let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
+    let chunks = index.chunks_from_extractions(&passages, extractions);
+    index
+        .insert(&chunks, &HashingEmbedder::new(256), &mut NoProgress)
+        .await
+        .unwrap();
+    (index, config)
+}
+
+/// Every question's ranked chunk ids and scores.
+async fn rankings(index: HippoIndex, config: &HippoConfig) -> Vec<Vec<(ChunkId, f64)>> {
+    let ds = kgrag_eval::load("kgrag-fixture", Path::new("unused")).unwrap();
+    let r = HippoRetriever::new(
+        Arc::new(index),
+        Arc::new(HashingEmbedder::new(256)),
+        None,
+        config.clone(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    for q in &ds.questions {
+        let (ctx, _) = r.query(&q.question, 10).await.unwrap();
+        out.push(
+            ctx.passages
+                .iter()
+                .map(|p| (p.chunk_id.clone(), p.score))
+                .collect(),
+        );
+    }
+    out
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("kgrag-hippo-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+#[tokio::test]
+async fn f16_facts_are_the_f32_facts_rounded_and_survive_a_reload() {
+    let (full, _) = fixture_index(Precision::F32).await;
+    let (half, config) = fixture_index(Precision::F16).await;
+    assert_eq!(HippoConfig::default().fact_vectors, Precision::F16);
+    assert_eq!(full.facts().precision(), Precision::F32);
+    assert_eq!(half.facts().precision(), Precision::F16);
+    // Only the fact store differs: the same keys, and the f32 rows rounded.
+    assert_eq!(full.facts().keys(), half.facts().keys());
+    assert_eq!(
+        &full.facts().index().unwrap().to_precision(Precision::F16),
+        half.facts().index().unwrap()
+    );
+    assert_eq!(full.phrases(), half.phrases());
+    let dir = temp_dir("f16");
+    half.save(&dir).unwrap();
+    let back = HippoIndex::load(&dir, half.passages().clone()).unwrap();
+    assert_eq!(back.facts(), half.facts());
+    assert_eq!(back.config().fact_vectors, Precision::F16);
+    let before = rankings(half, &config).await;
+    assert_eq!(rankings(back, &config).await, before);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A value postcard writes as exactly these bytes (a tuple of `u8` has no length prefix).
+struct Raw(Vec<u8>);
+
+impl serde::Serialize for Raw {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut t = s.serialize_tuple(self.0.len())?;
+        for b in &self.0 {
+            t.serialize_element(b)?;
+        }
+        t.end()
+    }
+}
+
+type Meta = (
+    HippoConfig,
+    Vec<u32>,
+    Vec<Triple>,
+    BTreeMap<ChunkId, Vec<Triple>>,
+);
+
+#[tokio::test]
+async fn an_index_saved_before_fact_vectors_reads_back_with_f32_facts() {
+    let (index, config) = fixture_index(Precision::F32).await;
+    let dir = temp_dir("legacy");
+    index.save(&dir).unwrap();
+    let passages = index.passages().clone();
+    let meta_path = dir.join(INDEX_FILES[3]);
+    // Format 1: the configuration without its last field (`fact_vectors`, one byte: variant 0).
+    let (saved_config, nodes, facts, chunks): Meta =
+        persist::load(&meta_path, "hipporag2-index", 2).unwrap();
+    assert_eq!(saved_config, config);
+    let mut bytes = postcard::to_allocvec(&saved_config).unwrap();
+    assert_eq!(bytes.pop(), Some(0));
+    bytes.extend(postcard::to_allocvec(&(nodes, facts, chunks)).unwrap());
+    persist::save(&meta_path, "hipporag2-index", 1, &Raw(bytes)).unwrap();
+    assert_eq!(persist::version_of(&meta_path).unwrap(), 1);
+
+    let back = HippoIndex::load(&dir, passages).unwrap();
+    assert_eq!(back.config(), &config);
+    assert_eq!(back.config().fact_vectors, Precision::F32);
+    assert_eq!(back.facts(), index.facts());
+    let before = rankings(index, &config).await;
+    assert_eq!(rankings(back, &config).await, before);
+    std::fs::remove_dir_all(&dir).ok();
+}
