@@ -87,7 +87,7 @@ impl Method for Hipporag2 {
                     .collect();
                 let prepared = index.chunks_from_extractions(&chunks, &corpus.triples);
                 let s = index
-                    .insert(&prepared, env.embedder.as_ref(), &mut stages)
+                    .insert_owned(prepared, env.embedder.as_ref(), &mut stages)
                     .await?;
                 let stats = insert_stats("insert", &s);
                 (index, stats)
@@ -110,7 +110,7 @@ impl Method for Hipporag2 {
                     HippoIndex::new(corpus.passages.clone(), env.config.hipporag.clone());
                 let chunks = index.chunks_from_extractions(&corpus.chunks, &corpus.triples);
                 let s = index
-                    .insert(&chunks, env.embedder.as_ref(), &mut stages)
+                    .insert_owned(chunks, env.embedder.as_ref(), &mut stages)
                     .await?;
                 crate::progress::say(
                     &format!(

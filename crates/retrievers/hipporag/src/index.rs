@@ -511,16 +511,37 @@ impl HippoIndex {
         embedder: &dyn Embedder,
         progress: &mut (dyn IndexProgress + Send),
     ) -> Result<InsertStats> {
+        // Only the chunks not in the graph yet are copied; the ones left out count as skipped.
+        let fresh: Vec<HippoChunk> = chunks
+            .iter()
+            .filter(|c| self.graph.find(c.chunk.as_str()).is_none())
+            .cloned()
+            .collect();
+        let known = chunks.len() - fresh.len();
+        let mut stats = self.insert_owned(fresh, embedder, progress).await?;
+        stats.skipped_chunks += known;
+        Ok(stats)
+    }
+
+    /// [`insert`](Self::insert) of chunks given by value: they are not copied, and their triples become
+    /// the index's (no second copy is held while the stores fill).
+    pub async fn insert_owned(
+        &mut self,
+        chunks: Vec<HippoChunk>,
+        embedder: &dyn Embedder,
+        progress: &mut (dyn IndexProgress + Send),
+    ) -> Result<InsertStats> {
         let mut stats = InsertStats::default();
         let mut seen = HashSet::new();
-        let mut fresh: Vec<HippoChunk> = Vec::new();
+        let mut fresh: Vec<HippoChunk> = Vec::with_capacity(chunks.len());
         for c in chunks {
             if self.graph.find(c.chunk.as_str()).is_some() || !seen.insert(c.chunk.clone()) {
                 stats.skipped_chunks += 1;
             } else {
-                fresh.push(c.clone());
+                fresh.push(c);
             }
         }
+        drop(seen);
         if fresh.is_empty() {
             return Ok(stats);
         }
@@ -544,6 +565,7 @@ impl HippoIndex {
             passages = Some(store);
             finish(progress, &mut stats, "embed_passages", t.elapsed());
         }
+        drop(passage_items);
 
         // Graph: phrase nodes, passage nodes, fact and context edges. It needs only the chunks, so it is
         // built on a thread of its own while the phrases and facts are embedded.
@@ -577,6 +599,8 @@ impl HippoIndex {
         phrases
             .insert(&items, embedder, batch, |n| progress.advance(n))
             .await?;
+        drop(items);
+        drop(phrase_list);
         finish(progress, &mut stats, "embed_phrases", t.elapsed());
 
         // Facts in corpus order of first occurrence (each triple rendered and hashed once, in parallel).
@@ -604,6 +628,7 @@ impl HippoIndex {
         facts
             .insert(&fact_items, embedder, batch, |n| progress.advance(n))
             .await?;
+        drop(fact_items);
         finish(progress, &mut stats, "embed_facts", t.elapsed());
 
         // The graph's stage counts its builder's time (beside the embedding) and the look-ups below.
@@ -655,9 +680,19 @@ impl HippoIndex {
         self.phrases = phrases;
         self.facts = facts;
         self.fact_triples.extend(fact_new);
-        for c in fresh.iter() {
-            self.chunk_triples
-                .insert(c.chunk.clone(), c.triples.clone());
+        // The builder thread has ended, so the chunks are this function's alone: their triples move.
+        match Arc::try_unwrap(fresh) {
+            Ok(fresh) => {
+                for c in fresh {
+                    self.chunk_triples.insert(c.chunk, c.triples);
+                }
+            }
+            Err(fresh) => {
+                for c in fresh.iter() {
+                    self.chunk_triples
+                        .insert(c.chunk.clone(), c.triples.clone());
+                }
+            }
         }
         self.graph = graph;
         self.phrase_nodes = phrase_nodes;

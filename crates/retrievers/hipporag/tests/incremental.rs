@@ -174,3 +174,58 @@ async fn failed_insert_changes_nothing_and_can_be_retried() {
     assert_eq!(index.phrases().len(), stats.new_phrases);
     assert_eq!(ok.dimension(), 64);
 }
+
+/// `insert_owned` (chunks moved in, their triples kept without a copy) builds the index `insert` builds,
+/// and counts the same skipped chunks: those already indexed and repeats within the call.
+#[tokio::test]
+async fn an_owned_insert_builds_what_an_insert_builds() {
+    let ds = kgrag_eval::load("kgrag-fixture", std::path::Path::new("unused")).unwrap();
+    let ExtractionSource::Inline(extractions) = &ds.extraction else {
+        panic!("inline triples expected");
+    };
+    let passages: Vec<(ChunkId, String)> = ds
+        .passages
+        .iter()
+        .map(|p| (p.chunk_id(), p.content()))
+        .collect();
+    let embedder = HashingEmbedder::new(128);
+    let config = HippoConfig {
+        filter: FilterMode::None,
+        synonymy_threshold: 0.5,
+        ..HippoConfig::default()
+    };
+    let mut by_ref = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
+    let mut by_value = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config);
+    let chunks = by_ref.chunks_from_extractions(&passages, extractions);
+    // A first part, then everything with one chunk repeated: 15 known + 1 repeat skipped.
+    let mut again = chunks.clone();
+    again.push(chunks[20].clone());
+    let a1 = by_ref
+        .insert(&chunks[..15], &embedder, &mut NoProgress)
+        .await
+        .unwrap();
+    let b1 = by_value
+        .insert_owned(chunks[..15].to_vec(), &embedder, &mut NoProgress)
+        .await
+        .unwrap();
+    let a2 = by_ref
+        .insert(&again, &embedder, &mut NoProgress)
+        .await
+        .unwrap();
+    let b2 = by_value
+        .insert_owned(again, &embedder, &mut NoProgress)
+        .await
+        .unwrap();
+    for (a, b) in [(&a1, &b1), (&a2, &b2)] {
+        assert_eq!(
+            (a.skipped_chunks, a.new_passages, a.new_phrases, a.new_facts),
+            (b.skipped_chunks, b.new_passages, b.new_phrases, b.new_facts)
+        );
+    }
+    assert_eq!(a2.skipped_chunks, 16);
+    assert_eq!(by_ref.phrases(), by_value.phrases());
+    assert_eq!(by_ref.facts(), by_value.facts());
+    assert_eq!(by_ref.chunk_triples(), by_value.chunk_triples());
+    assert_eq!(edges(by_ref.graph()), edges(by_value.graph()));
+    assert_eq!(by_ref.graph().counts(), by_value.graph().counts());
+}
