@@ -150,14 +150,6 @@ pub fn kind_of(path: &Path) -> Result<String> {
     Ok(kind.to_owned())
 }
 
-/// Reads only the format version of a file written by [`save`] (checksum verified): for readers of
-/// more than one version.
-pub fn version_of(path: &Path) -> Result<u32> {
-    let bytes = fs::read(path).map_err(|e| io(path, e))?;
-    let (_, version, _) = check(path, &bytes)?;
-    Ok(version)
-}
-
 /// The frame's bytes before the payload.
 fn header(kind: &str, version: u32, payload_len: u64) -> Vec<u8> {
     let mut out = Vec::with_capacity(kind.len() + 22);
@@ -213,6 +205,12 @@ fn le_u64(b: &[u8]) -> u64 {
 
 /// Validates the frame; returns (kind, version, payload).
 fn check<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a str, u32, &'a [u8])> {
+    let (kind, version, range) = check_range(path, bytes)?;
+    Ok((kind, version, &bytes[range]))
+}
+
+/// [`check`], with the payload as a range of `bytes`.
+fn check_range<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a str, u32, std::ops::Range<usize>)> {
     let mut at = 0;
     let magic = take(path, bytes, &mut at, MAGIC.len(), "the magic number")?;
     if magic != MAGIC {
@@ -223,7 +221,9 @@ fn check<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a str, u32, &'a [u8])> {
     let version = le_u64(take(path, bytes, &mut at, 4, "the format version")?) as u32;
     let len = le_u64(take(path, bytes, &mut at, 8, "the payload length")?);
     let len = usize::try_from(len).map_err(|_| corrupt(path, "payload length overflows"))?;
-    let payload = take(path, bytes, &mut at, len, "the payload")?;
+    let start = at;
+    take(path, bytes, &mut at, len, "the payload")?;
+    let payload = start..at;
     let digest = take(path, bytes, &mut at, DIGEST_LEN, "the checksum")?;
     if at != bytes.len() {
         return Err(corrupt(
@@ -243,21 +243,80 @@ fn check<'a>(path: &Path, bytes: &'a [u8]) -> Result<(&'a str, u32, &'a [u8])> {
 
 fn unframe<'a>(path: &Path, bytes: &'a [u8], kind: &str, version: u32) -> Result<&'a [u8]> {
     let (found, found_version, payload) = check(path, bytes)?;
-    if found != kind {
+    accept(path, found, found_version, &[kind], &[version])?;
+    Ok(payload)
+}
+
+/// An `Incompatible` error unless the kind is one of `kinds` and the version one of `versions`.
+fn accept(path: &Path, found: &str, version: u32, kinds: &[&str], versions: &[u32]) -> Result<()> {
+    if !kinds.contains(&found) {
+        let expected: Vec<String> = kinds.iter().map(|k| format!("{k:?}")).collect();
         return Err(StoreError::Incompatible {
             path: path.to_path_buf(),
-            reason: format!("holds a {found:?}, expected a {kind:?}"),
+            reason: format!("holds a {found:?}, expected a {}", expected.join(" or a ")),
         });
     }
-    if found_version != version {
+    if !versions.contains(&version) {
+        let readable: Vec<String> = versions.iter().map(u32::to_string).collect();
         return Err(StoreError::Incompatible {
             path: path.to_path_buf(),
             reason: format!(
-                "{kind} format version {found_version}, this build reads version {version}; rebuild the index"
+                "{found} format version {version}, this build reads version {}; rebuild the index",
+                readable.join(" or ")
             ),
         });
     }
-    Ok(payload)
+    Ok(())
+}
+
+/// A file written by [`save`], read and checked once (magic, length, checksum): for readers of more than
+/// one kind or format version, which look at [`kind`](Self::kind) and [`version`](Self::version) and then
+/// [`decode`](Self::decode) the payload as the type that layout needs.
+#[derive(Debug)]
+pub struct Frame {
+    path: PathBuf,
+    bytes: Vec<u8>,
+    kind: String,
+    version: u32,
+    payload: std::ops::Range<usize>,
+}
+
+/// Reads and checks the frame of a file written by [`save`].
+pub fn read_frame(path: &Path) -> Result<Frame> {
+    let bytes = fs::read(path).map_err(|e| io(path, e))?;
+    let (kind, version, payload) = check_range(path, &bytes)?;
+    let kind = kind.to_owned();
+    Ok(Frame {
+        path: path.to_path_buf(),
+        bytes,
+        kind,
+        version,
+        payload,
+    })
+}
+
+impl Frame {
+    /// The kind tag.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// The format version.
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
+    /// An `Incompatible` error (naming the file, what it holds and what this build reads) unless the
+    /// kind is one of `kinds` and the version one of `versions`.
+    pub fn expect(&self, kinds: &[&str], versions: &[u32]) -> Result<()> {
+        accept(&self.path, &self.kind, self.version, kinds, versions)
+    }
+
+    /// The payload decoded as `T`.
+    pub fn decode<T: DeserializeOwned>(&self) -> Result<T> {
+        postcard::from_bytes(&self.bytes[self.payload.clone()])
+            .map_err(|e| corrupt(&self.path, format!("payload does not decode: {e}")))
+    }
 }
 
 /// Writes `bytes` to `path` atomically: temporary file in the same directory, fsync, rename, fsync of the

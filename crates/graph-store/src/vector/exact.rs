@@ -150,6 +150,19 @@ impl Values {
     }
 }
 
+/// An error naming the row when a value of `data` is too large for f16 (it would round to infinity).
+fn fits_f16(data: &[f32], dim: usize) -> Result<()> {
+    let max = f16::MAX.to_f32();
+    match data.iter().position(|v| v.abs() > max) {
+        Some(i) => Err(invalid(format!(
+            "vectors: row {} holds {}, beyond f16's range (±{max}); use an f32 index",
+            i / dim.max(1),
+            data[i]
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `data` rounded to f16 (to nearest, ties to even).
 fn to_f16(data: &[f32]) -> Vec<f16> {
     let mut out = vec![f16::ZERO; data.len()];
@@ -475,16 +488,21 @@ impl ExactIndex {
         }
     }
 
-    /// The same rows held at `precision` (rounded to f16, or widened to f32: exact).
-    pub fn to_precision(&self, precision: Precision) -> Self {
+    /// The same rows held at `precision` (rounded to f16, or widened to f32: exact). Fails when a value
+    /// is too large for f16 (beyond ±65,504: possible for inner-product rows only).
+    pub fn to_precision(&self, precision: Precision) -> Result<Self> {
         if precision == self.precision() {
-            return self.clone();
+            return Ok(self.clone());
         }
-        Self {
+        let values = self.values();
+        if precision == Precision::F16 {
+            fits_f16(&values, self.dim)?;
+        }
+        Ok(Self {
             dim: self.dim,
             metric: self.metric,
-            values: Values::from_f32(precision, self.values().into_owned()),
-        }
+            values: Values::from_f32(precision, values.into_owned()),
+        })
     }
 
     /// [`dot`] of `query` with row `row`, widening an f16 row into `scratch`.
@@ -597,7 +615,7 @@ impl ExactIndex {
         // `min_score`, and every kept pair is scored with `dot`.
         let cands = match JoinCodes::new(&q, &data, dim) {
             Some(codes) => codes.candidates(min_score),
-            None => gemm_join_candidates(&q, n, dim, min_score),
+            None => gemm_join_candidates(&q, n, dim, min_score, norm_excess(&data, dim)),
         };
         Ok(join_lists(&q, &data, dim, cands, k, min_score))
     }
@@ -623,10 +641,13 @@ impl ExactIndex {
 
     /// Loads an index saved by [`VectorIndex::save`] (f32 or f16).
     pub fn load(path: &Path) -> Result<Self> {
-        let out = if persist::kind_of(path)? == KIND_F16 {
-            Self::from_f16_layout(persist::load(path, KIND_F16, FORMAT_F16)?)
+        let frame = persist::read_frame(path)?;
+        let out = if frame.kind() == KIND_F16 {
+            frame.expect(&[KIND_F16], &[FORMAT_F16])?;
+            Self::from_f16_layout(frame.decode()?)
         } else {
-            Self::from_f32_layout(persist::load(path, KIND, FORMAT)?)
+            frame.expect(&[KIND], &[FORMAT])?;
+            Self::from_f32_layout(frame.decode()?)
         };
         if let Some(reason) = out.check_layout() {
             return Err(crate::StoreError::Corrupt {
@@ -677,9 +698,28 @@ fn join_lists(
         .collect()
 }
 
-/// The candidate pairs of [`ExactIndex::self_join_min_score`] from blocked f32 products: `(u, v)` and
-/// `(v, u)` for every `u ≤ v` whose product, less its rounding margin, reaches `min_score`.
-fn gemm_join_candidates(q: &[f32], n: usize, dim: usize, min_score: f32) -> Vec<(u32, u32)> {
+/// How far the longest of the rows `data` is above unit length (0 when none is): a row rounded to f16
+/// after the normalisation may be up to ~2⁻¹¹ longer than its normalised copy among the queries.
+fn norm_excess(data: &[f32], dim: usize) -> f32 {
+    data.par_chunks(dim)
+        .map(|r| r.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>())
+        .reduce(|| 0.0, f64::max)
+        .sqrt()
+        .max(1.0) as f32
+        - 1.0
+}
+
+/// The candidate pairs of [`ExactIndex::self_join_min_score`] from blocked f32 products of the
+/// normalised rows `q`: `(u, v)` and `(v, u)` for every `u ≤ v` whose product, less its rounding margin
+/// and `excess` of its size (the stored rows' length above one: the exact score is `q_u · row_v`), reaches
+/// `min_score`.
+fn gemm_join_candidates(
+    q: &[f32],
+    n: usize,
+    dim: usize,
+    min_score: f32,
+    excess: f32,
+) -> Vec<(u32, u32)> {
     const B: usize = 512;
     upper_block_pairs(n.div_ceil(B))
         .par_iter()
@@ -700,7 +740,7 @@ fn gemm_join_candidates(q: &[f32], n: usize, dim: usize, min_score: f32) -> Vec<
             for (r, row) in scores.chunks_exact(mb).enumerate() {
                 let c_start = if i == j { r } else { 0 };
                 for (c, &s) in row.iter().enumerate().skip(c_start) {
-                    if s + SCREEN_MARGIN * s.abs().max(1.0) < min_score {
+                    if s + SCREEN_MARGIN * s.abs().max(1.0) + excess * s.abs() < min_score {
                         continue;
                     }
                     push_both(&mut out, a0 + r, b0 + c);
@@ -770,7 +810,10 @@ impl VectorIndex for ExactIndex {
                     values.extend(&block);
                 }
             }
-            (values, Metric::InnerProduct) => values.extend(vectors),
+            (values, Metric::InnerProduct) => {
+                fits_f16(vectors, self.dim)?;
+                values.extend(vectors)
+            }
         }
         Ok(first)
     }
@@ -864,24 +907,23 @@ mod tests {
             }
             let dup: Vec<f32> = rows[..dim].to_vec();
             rows[5 * dim..6 * dim].copy_from_slice(&dup);
-            let index = ExactIndex::from_rows(dim, Metric::Cosine, &rows).unwrap();
-            let q = index.prepare_queries(&index.values()).unwrap();
-            for (k, min) in [(2047, 0.8), (7, 0.8), (50, 0.95), (3, -1.0)] {
-                let want = index
-                    .search_batch_min_score(&index.values(), k, min)
-                    .unwrap();
-                let got = index.self_join_min_score(k, min).unwrap();
-                assert_eq!(got, want, "dim {dim}, k {k}, min {min}");
+            // f16 rows are not of unit length: the f32 path's screen must allow for it.
+            for precision in [Precision::F32, Precision::F16] {
+                let mut index = ExactIndex::with_precision(dim, Metric::Cosine, precision).unwrap();
+                index.add(&rows).unwrap();
                 let data = index.values();
-                let by_gemm = join_lists(
-                    &q,
-                    &data,
-                    dim,
-                    gemm_join_candidates(&q, n, dim, min),
-                    k,
-                    min,
-                );
-                assert_eq!(by_gemm, want, "f32 path: dim {dim}, k {k}, min {min}");
+                let q = index.prepare_queries(&data).unwrap();
+                for (k, min) in [(2047, 0.8), (7, 0.8), (50, 0.95), (3, -1.0)] {
+                    let want = index.search_batch_min_score(&data, k, min).unwrap();
+                    let got = index.self_join_min_score(k, min).unwrap();
+                    assert_eq!(got, want, "{precision:?}, dim {dim}, k {k}, min {min}");
+                    let cands = gemm_join_candidates(&q, n, dim, min, norm_excess(&data, dim));
+                    let by_gemm = join_lists(&q, &data, dim, cands, k, min);
+                    assert_eq!(
+                        by_gemm, want,
+                        "f32 path: {precision:?}, dim {dim}, k {k}, min {min}"
+                    );
+                }
             }
         }
     }
@@ -919,9 +961,9 @@ mod tests {
                 .map(|&v| f16::from_f32(v).to_f32())
                 .collect();
             assert_eq!(&half.values()[..], &rounded[..]);
-            assert_eq!(full.to_precision(Precision::F16), half);
+            assert_eq!(full.to_precision(Precision::F16).unwrap(), half);
             let twin = ExactIndex::from_stored(dim, metric, rounded.clone()).unwrap();
-            assert_eq!(half.to_precision(Precision::F32), twin);
+            assert_eq!(half.to_precision(Precision::F32).unwrap(), twin);
             let queries = &rows[17 * dim..23 * dim];
             for q in queries.chunks(dim) {
                 assert_eq!(half.scores(q).unwrap(), twin.scores(q).unwrap());
@@ -953,15 +995,31 @@ mod tests {
             assert_eq!(
                 half.select_rows(&picked)
                     .unwrap()
-                    .to_precision(Precision::F32),
+                    .to_precision(Precision::F32)
+                    .unwrap(),
                 twin.select_rows(&picked).unwrap()
             );
             let (mut a, mut b) = (half.clone(), twin.clone());
             a.retain_rows(|r| r % 3 == 1);
             b.retain_rows(|r| r % 3 == 1);
             assert_eq!(a.precision(), Precision::F16);
-            assert_eq!(a.to_precision(Precision::F32), b);
+            assert_eq!(a.to_precision(Precision::F32).unwrap(), b);
         }
+    }
+
+    #[test]
+    fn values_beyond_f16_s_range_are_refused_not_made_infinite() {
+        let mut ip = ExactIndex::with_precision(2, Metric::InnerProduct, Precision::F16).unwrap();
+        let err = ip.add(&[1.0, 2.0, 70_000.0, 0.0]).unwrap_err().to_string();
+        assert!(err.contains("row 1") && err.contains("f16"), "{err}");
+        assert!(ip.is_empty());
+        ip.add(&[65_504.0, -3.5]).unwrap();
+        let big = ExactIndex::from_rows(2, Metric::InnerProduct, &[1e6, 0.0]).unwrap();
+        assert!(big.to_precision(Precision::F16).is_err());
+        // Cosine rows are normalised first: any finite row fits.
+        let mut cos = ExactIndex::with_precision(2, Metric::Cosine, Precision::F16).unwrap();
+        cos.add(&[1e30, 1e30]).unwrap();
+        assert!(cos.values().iter().all(|v| v.is_finite()));
     }
 
     #[test]
@@ -1011,7 +1069,7 @@ mod tests {
             // reads back widened, with the same values.
             let bytes = postcard::to_allocvec(&index).unwrap();
             let back: ExactIndex = postcard::from_bytes(&bytes).unwrap();
-            assert_eq!(back, index.to_precision(Precision::F32));
+            assert_eq!(back, index.to_precision(Precision::F32).unwrap());
         }
         // The f32 file layout is the one written before f16 indexes: dimension, metric, the values' bytes.
         let index = ExactIndex::from_rows(2, Metric::Cosine, &[3.0, 4.0]).unwrap();

@@ -1,4 +1,5 @@
-//! Exact top-k and score range of one query over a large [`ExactIndex`], reading a quarter of its bytes.
+//! Exact top-k and score range of one query over a large [`ExactIndex`], reading a quarter of its bytes
+//! (half of an f16 index's).
 //!
 //! A full scan of a 17,000 × 384 f32 matrix moves 26 MB per query, more than the caches hold, so it runs at
 //! memory speed. [`ScreenedIndex`] keeps an int8 copy of the rows (one scale `s_r` per row); the query is

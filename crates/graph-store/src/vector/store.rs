@@ -17,8 +17,11 @@ use crate::error::invalid;
 use crate::{persist, Result, StoreError};
 
 const KIND: &str = "embedding-store";
-// 2: the vectors as one byte string (see `ExactIndex`).
+// 2: the vectors as one byte string (see `ExactIndex`). 3: a store of f16 vectors (the `index` field's
+// variants 2 and 3), so that a build that reads only 2 says so instead of failing to decode; an f32 store
+// is still written as 2.
 const FORMAT: u32 = 2;
+const FORMAT_F16: u32 = 3;
 
 /// Texts embedded without instruction, one row per distinct key, rows in first-insertion order, cosine
 /// similarity (rows L2-normalised). Inserting a key that is already present embeds nothing: rerunning an
@@ -497,12 +500,18 @@ impl EmbeddingStore {
 
     /// Saves the store atomically to `path`.
     pub fn save(&self, path: &Path) -> Result<()> {
-        persist::save(path, KIND, FORMAT, self)
+        let format = match self.precision {
+            Precision::F32 => FORMAT,
+            Precision::F16 => FORMAT_F16,
+        };
+        persist::save(path, KIND, format, self)
     }
 
     /// Loads a store saved by [`save`](Self::save).
     pub fn load(path: &Path) -> Result<Self> {
-        let mut out: Self = persist::load(path, KIND, FORMAT)?;
+        let frame = persist::read_frame(path)?;
+        frame.expect(&[KIND], &[FORMAT, FORMAT_F16])?;
+        let mut out: Self = frame.decode()?;
         if let Some(reason) = out.index.as_ref().and_then(ExactIndex::check_layout) {
             return Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
@@ -586,21 +595,24 @@ mod tests {
         assert_eq!(half.precision(), Precision::F16);
         let (fi, hi) = (full.index().unwrap(), half.index().unwrap());
         assert_eq!(hi.precision(), Precision::F16);
-        assert_eq!(&fi.to_precision(Precision::F16), hi);
+        assert_eq!(&fi.to_precision(Precision::F16).unwrap(), hi);
         assert_eq!(hi.value_bytes() * 2, fi.value_bytes());
         let q = e.vector("fact number 3 about 3");
-        let twin = hi.to_precision(Precision::F32);
+        let twin = hi.to_precision(Precision::F32).unwrap();
         assert_eq!(half.scores(&q).unwrap(), twin.scores(&q).unwrap());
         // Saved and read back as f16; so is an empty f16 store (its next insert stays f16).
         let dir = std::env::temp_dir().join(format!("kgrag-store-f16-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("facts.store");
         half.save(&path).unwrap();
+        // Format 3, so that a build reading only format 2 names the version instead of failing to decode.
+        assert_eq!(persist::read_frame(&path).unwrap().version(), FORMAT_F16);
         let back = EmbeddingStore::load(&path).unwrap();
         assert_eq!(back, half);
         assert_eq!(back.row("k30"), Some(30));
         let f32_len = {
             full.save(&path).unwrap();
+            assert_eq!(persist::read_frame(&path).unwrap().version(), FORMAT);
             std::fs::metadata(&path).unwrap().len()
         };
         half.save(&path).unwrap();

@@ -77,6 +77,16 @@ impl Method for Hipporag2 {
             (Some(prev), Change::Insert(added)) => {
                 let mut index = prev.as_ref().clone();
                 index.set_passages(corpus.passages.clone());
+                let (held, asked) = (index.facts().precision(), env.config.hipporag.fact_vectors);
+                if held != asked {
+                    crate::progress::say(&format!(
+                        "note: [hipporag] fact_vectors = {}, but this index's fact store holds {} \
+                         vectors: new facts are added as {} (rebuild the index to change it)",
+                        json(&asked),
+                        json(&held),
+                        json(&held)
+                    ));
+                }
                 let wanted: std::collections::HashSet<&kgrag_types::ChunkId> =
                     added.iter().collect();
                 let chunks: Vec<(kgrag_types::ChunkId, Arc<str>)> = corpus

@@ -189,7 +189,8 @@ pub const INDEX_FILES: [&str; 4] = ["graph.kg", "phrases.store", "facts.store", 
 
 impl HippoIndex {
     /// An empty index over `passages` (keys: chunk ids; texts: the passages). Only `config`'s index-time
-    /// keys matter here (normalisation, empty phrases, synonymy, embedding batch).
+    /// keys matter here (normalisation, empty phrases, synonymy, embedding batch, the fact store's
+    /// precision `fact_vectors`).
     pub fn new(passages: Arc<EmbeddingStore>, config: HippoConfig) -> Self {
         Self {
             graph: KnowledgeGraph::new(),
@@ -231,18 +232,13 @@ impl HippoIndex {
         let graph = KnowledgeGraph::load(&dir.join(INDEX_FILES[0]))?;
         let phrases = EmbeddingStore::load(&dir.join(INDEX_FILES[1]))?;
         let facts = EmbeddingStore::load(&dir.join(INDEX_FILES[2]))?;
-        let meta_path = dir.join(INDEX_FILES[3]);
-        let meta: SavedMeta =
-            if kgrag_graph_store::persist::version_of(&meta_path)? == legacy::META_FORMAT {
-                kgrag_graph_store::persist::load::<legacy::SavedMeta>(
-                    &meta_path,
-                    META_KIND,
-                    legacy::META_FORMAT,
-                )?
-                .into()
-            } else {
-                kgrag_graph_store::persist::load(&meta_path, META_KIND, META_FORMAT)?
-            };
+        let frame = kgrag_graph_store::persist::read_frame(&dir.join(INDEX_FILES[3]))?;
+        frame.expect(&[META_KIND], &[legacy::META_FORMAT, META_FORMAT])?;
+        let meta: SavedMeta = if frame.version() == legacy::META_FORMAT {
+            frame.decode::<legacy::SavedMeta>()?.into()
+        } else {
+            frame.decode()?
+        };
         let corrupt = |reason: String| {
             HippoError::Store(kgrag_graph_store::StoreError::Corrupt {
                 path: dir.to_path_buf(),
@@ -524,7 +520,8 @@ impl HippoIndex {
     }
 
     /// [`insert`](Self::insert) of chunks given by value: they are not copied, and their triples become
-    /// the index's (no second copy is held while the stores fill).
+    /// the index's (no second copy is held while the stores fill). On an error the index is unchanged, as
+    /// with `insert`, but the chunks are gone: a retry prepares them again.
     pub async fn insert_owned(
         &mut self,
         chunks: Vec<HippoChunk>,

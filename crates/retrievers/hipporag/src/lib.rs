@@ -187,10 +187,11 @@ pub struct HippoConfig {
     /// Texts per embedding call while indexing.
     pub embed_batch: usize,
     /// How the fact store holds its vectors (index time; `fact_vectors = "f32"` or `"f16"` in
-    /// `[hipporag]`). `f16` (the default) halves the index's largest block: every score is the cosine with
-    /// the fact's vector rounded to f16, and on `musique-100` recall@1–20, context tokens and answers are
-    /// identical to `f32`, with GPT-3.5's triples and with the rule extractor (`docs/perf.md`). Not in the
-    /// reference (f32 throughout). A store keeps the precision it was created with.
+    /// `[hipporag]`). `f16` (the default) halves the index's largest block: every score is the dot product
+    /// of the normalised query with the fact's normalised vector rounded to f16, and on `musique-100`
+    /// recall@1–20, context tokens and answers are identical to `f32`, with GPT-3.5's triples and with the
+    /// rule extractor (`docs/perf.md`). Not in the reference (f32 throughout). A store keeps the precision
+    /// it was created with.
     pub fact_vectors: Precision,
 }
 

@@ -78,7 +78,12 @@ async fn f16_facts_are_the_f32_facts_rounded_and_survive_a_reload() {
     // Only the fact store differs: the same keys, and the f32 rows rounded.
     assert_eq!(full.facts().keys(), half.facts().keys());
     assert_eq!(
-        &full.facts().index().unwrap().to_precision(Precision::F16),
+        &full
+            .facts()
+            .index()
+            .unwrap()
+            .to_precision(Precision::F16)
+            .unwrap(),
         half.facts().index().unwrap()
     );
     assert_eq!(full.phrases(), half.phrases());
@@ -128,7 +133,7 @@ async fn an_index_saved_before_fact_vectors_reads_back_with_f32_facts() {
     assert_eq!(bytes.pop(), Some(0));
     bytes.extend(postcard::to_allocvec(&(nodes, facts, chunks)).unwrap());
     persist::save(&meta_path, "hipporag2-index", 1, &Raw(bytes)).unwrap();
-    assert_eq!(persist::version_of(&meta_path).unwrap(), 1);
+    assert_eq!(persist::read_frame(&meta_path).unwrap().version(), 1);
 
     let back = HippoIndex::load(&dir, passages).unwrap();
     assert_eq!(back.config(), &config);
