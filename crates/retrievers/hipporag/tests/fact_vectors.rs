@@ -4,10 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
 
-use kgrag_eval::ExtractionSource;
+mod common;
+
 use kgrag_graph_store::{persist, EmbeddingStore};
 use kgrag_hipporag::{
     FilterMode, HippoConfig, HippoIndex, HippoRetriever, NoProgress, Precision, INDEX_FILES,
@@ -16,22 +16,14 @@ use kgrag_types::testing::HashingEmbedder;
 use kgrag_types::{ChunkId, Triple};
 
 async fn fixture_index(fact_vectors: Precision) -> (HippoIndex, HippoConfig) {
-    let ds = kgrag_eval::load("kgrag-fixture", Path::new("unused")).unwrap();
-    let ExtractionSource::Inline(extractions) = &ds.extraction else {
-        panic!("inline triples expected");
-    };
-    let passages: Vec<(ChunkId, String)> = ds
-        .passages
-        .iter()
-        .map(|p| (p.chunk_id(), p.content()))
-        .collect();
+    let (_, passages, extractions) = common::fixture();
     let config = HippoConfig {
         filter: FilterMode::None,
         fact_vectors,
         ..HippoConfig::default()
     };
     let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
-    let chunks = index.chunks_from_extractions(&passages, extractions);
+    let chunks = index.chunks_from_extractions(&passages, &extractions);
     index
         .insert(&chunks, &HashingEmbedder::new(256), &mut NoProgress)
         .await
@@ -41,7 +33,7 @@ async fn fixture_index(fact_vectors: Precision) -> (HippoIndex, HippoConfig) {
 
 /// Every question's ranked chunk ids and scores.
 async fn rankings(index: HippoIndex, config: &HippoConfig) -> Vec<Vec<(ChunkId, f64)>> {
-    let ds = kgrag_eval::load("kgrag-fixture", Path::new("unused")).unwrap();
+    let (ds, _, _) = common::fixture();
     let r = HippoRetriever::new(
         Arc::new(index),
         Arc::new(HashingEmbedder::new(256)),

@@ -6,7 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use kgrag_eval::ExtractionSource;
+mod common;
+
 use kgrag_graph_store::{EdgeKind, EdgeWeighting, EmbeddingStore, KnowledgeGraph};
 use kgrag_hipporag::{FilterMode, HippoConfig, HippoIndex, HippoRetriever, NoProgress};
 use kgrag_types::testing::HashingEmbedder;
@@ -53,15 +54,7 @@ fn edges(
 
 #[tokio::test]
 async fn two_inserts_equal_one() {
-    let ds = kgrag_eval::load("kgrag-fixture", std::path::Path::new("unused")).unwrap();
-    let ExtractionSource::Inline(extractions) = &ds.extraction else {
-        panic!("inline triples expected");
-    };
-    let passages: Vec<(ChunkId, String)> = ds
-        .passages
-        .iter()
-        .map(|p| (p.chunk_id(), p.content()))
-        .collect();
+    let (ds, passages, extractions) = common::fixture();
     let embedder = Arc::new(HashingEmbedder::new(256));
     let config = HippoConfig {
         filter: FilterMode::None,
@@ -71,7 +64,7 @@ async fn two_inserts_equal_one() {
     };
 
     let mut whole = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
-    let chunks = whole.chunks_from_extractions(&passages, extractions);
+    let chunks = whole.chunks_from_extractions(&passages, &extractions);
     let stats = whole
         .insert(&chunks, embedder.as_ref(), &mut NoProgress)
         .await
@@ -142,21 +135,13 @@ async fn two_inserts_equal_one() {
 
 #[tokio::test]
 async fn failed_insert_changes_nothing_and_can_be_retried() {
-    let ds = kgrag_eval::load("kgrag-fixture", std::path::Path::new("unused")).unwrap();
-    let ExtractionSource::Inline(extractions) = &ds.extraction else {
-        panic!("inline triples expected");
-    };
-    let passages: Vec<(ChunkId, String)> = ds
-        .passages
-        .iter()
-        .map(|p| (p.chunk_id(), p.content()))
-        .collect();
+    let (_, passages, extractions) = common::fixture();
     let config = HippoConfig {
         filter: FilterMode::None,
         ..HippoConfig::default()
     };
     let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config);
-    let chunks = index.chunks_from_extractions(&passages, extractions);
+    let chunks = index.chunks_from_extractions(&passages, &extractions);
     // The 31 passages embed in one call of the batch of 64, the 161 phrases need three: the second fails.
     let failing = HashingEmbedder::new(64).fail_after(2);
     let err = index
@@ -179,15 +164,7 @@ async fn failed_insert_changes_nothing_and_can_be_retried() {
 /// and counts the same skipped chunks: those already indexed and repeats within the call.
 #[tokio::test]
 async fn an_owned_insert_builds_what_an_insert_builds() {
-    let ds = kgrag_eval::load("kgrag-fixture", std::path::Path::new("unused")).unwrap();
-    let ExtractionSource::Inline(extractions) = &ds.extraction else {
-        panic!("inline triples expected");
-    };
-    let passages: Vec<(ChunkId, String)> = ds
-        .passages
-        .iter()
-        .map(|p| (p.chunk_id(), p.content()))
-        .collect();
+    let (_, passages, extractions) = common::fixture();
     let embedder = HashingEmbedder::new(128);
     let config = HippoConfig {
         filter: FilterMode::None,
@@ -196,7 +173,7 @@ async fn an_owned_insert_builds_what_an_insert_builds() {
     };
     let mut by_ref = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
     let mut by_value = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config);
-    let chunks = by_ref.chunks_from_extractions(&passages, extractions);
+    let chunks = by_ref.chunks_from_extractions(&passages, &extractions);
     // A first part, then everything with one chunk repeated: 15 known + 1 repeat skipped.
     let mut again = chunks.clone();
     again.push(chunks[20].clone());

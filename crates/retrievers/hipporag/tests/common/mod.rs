@@ -1,0 +1,20 @@
+//! The fixture the integration tests index: `kgrag-fixture`'s 31 passages with their inline triples.
+#![allow(clippy::unwrap_used, clippy::panic, dead_code)]
+
+use kgrag_eval::{Dataset, ExtractionSource};
+use kgrag_types::{ChunkId, Extraction};
+
+/// The dataset, its passages as `(chunk id, title + text)` in corpus order, and its triples.
+pub fn fixture() -> (Dataset, Vec<(ChunkId, String)>, Vec<Extraction>) {
+    let ds = kgrag_eval::load("kgrag-fixture", std::path::Path::new("unused")).unwrap();
+    let ExtractionSource::Inline(extractions) = &ds.extraction else {
+        panic!("inline triples expected");
+    };
+    let extractions = extractions.clone();
+    let passages = ds
+        .passages
+        .iter()
+        .map(|p| (p.chunk_id(), p.content()))
+        .collect();
+    (ds, passages, extractions)
+}
