@@ -1,5 +1,6 @@
-//! A scripted HTTP/1.1 server on loopback for provider tests: it answers each request with the next scripted
-//! response (status, body) and records what it received, so tests can assert on request bodies.
+//! HTTP/1.1 servers on loopback for provider tests: [`serve`] answers each request with what a closure makes
+//! of it; [`ScriptedServer`] answers with the next scripted response (status, body) and records what it
+//! received, so tests can assert on request bodies.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::VecDeque;
@@ -31,37 +32,19 @@ pub struct ScriptedServer {
 impl ScriptedServer {
     /// Starts a server answering with `script` in order; once it runs out, it answers 599.
     pub async fn start(script: Vec<(u16, String)>) -> Self {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let port = listener.local_addr().unwrap().port();
         let received = Arc::new(Mutex::new(Vec::new()));
         let script = Arc::new(Mutex::new(VecDeque::from(script)));
         let (rec, scr) = (received.clone(), script.clone());
-        tokio::spawn(async move {
-            // Bounded: a test server never outlives a few hundred requests.
-            for _ in 0..500 {
-                let Ok((mut socket, _)) = listener.accept().await else {
-                    return;
-                };
-                let (rec, scr) = (rec.clone(), scr.clone());
-                tokio::spawn(async move {
-                    let Some(request) = read_request(&mut socket).await else {
-                        return;
-                    };
-                    rec.lock().unwrap().push(request);
-                    let (status, body) = scr
-                        .lock()
-                        .unwrap()
-                        .pop_front()
-                        .unwrap_or((599, "{\"error\":{\"message\":\"script exhausted\"}}".into()));
-                    let response = format!(
-                        "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = socket.write_all(response.as_bytes()).await;
-                    let _ = socket.shutdown().await;
-                });
-            }
-        });
+        let port = serve(move |request| {
+            rec.lock().unwrap().push(request);
+            let answer = scr
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or((599, "{\"error\":{\"message\":\"script exhausted\"}}".into()));
+            async move { answer }
+        })
+        .await;
         Self {
             port,
             received,
@@ -78,8 +61,42 @@ impl ScriptedServer {
     }
 }
 
+/// A loopback HTTP/1.1 server answering each request with the `(status, JSON body)` that `answer` makes
+/// of it, one task per connection; returns its port. Bounded: a test server never outlives a few hundred
+/// requests.
+pub async fn serve<F, Fut>(answer: F) -> u16
+where
+    F: Fn(Recorded) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = (u16, String)> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        for _ in 0..500 {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let Some(request) = read_request(&mut socket).await else {
+                    return;
+                };
+                let (status, body) = answer(request).await;
+                let response = format!(
+                    "HTTP/1.1 {status} Scripted\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+                let _ = socket.shutdown().await;
+            });
+        }
+    });
+    port
+}
+
 /// Reads one HTTP/1.1 request (head and `content-length` body) from `socket`; `None` when it closes first.
-pub async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Recorded> {
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Recorded> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     let header_end = loop {

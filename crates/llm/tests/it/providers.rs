@@ -2,7 +2,7 @@
 //! request/response handling against exchanges recorded in the shape Ollama's API documents.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use crate::common::{openai_reply, read_request, refused_port, ScriptedServer};
+use crate::common::{openai_reply, refused_port, serve, ScriptedServer};
 use kgrag_llm::{
     build_chat, build_embedder, ChatConfig, EmbedderConfig, Limits, OllamaConfig, OpenAiConfig,
 };
@@ -145,51 +145,32 @@ async fn slow_embeddings_server(
 ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
-    use tokio::io::AsyncWriteExt;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!(
-        "http://127.0.0.1:{}/v1",
-        listener.local_addr().unwrap().port()
-    );
     let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let seen = most.clone();
-    tokio::spawn(async move {
-        for _ in 0..200 {
-            let Ok((mut socket, _)) = listener.accept().await else {
-                return;
-            };
-            let (now, most) = (now.clone(), most.clone());
-            tokio::spawn(async move {
-                let Some(request) = read_request(&mut socket).await else {
-                    return;
-                };
-                let held = now.fetch_add(1, Ordering::SeqCst) + 1;
-                most.fetch_max(held, Ordering::SeqCst);
-                tokio::time::sleep(delay).await;
-                now.fetch_sub(1, Ordering::SeqCst);
-                let data: Vec<serde_json::Value> = request.json()["input"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| {
-                        let t = t.as_str().unwrap();
-                        let first = t.bytes().next().unwrap_or(0) as f32;
-                        serde_json::json!({"index": i, "embedding": [t.len() as f32, first]})
-                    })
-                    .collect();
-                let reply =
-                    serde_json::json!({"object": "list", "model": "e", "data": data}).to_string();
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{reply}",
-                    reply.len()
-                );
-                let _ = socket.write_all(response.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            });
+    let port = serve(move |request| {
+        let (now, most) = (now.clone(), most.clone());
+        async move {
+            let held = now.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(held, Ordering::SeqCst);
+            tokio::time::sleep(delay).await;
+            now.fetch_sub(1, Ordering::SeqCst);
+            let data: Vec<serde_json::Value> = request.json()["input"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    let t = t.as_str().unwrap();
+                    let first = t.bytes().next().unwrap_or(0) as f32;
+                    serde_json::json!({"index": i, "embedding": [t.len() as f32, first]})
+                })
+                .collect();
+            let reply = serde_json::json!({"object": "list", "model": "e", "data": data});
+            (200, reply.to_string())
         }
-    });
-    (base, seen)
+    })
+    .await;
+    (format!("http://127.0.0.1:{port}/v1"), seen)
 }
 
 /// A hosted embedder's batches of one call go out together, up to the concurrency limit, and come back
