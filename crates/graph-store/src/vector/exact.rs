@@ -186,7 +186,7 @@ pub struct ExactIndex {
 pub(super) struct F32Layout {
     dim: usize,
     metric: Metric,
-    #[serde(with = "f32_bytes")]
+    #[serde(with = "le_bytes")]
     data: Vec<f32>,
 }
 
@@ -195,7 +195,7 @@ pub(super) struct F32Layout {
 pub(super) struct F16Layout {
     dim: usize,
     metric: Metric,
-    #[serde(with = "f16_bytes")]
+    #[serde(with = "le_bytes")]
     data: Vec<f16>,
 }
 
@@ -204,7 +204,7 @@ pub(super) struct F16Layout {
 pub(super) struct F32Ref<'a> {
     dim: usize,
     metric: Metric,
-    #[serde(with = "f32_bytes")]
+    #[serde(with = "le_bytes")]
     data: &'a [f32],
 }
 
@@ -213,7 +213,7 @@ pub(super) struct F32Ref<'a> {
 pub(super) struct F16Ref<'a> {
     dim: usize,
     metric: Metric,
-    #[serde(with = "f16_bytes")]
+    #[serde(with = "le_bytes")]
     data: &'a [f16],
 }
 
@@ -294,92 +294,86 @@ impl<'de> Deserialize<'de> for ExactIndex {
     }
 }
 
-/// A `Vec<f32>` as one little-endian byte string: read back with one copy instead of one call per element.
-mod f32_bytes {
-    use serde::de::{Error, Visitor};
-    use serde::{Deserializer, Serializer};
+/// A value stored as its little-endian bytes (f32 and f16).
+trait LeValue: Copy {
+    /// Bytes a value.
+    const SIZE: usize;
+    /// The type's name, for errors.
+    const NAME: &'static str;
+    fn put(self, out: &mut Vec<u8>);
+    /// `b` holds exactly [`SIZE`](Self::SIZE) bytes.
+    fn get(b: &[u8]) -> Self;
+}
 
-    pub(super) fn serialize<S: Serializer>(v: &[f32], s: S) -> Result<S::Ok, S::Error> {
-        let mut bytes = Vec::with_capacity(v.len() * 4);
-        for x in v {
-            bytes.extend_from_slice(&x.to_le_bytes());
-        }
-        s.serialize_bytes(&bytes)
+impl LeValue for f32 {
+    const SIZE: usize = 4;
+    const NAME: &'static str = "f32";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
     }
-
-    struct Floats;
-
-    impl Visitor<'_> for Floats {
-        type Value = Vec<f32>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a byte string of little-endian f32 values")
-        }
-
-        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Vec<f32>, E> {
-            if !b.len().is_multiple_of(4) {
-                return Err(E::custom(format!(
-                    "{} bytes are not a whole number of f32 values",
-                    b.len()
-                )));
-            }
-            Ok(b.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect())
-        }
-
-        fn visit_byte_buf<E: Error>(self, b: Vec<u8>) -> Result<Vec<f32>, E> {
-            self.visit_bytes(&b)
-        }
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
-        d.deserialize_bytes(Floats)
+    fn get(b: &[u8]) -> Self {
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
     }
 }
 
-/// A `Vec<f16>` as one little-endian byte string of bit patterns.
-mod f16_bytes {
-    use half::f16;
+impl LeValue for f16 {
+    const SIZE: usize = 2;
+    const NAME: &'static str = "f16";
+    fn put(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn get(b: &[u8]) -> Self {
+        f16::from_le_bytes([b[0], b[1]])
+    }
+}
+
+/// A slice of f32 or f16 values as one little-endian byte string: read back with one copy instead of
+/// one call per element.
+mod le_bytes {
+    use std::marker::PhantomData;
+
     use serde::de::{Error, Visitor};
     use serde::{Deserializer, Serializer};
 
-    pub(super) fn serialize<S: Serializer>(v: &[f16], s: S) -> Result<S::Ok, S::Error> {
-        let mut bytes = Vec::with_capacity(v.len() * 2);
-        for x in v {
-            bytes.extend_from_slice(&x.to_le_bytes());
+    use super::LeValue;
+
+    pub(super) fn serialize<T: LeValue, S: Serializer>(v: &[T], s: S) -> Result<S::Ok, S::Error> {
+        let mut bytes = Vec::with_capacity(v.len() * T::SIZE);
+        for &x in v {
+            x.put(&mut bytes);
         }
         s.serialize_bytes(&bytes)
     }
 
-    struct Halves;
+    struct Values<T>(PhantomData<T>);
 
-    impl Visitor<'_> for Halves {
-        type Value = Vec<f16>;
+    impl<T: LeValue> Visitor<'_> for Values<T> {
+        type Value = Vec<T>;
 
         fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a byte string of little-endian f16 values")
+            write!(f, "a byte string of little-endian {} values", T::NAME)
         }
 
-        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Vec<f16>, E> {
-            if !b.len().is_multiple_of(2) {
+        fn visit_bytes<E: Error>(self, b: &[u8]) -> Result<Vec<T>, E> {
+            if !b.len().is_multiple_of(T::SIZE) {
                 return Err(E::custom(format!(
-                    "{} bytes are not a whole number of f16 values",
-                    b.len()
+                    "{} bytes are not a whole number of {} values",
+                    b.len(),
+                    T::NAME
                 )));
             }
-            Ok(b.chunks_exact(2)
-                .map(|c| f16::from_le_bytes([c[0], c[1]]))
-                .collect())
+            Ok(b.chunks_exact(T::SIZE).map(T::get).collect())
         }
 
-        fn visit_byte_buf<E: Error>(self, b: Vec<u8>) -> Result<Vec<f16>, E> {
+        fn visit_byte_buf<E: Error>(self, b: Vec<u8>) -> Result<Vec<T>, E> {
             self.visit_bytes(&b)
         }
     }
 
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f16>, D::Error> {
-        d.deserialize_bytes(Halves)
+    pub(super) fn deserialize<'de, T: LeValue, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Vec<T>, D::Error> {
+        d.deserialize_bytes(Values(PhantomData))
     }
 }
 
