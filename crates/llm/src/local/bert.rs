@@ -9,9 +9,8 @@
 //! [`super::gemm`]; attention with matrixmultiply's kernels), so no core waits on another inside a layer;
 //! a group goes through the layers in passes of at most [`PASS_ROWS`] rows, so memory does not grow with
 //! the batch. GELU uses a rational approximation of erf (error below 5e-7) and the softmax a polynomial
-//! exp (about 1 ulp), both written to vectorise; softmax and layer norm sum eight rows side by side,
-//! each row its own fold from the left (the same bits as one row at a time, without one long chain of
-//! dependent additions per row).
+//! exp (about 1 ulp), both written to vectorise; softmax and layer norm take their sums in 16 lanes
+//! side by side (vectorised, instead of one long chain of dependent additions per row).
 
 use ndarray::linalg::general_mat_mul;
 use std::ops::Range;
@@ -434,48 +433,86 @@ fn block(m: ArrayView2<'_, f32>, r: Range<usize>, c: Range<usize>) -> ArrayView2
         .slice_axis_move(Axis(1), Slice::from(c))
 }
 
-/// `$name($args)`: runs `$scalar` compiled for AVX-512 (the copy `$wide`) where the CPU has it — LLVM
-/// then vectorises its element-wise loops 16 lanes wide, every value the same IEEE operations in the
-/// same order, so the same bits — else as compiled for the baseline.
+/// `$name($args)`: runs `$scalar` compiled for AVX-512 (the copy `$wide`) where the CPU has it, else
+/// compiled for AVX2 (the copy `$avx2`) where it has that — LLVM then vectorises its
+/// element-wise loops 16 or 8 lanes wide, every value the same IEEE operations in the same order (Rust
+/// never fuses a multiply and an add on its own), so the same bits — else as compiled for the baseline.
 macro_rules! wide {
-    ($(#[$doc:meta])* fn $name:ident = $wide:ident / $scalar:ident ( $($arg:ident : $ty:ty),* )) => {
+    ($(#[$doc:meta])* fn $name:ident = $wide:ident, $avx2:ident / $scalar:ident ( $($arg:ident : $ty:ty),* )) => {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx,avx2,fma,avx512f")]
         fn $wide($($arg: $ty),*) {
             $scalar($($arg),*)
         }
 
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx,avx2,fma")]
+        fn $avx2($($arg: $ty),*) {
+            $scalar($($arg),*)
+        }
+
         $(#[$doc])*
         fn $name($($arg: $ty),*) {
             #[cfg(target_arch = "x86_64")]
-            if avx512() {
-                // SAFETY: AVX-512F (with AVX, AVX2 and FMA) was detected on this CPU: every feature
-                // the copy is compiled for.
-                #[allow(unsafe_code)]
-                unsafe {
-                    $wide($($arg),*)
-                };
-                return;
+            {
+                match wide_level() {
+                    Wide::Avx512 => {
+                        // SAFETY: AVX-512F (with AVX, AVX2 and FMA) was detected on this CPU: every
+                        // feature the copy is compiled for.
+                        #[allow(unsafe_code)]
+                        unsafe {
+                            $wide($($arg),*)
+                        };
+                        return;
+                    }
+                    Wide::Avx2 => {
+                        // SAFETY: AVX, AVX2 and FMA were detected on this CPU.
+                        #[allow(unsafe_code)]
+                        unsafe {
+                            $avx2($($arg),*)
+                        };
+                        return;
+                    }
+                    Wide::Baseline => {}
+                }
             }
             $scalar($($arg),*)
         }
     };
 }
 
-/// Whether [`wide!`]'s AVX-512 copies run here (asked once).
-fn avx512() -> bool {
+/// Which of [`wide!`]'s copies run here.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wide {
+    Avx512,
+    Avx2,
+    Baseline,
+}
+
+/// Which of [`wide!`]'s copies run here (asked once).
+fn wide_level() -> Wide {
     #[cfg(target_arch = "x86_64")]
     {
-        static OK: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *OK.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+        static LEVEL: std::sync::OnceLock<Wide> = std::sync::OnceLock::new();
+        *LEVEL.get_or_init(|| {
+            if std::arch::is_x86_feature_detected!("avx512f") {
+                Wide::Avx512
+            } else if std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+            {
+                Wide::Avx2
+            } else {
+                Wide::Baseline
+            }
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
-    false
+    Wide::Baseline
 }
 
 wide!(
     /// Row-wise layer normalisation in place.
-    fn layer_norm = layer_norm_avx512 / layer_norm_rows(
+    fn layer_norm = layer_norm_avx512, layer_norm_avx2 / layer_norm_rows(
         x: ArrayViewMut2<'_, f32>,
         norm: &(Vec<f32>, Vec<f32>),
         eps: f32
@@ -483,48 +520,30 @@ wide!(
 );
 wide!(
     /// Softmax of every row of the rows of length `n` stored one after another in `m`, in place.
-    fn softmax = softmax_avx512 / softmax_rows(m: &mut [f32], n: usize)
+    fn softmax = softmax_avx512, softmax_avx2 / softmax_rows(m: &mut [f32], n: usize)
 );
 wide!(
     /// GELU with erf, in place: `0.5·x·(1 + erf(x/√2))`.
-    fn gelu = gelu_avx512 / gelu_all(v: &mut [f32])
+    fn gelu = gelu_avx512, gelu_avx2 / gelu_all(v: &mut [f32])
 );
 
-/// Rows summed side by side: how many.
-const GROUP: usize = 8;
+/// Lanes of the element-wise sums and maxima: one AVX-512 register of f32.
+const LANES: usize = 16;
 
-/// The sums of `GROUP` rows of equal length, the terms `term(k, value)` of row `k`: each row's sum is
-/// its own fold from the left (the bits of `iter().sum()`), but the rows' chains of dependent
-/// additions run side by side instead of one after another (a row of 384 or 256 values is otherwise
-/// latency-bound: four cycles per addition).
+/// The sum of `term(v)` over `r`, taken in [`LANES`] partial sums side by side and folded at the end:
+/// a vector's worth of independent additions per step instead of one chain of dependent ones (a row of
+/// 384 values as a left fold waits four cycles per addition).
 #[inline(always)]
-fn grouped_sums(rows: [&[f32]; GROUP], term: impl Fn(usize, f32) -> f32) -> [f32; GROUP] {
-    let start: f32 = std::iter::empty::<f32>().sum();
-    let mut sums = [start; GROUP];
-    let len = rows[0].len();
-    if rows.iter().any(|r| r.len() != len) {
-        // Not reached (callers pass rows of one length); the plain folds keep it correct.
-        for (k, (s, r)) in sums.iter_mut().zip(rows).enumerate() {
-            *s = r.iter().map(|&v| term(k, v)).sum();
-        }
-        return sums;
-    }
-    for j in 0..len {
-        for (k, (s, r)) in sums.iter_mut().zip(&rows).enumerate() {
-            *s += term(k, r[j]);
+fn lane_sum(r: &[f32], term: impl Fn(f32) -> f32) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    let mut chunks = r.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (s, &v) in lanes.iter_mut().zip(c) {
+            *s += term(v);
         }
     }
-    sums
-}
-
-/// `GROUP` row slices of `chunk` (rows of length `n`), the last repeated where the chunk has fewer.
-#[inline(always)]
-fn group_of(chunk: &[f32], n: usize) -> [&[f32]; GROUP] {
-    let rows = (chunk.len() / n).max(1);
-    std::array::from_fn(|k| {
-        let r = k.min(rows - 1);
-        chunk.get(r * n..(r + 1) * n).unwrap_or(&[])
-    })
+    let rest: f32 = chunks.remainder().iter().map(|&v| term(v)).sum();
+    lanes.iter().sum::<f32>() + rest
 }
 
 #[inline(always)]
@@ -532,15 +551,8 @@ fn layer_norm_rows(mut x: ArrayViewMut2<'_, f32>, norm: &(Vec<f32>, Vec<f32>), e
     let n = x.ncols();
     match x.as_slice_mut() {
         Some(data) if n > 0 => {
-            for chunk in data.chunks_mut(GROUP * n) {
-                let group = group_of(chunk, n);
-                let sums = grouped_sums(group, |_, v| v);
-                let means = sums.map(|s| s / n as f32);
-                let squares = grouped_sums(group, |k, v| (v - means[k]) * (v - means[k]));
-                for (k, row) in chunk.chunks_exact_mut(n).enumerate() {
-                    let inv = 1.0 / (squares[k] / n as f32 + eps).sqrt();
-                    normalise(row, means[k], inv, norm);
-                }
+            for row in data.chunks_exact_mut(n) {
+                layer_norm_row(row, norm, eps);
             }
         }
         _ => {
@@ -558,12 +570,12 @@ fn layer_norm_rows(mut x: ArrayViewMut2<'_, f32>, norm: &(Vec<f32>, Vec<f32>), e
     }
 }
 
-/// Layer normalisation of one row: the definition [`layer_norm_rows`] computes.
+/// Layer normalisation of one row in place.
 #[inline(always)]
 fn layer_norm_row(r: &mut [f32], norm: &(Vec<f32>, Vec<f32>), eps: f32) {
     let n = r.len() as f32;
-    let mean = r.iter().sum::<f32>() / n;
-    let var = r.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / n;
+    let mean = lane_sum(r, |v| v) / n;
+    let var = lane_sum(r, |v| (v - mean) * (v - mean)) / n;
     normalise(r, mean, 1.0 / (var + eps).sqrt(), norm);
 }
 
@@ -579,53 +591,68 @@ fn softmax_rows(m: &mut [f32], n: usize) {
     if n == 0 {
         return;
     }
-    for chunk in m.chunks_mut(GROUP * n) {
-        for r in chunk.chunks_exact_mut(n) {
-            let max = max_of(r);
-            for v in r.iter_mut() {
-                *v = exp(*v - max);
-            }
-        }
-        let sums = grouped_sums(group_of(chunk, n), |_, v| v);
-        for (r, sum) in chunk.chunks_exact_mut(n).zip(sums) {
-            let inv = 1.0 / sum;
-            r.iter_mut().for_each(|v| *v *= inv);
-        }
+    for r in m.chunks_exact_mut(n) {
+        softmax_row(r);
     }
 }
 
-/// Softmax of one row: the definition [`softmax_rows`] computes.
-#[cfg(test)]
+/// Softmax of one row in place: the maximum, then each value's exponential and their sum in one pass
+/// (the sum over [`LANES`] lanes, folded at the end), then the scaling. A row's last values that do not
+/// fill a vector are worked on in a copy padded with `-∞` (whose exponentials are 0), so they take the
+/// vector path too.
+#[inline(always)]
 fn softmax_row(r: &mut [f32]) {
     let max = max_of(r);
-    for v in r.iter_mut() {
-        *v = exp(*v - max);
+    let mut lanes = [0.0f32; LANES];
+    let mut chunks = r.chunks_exact_mut(LANES);
+    for c in &mut chunks {
+        for (s, v) in lanes.iter_mut().zip(c.iter_mut()) {
+            *v = exp(*v - max);
+            *s += *v;
+        }
     }
-    let sum: f32 = r.iter().sum();
-    let inv = 1.0 / sum;
+    let rest = chunks.into_remainder();
+    if !rest.is_empty() {
+        let mut tail = padded(rest, f32::NEG_INFINITY);
+        for (s, v) in lanes.iter_mut().zip(tail.iter_mut()) {
+            *v = exp(*v - max);
+            *s += *v;
+        }
+        rest.copy_from_slice(&tail[..rest.len()]);
+    }
+    let inv = 1.0 / lanes.iter().sum::<f32>();
     r.iter_mut().for_each(|v| *v *= inv);
 }
 
-/// The largest value of `r` (`-∞` when empty; NaNs skipped, as `f32::max` does), over 16 lanes: the
-/// same value as a fold from the left (a maximum does not depend on the order), without its chain of
-/// dependent steps.
+/// The values of `rest` (fewer than [`LANES`]) followed by `fill` up to a vector's length.
+#[inline(always)]
+fn padded(rest: &[f32], fill: f32) -> [f32; LANES] {
+    let mut out = [fill; LANES];
+    let k = rest.len().min(LANES);
+    out[..k].copy_from_slice(&rest[..k]);
+    out
+}
+
+/// The largest value of `r` (`-∞` when empty; NaNs skipped, as `f32::max` does), over [`LANES`]
+/// lanes: the same value as a fold from the left (a maximum does not depend on the order), without its
+/// chain of dependent steps.
 #[inline(always)]
 fn max_of(r: &[f32]) -> f32 {
-    let mut lanes = [f32::NEG_INFINITY; 16];
-    let mut chunks = r.chunks_exact(16);
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let mut chunks = r.chunks_exact(LANES);
     for c in &mut chunks {
         for (m, v) in lanes.iter_mut().zip(c) {
             *m = m.max(*v);
         }
     }
-    let rest = chunks.remainder().iter().copied();
-    lanes
-        .into_iter()
-        .chain(rest)
-        .fold(f32::NEG_INFINITY, f32::max)
+    let tail = padded(chunks.remainder(), f32::NEG_INFINITY);
+    for (m, v) in lanes.iter_mut().zip(tail) {
+        *m = m.max(v);
+    }
+    lanes.into_iter().fold(f32::NEG_INFINITY, f32::max)
 }
 
-/// `e^x` for `x ≤ 0` (softmax arguments) to about 1 ulp; 0 below -87.
+/// `e^x` for `x ≤ 0` (softmax arguments) to about 1 ulp; 0 below -87 (and for `-∞`).
 #[inline(always)]
 fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -634,14 +661,17 @@ fn exp(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0; // 1.5 · 2^23: adding and subtracting it rounds to an integer
     let tiny = x < -87.0;
     let x = x.max(-87.0);
-    let n = (x * LOG2E + ROUND) - ROUND;
+    let t = x * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = x - n * LN2_HI - n * LN2_LO;
     // e^r on [-ln2/2, ln2/2]: Taylor terms to r^6 (relative error below 2e-7).
     let p = 1.0
         + r * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0 + r * (1.0 / 24.0 + r * (1.0 / 120.0 + r * (1.0 / 720.0))))));
-    let bits = ((n as i32 + 127) as u32) << 23;
+    // 2^n: `t`'s low significand bits hold n + 2^22, so adding the exponent bias and shifting by the
+    // significand's width leaves exactly (n + 127) << 23 (the bits above wrap out); n ∈ [-126, 0].
+    let bits = t.to_bits().wrapping_add(127) << 23;
     if tiny {
         0.0
     } else {
@@ -681,29 +711,56 @@ fn erf(x: f32) -> f32 {
 mod tests {
     use super::*;
 
-    /// The AVX-512 copies give the baseline's bits.
+    /// Every vector copy this CPU can run (AVX-512, AVX2) gives the baseline's bits.
     #[test]
     fn wide_copies_give_the_same_bits() {
         let values: Vec<f32> = (0..1000)
             .map(|i| ((i * 7919) % 2001) as f32 / 250.0 - 4.0)
             .collect();
-        let (mut a, mut b) = (values.clone(), values.clone());
-        gelu(&mut a);
-        gelu_all(&mut b);
-        assert_eq!(a, b);
-        let (mut a, mut b) = (values.clone(), values.clone());
-        softmax(&mut a[..770], 77);
-        softmax_rows(&mut b[..770], 77);
-        assert_eq!(a, b);
-        let m = Array2::from_shape_vec((10, 100), values).unwrap_or_default();
         let norm = (
             (0..100).map(|i| 1.0 + i as f32 / 100.0).collect(),
             vec![0.1; 100],
         );
-        let (mut a, mut b) = (m.clone(), m);
-        layer_norm(a.view_mut(), &norm, 1e-12);
-        layer_norm_rows(b.view_mut(), &norm, 1e-12);
-        assert_eq!(a, b);
+        // Every function through `copy` (0 the baseline, 1 AVX2, 2 AVX-512): all the outputs.
+        let run = |copy: usize| {
+            let mut g = values.clone();
+            let mut sm = values[..770].to_vec();
+            let mut ln = Array2::from_shape_vec((10, 100), values.clone()).unwrap_or_default();
+            // SAFETY: each copy runs only where `wide_level` found its features (checked below).
+            #[allow(unsafe_code)]
+            unsafe {
+                match copy {
+                    0 => {
+                        gelu_all(&mut g);
+                        softmax_rows(&mut sm, 77);
+                        layer_norm_rows(ln.view_mut(), &norm, 1e-12);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    1 => {
+                        gelu_avx2(&mut g);
+                        softmax_avx2(&mut sm, 77);
+                        layer_norm_avx2(ln.view_mut(), &norm, 1e-12);
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    _ => {
+                        gelu_avx512(&mut g);
+                        softmax_avx512(&mut sm, 77);
+                        layer_norm_avx512(ln.view_mut(), &norm, 1e-12);
+                    }
+                    #[cfg(not(target_arch = "x86_64"))]
+                    _ => unreachable!(),
+                }
+            }
+            (g, sm, ln)
+        };
+        let baseline = run(0);
+        let level = wide_level();
+        if matches!(level, Wide::Avx2 | Wide::Avx512) {
+            assert!(run(1) == baseline, "the AVX2 copies");
+        }
+        if level == Wide::Avx512 {
+            assert!(run(2) == baseline, "the AVX-512 copies");
+        }
     }
 
     /// The lane-wise maximum is the left fold's, at every length (remainders included) and with
@@ -791,38 +848,50 @@ mod tests {
         assert!(split(&[], 2).iter().all(|r| r.is_empty()));
     }
 
-    /// Rows computed side by side give each row's own bits: softmax and layer norm against their
-    /// one-row definitions, for every count of rows around the group size and several lengths.
+    /// Softmax and layer norm against their definitions in f64, at every length around the lane
+    /// count (remainders included), as whole blocks of rows and as views whose rows are not one block.
     #[test]
-    fn grouped_rows_give_each_rows_bits() {
+    fn lane_sums_give_softmax_and_layer_norm() {
         let values: Vec<f32> = (0..20 * 300)
             .map(|i| ((i * 7919) % 4001) as f32 / 300.0 - 6.0)
             .collect();
-        for n in [1, 5, 16, 77, 256, 300] {
-            let norm = (
+        for n in [1, 5, 15, 16, 17, 33, 77, 256, 300] {
+            let rows = 3;
+            let m = &values[..rows * n];
+            let mut got = m.to_vec();
+            softmax(&mut got, n);
+            for (r, g) in m.chunks_exact(n).zip(got.chunks_exact(n)) {
+                let max = r
+                    .iter()
+                    .copied()
+                    .fold(f64::NEG_INFINITY, |a, v| a.max(f64::from(v)));
+                let e: Vec<f64> = r.iter().map(|&v| (f64::from(v) - max).exp()).collect();
+                let sum: f64 = e.iter().sum();
+                for (want, &g) in e.iter().zip(g) {
+                    assert!(
+                        (want / sum - f64::from(g)).abs() < 1e-6,
+                        "softmax, rows of {n}"
+                    );
+                }
+            }
+            let norm: (Vec<f32>, Vec<f32>) = (
                 (0..n).map(|i| 1.0 + i as f32 / 100.0).collect(),
                 (0..n).map(|i| 0.1 - i as f32 / 1000.0).collect(),
             );
-            for rows in [1, 2, 7, 8, 9, 16, 20] {
-                let m = &values[..rows * n];
-                let mut grouped = m.to_vec();
-                softmax(&mut grouped, n);
-                let mut single = m.to_vec();
-                single.chunks_exact_mut(n).for_each(softmax_row);
-                assert_eq!(grouped, single, "softmax, {rows} rows of {n}");
-
-                let a = Array2::from_shape_vec((rows, n), m.to_vec()).unwrap_or_default();
-                let mut grouped = a.clone();
-                layer_norm(grouped.view_mut(), &norm, 1e-12);
-                let mut single = m.to_vec();
-                single
-                    .chunks_exact_mut(n)
-                    .for_each(|r| layer_norm_row(r, &norm, 1e-12));
-                assert_eq!(
-                    grouped.as_slice(),
-                    Some(&single[..]),
-                    "norm, {rows} rows of {n}"
-                );
+            let mut got = Array2::from_shape_vec((rows, n), m.to_vec()).unwrap_or_default();
+            layer_norm(got.view_mut(), &norm, 1e-5);
+            for (r, g) in m.chunks_exact(n).zip(got.rows()) {
+                let mean = r.iter().map(|&v| f64::from(v)).sum::<f64>() / n as f64;
+                let var = r
+                    .iter()
+                    .map(|&v| (f64::from(v) - mean).powi(2))
+                    .sum::<f64>()
+                    / n as f64;
+                for (j, (&v, &g)) in r.iter().zip(g).enumerate() {
+                    let want = (f64::from(v) - mean) / (var + 1e-5).sqrt() * f64::from(norm.0[j])
+                        + f64::from(norm.1[j]);
+                    assert!((want - f64::from(g)).abs() < 1e-5, "norm, rows of {n}");
+                }
             }
         }
         // A view whose rows are not one block (every other column) takes the row-wise path.
