@@ -119,9 +119,17 @@ async fn extract(
 }
 
 /// G0 from HiRAG's base layer (spec leanrag §4.1): its nodes (`UNKNOWN` endpoints included) and the edges
-/// among them, in the graph's order (nodes by name, edges by endpoints); `chunks` are the base's chunk
-/// records, which the graph's source positions index.
-pub(crate) fn g0_from_graph(g: &HiGraph, chunks: &[ChunkRecord]) -> Result<BaseGraph> {
+/// among them, in the graph's order (nodes by name, edges by endpoints), its chunks, and the sentence
+/// aliases its descriptions are composed with ([`HiragBase::sentence_aliases`]).
+pub(crate) fn g0_of_base(base: &HiragBase) -> Result<BaseGraph> {
+    let mut g0 = g0_from_graph(&base.graph()?, base.chunks())?;
+    g0.sentence_aliases = base.sentence_aliases();
+    Ok(g0)
+}
+
+/// G0 from a graph of HiRAG's base layer; `chunks` are the base's chunk records, which the graph's source
+/// positions index.
+fn g0_from_graph(g: &HiGraph, chunks: &[ChunkRecord]) -> Result<BaseGraph> {
     let chunk_id = |c: u32| chunks.get(c as usize).map(|r| r.id.clone());
     let entities: Vec<Entity> = g
         .nodes()
@@ -316,7 +324,7 @@ pub(crate) async fn build_leanrag(
         (G0Source::Hirag, Some(g0)) => g0,
         (G0Source::Hirag, None) => {
             let (base, _) = hirag_base(env, corpus).await?;
-            g0_from_graph(&base.graph()?, base.chunks())?
+            g0_of_base(&base)?
         }
         (G0Source::Native, _) => {
             // Windows of 1024 cl100k tokens overlapping by 128; each newline run becomes one space.

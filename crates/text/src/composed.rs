@@ -16,6 +16,13 @@
 //! that sentence's vector, normalised — the inner embedder's own vector when it already writes unit
 //! vectors (MiniLM does). Queries pass through to the inner embedder unchanged.
 //!
+//! Aliases ([`SentenceMean::with_aliases`]): a sentence that is another text in other words may be
+//! embedded as that text. HiRAG's `openie_cache` descriptions are made of fact sentences (`subject
+//! predicate object.`) written from the triples whose rendering HippoRAG 2 embeds as its fact vectors
+//! (`('subject', 'predicate', 'object')`); aliased to that rendering, each fact is embedded once for the
+//! three methods (an embedding cache hands the vector from one build to the next) instead of once in each
+//! form.
+//!
 //! This departs from the references, which embed the description text; it is what `description_vectors`
 //! selects in HiRAG's and LeanRAG's configurations ([`DescriptionVectors`]): by default, offline, for what
 //! the hierarchy clusters and summarises, while the entity vectors that retrieval searches stay embedded
@@ -135,7 +142,11 @@ pub struct SentenceMean {
     inner: Arc<dyn Embedder>,
     name: String,
     memo: Mutex<Memo>,
+    aliases: Arc<SentenceAliases>,
 }
+
+/// Sentences embedded as another text: sentence → the text whose vector stands for it.
+pub type SentenceAliases = HashMap<String, String>;
 
 impl std::fmt::Debug for SentenceMean {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -153,13 +164,26 @@ impl SentenceMean {
             name: format!("{}+sentence-mean", inner.model_name()),
             inner,
             memo: Mutex::new(Memo::default()),
+            aliases: Arc::default(),
         }
     }
 
-    /// The embedder a build uses for descriptions: a composer over `inner` when `compose`, else `inner`.
-    pub fn wrap_if(inner: Arc<dyn Embedder>, compose: bool) -> Arc<dyn Embedder> {
+    /// This composer, embedding each sentence that is a key of `aliases` as its value instead (see the
+    /// module docs). A sentence's vector is then the alias's, whatever text holds the sentence.
+    pub fn with_aliases(mut self, aliases: Arc<SentenceAliases>) -> Self {
+        self.aliases = aliases;
+        self
+    }
+
+    /// The embedder a build uses for descriptions: a composer over `inner` with `aliases` when `compose`,
+    /// else `inner`.
+    pub fn wrap_if(
+        inner: Arc<dyn Embedder>,
+        compose: bool,
+        aliases: Arc<SentenceAliases>,
+    ) -> Arc<dyn Embedder> {
         if compose {
-            Arc::new(Self::new(inner))
+            Arc::new(Self::new(inner).with_aliases(aliases))
         } else {
             inner
         }
@@ -187,7 +211,12 @@ impl SentenceMean {
                 .collect()
         };
         if !missing.is_empty() {
-            let rows = self.inner.embed(&missing, &EmbedKind::Document).await?;
+            let embedded: Vec<String> = missing
+                .iter()
+                .map(|s| self.aliases.get(s).unwrap_or(s).clone())
+                .collect();
+            let rows = self.inner.embed(&embedded, &EmbedKind::Document).await?;
+            drop(embedded);
             if rows.len() != missing.len() {
                 return Err(kgrag_types::Error::InvalidInput(format!(
                     "the embedder {} returned {} vectors for {} sentences",
@@ -364,6 +393,60 @@ mod tests {
         assert!(c.model_name().ends_with("+sentence-mean"));
         let none = c.embed(&[], &EmbedKind::Document).await;
         assert!(none.is_ok_and(|e| e.is_empty()));
+    }
+
+    /// An aliased sentence is embedded as its alias (the inner embedder never sees the sentence), in
+    /// every text that holds it; other sentences are embedded as they are.
+    #[tokio::test]
+    async fn an_aliased_sentence_takes_its_alias_s_vector() {
+        let inner = Arc::new(HashingEmbedder::new(64));
+        let aliases: SentenceAliases = [(
+            "Alpha founded Beta.".to_owned(),
+            "('alpha', 'founded', 'beta')".to_owned(),
+        )]
+        .into_iter()
+        .collect();
+        let c = SentenceMean::new(inner.clone()).with_aliases(Arc::new(aliases));
+        let texts = vec![
+            "Alpha founded Beta.".to_owned(),
+            "Alpha founded Beta.<SEP>Alpha lives in Gamma.".to_owned(),
+        ];
+        let got = c.embed(&texts, &EmbedKind::Document).await;
+        let got = got.map_err(|e| e.to_string());
+        let Ok(got) = got else { panic!("{got:?}") };
+        let seen = inner.texts();
+        assert!(seen.contains(&"('alpha', 'founded', 'beta')".to_owned()));
+        assert!(seen.contains(&"Alpha lives in Gamma.".to_owned()));
+        assert!(!seen.contains(&"Alpha founded Beta.".to_owned()));
+        let direct = inner
+            .embed(
+                &[
+                    "('alpha', 'founded', 'beta')".into(),
+                    "Alpha lives in Gamma.".into(),
+                ],
+                &EmbedKind::Document,
+            )
+            .await
+            .map_err(|e| e.to_string());
+        let Ok(direct) = direct else {
+            panic!("{direct:?}")
+        };
+        let (a, b) = (
+            unit(direct.row(0).unwrap_or_default()),
+            unit(direct.row(1).unwrap_or_default()),
+        );
+        for (g, w) in got.row(0).unwrap_or_default().iter().zip(&a) {
+            assert!((f64::from(*g) - w).abs() < 1e-6);
+        }
+        let mean = unit(
+            &a.iter()
+                .zip(&b)
+                .map(|(x, y)| (x + y) as f32)
+                .collect::<Vec<f32>>(),
+        );
+        for (g, w) in got.row(1).unwrap_or_default().iter().zip(&mean) {
+            assert!((f64::from(*g) - w).abs() < 1e-6);
+        }
     }
 
     /// The hashing embedder, yielding to the scheduler before it answers (so two calls overlap).

@@ -33,7 +33,7 @@ mod sentence;
 pub mod table;
 
 pub use chunk::{Chunker, ChunkerConfig};
-pub use composed::{DescriptionVectors, SentenceMean};
+pub use composed::{DescriptionVectors, SentenceAliases, SentenceMean};
 pub use encoding::Encoding;
 pub use extractive::{Budget, ExtractiveSummarizer};
 /// Feature-hashed text vectors (from `kgrag-types`, where the test double's embedder uses them too).

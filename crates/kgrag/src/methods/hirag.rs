@@ -92,7 +92,7 @@ impl Method for Hirag {
         if handoff.wants_g0() {
             // LeanRAG's G0 is this base layer: handed over now, before the hierarchy.
             let t = std::time::Instant::now();
-            let g0 = crate::graphs::g0_from_graph(&base.graph()?, base.chunks())?;
+            let g0 = crate::graphs::g0_of_base(&base)?;
             handoff.send_g0(g0);
             stages.push(("leanrag_g0".to_owned(), t.elapsed().as_secs_f64()));
         }

@@ -147,7 +147,9 @@ pub struct HiragConfig {
     /// How the descriptions the hierarchy clusters and summarises are embedded: `auto` (the default)
     /// composes them from their sentences' vectors when no chat model writes them, `text` embeds them
     /// whole as the reference does, `sentences` always composes, `all_sentences` composes the entity
-    /// vectors retrieval searches too (see [`kgrag_text::composed`]; ours).
+    /// vectors retrieval searches too (see [`kgrag_text::composed`]; ours). Under `base = "openie_cache"`
+    /// a composed fact sentence takes the vector of HippoRAG 2's text of the fact
+    /// ([`fact_sentence_aliases`](crate::fact_sentence_aliases)), so each fact is embedded once.
     pub description_vectors: DescriptionVectors,
     /// What the entity vectors retrieval searches embed: `auto` (the default) embeds the description
     /// alone — LeanRAG's seed text, one embedding for both methods — without a chat model, and the

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use kgrag_graph_store::hippo::prepare_triples;
 use kgrag_openie::graphrag::MERGE_SEPARATOR;
+use kgrag_text::SentenceAliases;
 use kgrag_types::{ChunkId, Entity, Extraction, Normalisation, Relation, Triple, VecSet};
 
 /// The records of one chunk's raw OpenIE triples in HiRAG's form. Triples are prepared as HippoRAG 2
@@ -82,4 +83,63 @@ pub fn openie_extractions(chunks: &[(ChunkId, Vec<Triple>)]) -> Vec<Extraction> 
             }
         })
         .collect()
+}
+
+/// The fact sentences of [`openie_extractions`]' relation records, each aliased to the text HippoRAG 2
+/// embeds for the fact: its prepared triple rendered as `('subject', 'predicate', 'object')` (what a
+/// relation record keeps as endpoints and keywords). Composed description vectors embed a fact sentence as
+/// that text, so that an embedding cache gives the three methods one vector per fact
+/// ([`SentenceMean::with_aliases`](kgrag_text::SentenceMean::with_aliases)). Self-loop facts have no
+/// relation record and keep their sentence.
+pub fn fact_sentence_aliases(extractions: &[Extraction]) -> SentenceAliases {
+    extractions
+        .iter()
+        .flat_map(|e| &e.relations)
+        .map(|r| {
+            let fact = Triple {
+                subject: r.source.clone(),
+                predicate: r.keywords.clone(),
+                object: r.target.clone(),
+            };
+            (r.description.clone(), fact.render())
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn triple(s: &str, p: &str, o: &str) -> Triple {
+        Triple {
+            subject: s.into(),
+            predicate: p.into(),
+            object: o.into(),
+        }
+    }
+
+    /// Each relation's sentence is aliased to HippoRAG 2's text of the prepared fact; a self-loop fact
+    /// (no relation record) keeps its sentence.
+    #[test]
+    fn fact_sentences_alias_to_the_fact_text_hipporag_embeds() {
+        let raw = vec![
+            triple(" Émile Zola ", "wrote", "Germinal"),
+            triple("Paris", "is", "Paris"),
+        ];
+        let chunk = ChunkId::from_content("Émile Zola wrote Germinal in Paris.");
+        let extractions = openie_extractions(&[(chunk, raw.clone())]);
+        let aliases = fact_sentence_aliases(&extractions);
+        let prepared = prepare_triples(&raw, Normalisation::Ascii, false);
+        assert_eq!(aliases.len(), 1);
+        assert_eq!(
+            aliases.get("Émile Zola wrote Germinal."),
+            Some(&prepared[0].render())
+        );
+        assert!(!aliases.contains_key("Paris is Paris."));
+        let described = &extractions[0].entities[0].description;
+        assert!(
+            described.contains("Émile Zola wrote Germinal."),
+            "{described}"
+        );
+    }
 }

@@ -1,8 +1,10 @@
 //! G0, the base graph LeanRAG aggregates (spec §4).
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use kgrag_openie::normalise_name;
+use kgrag_text::SentenceAliases;
 use kgrag_types::{ChunkId, Entity, Extraction, Relation, Summarizer, SummaryRequest};
 
 use crate::{LeanragError, Result};
@@ -30,6 +32,10 @@ pub struct BaseGraph {
     pub relations: Vec<(usize, usize, String)>,
     /// Chunk id and text.
     pub chunks: Vec<(ChunkId, String)>,
+    /// Sentences of the descriptions that composed description vectors embed as another text (HiRAG's
+    /// base under `openie_cache`: each fact sentence as the rendering HippoRAG 2 embeds for the fact; see
+    /// `kgrag_text::SentenceMean::with_aliases`). Empty by default.
+    pub sentence_aliases: Arc<SentenceAliases>,
 }
 
 impl BaseGraph {
@@ -76,6 +82,7 @@ impl BaseGraph {
             entities: nodes,
             relations: out,
             chunks,
+            sentence_aliases: Arc::default(),
         })
     }
 }
@@ -194,6 +201,7 @@ pub async fn native_base_graph(
             entities,
             relations,
             chunks,
+            sentence_aliases: Arc::default(),
         },
         rewritten,
     ))

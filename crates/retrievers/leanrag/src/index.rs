@@ -132,7 +132,11 @@ impl LeanragIndex {
         // its sentences composed (`description_vectors`, unless the aggregates are seeds); G0's (the seeds)
         // are embedded whole unless `all_sentences` composes them too.
         let composes = config.composes_descriptions(models.chat.is_some());
-        let descriptions = SentenceMean::wrap_if(models.embedder.clone(), composes);
+        let descriptions = SentenceMean::wrap_if(
+            models.embedder.clone(),
+            composes,
+            g0.sentence_aliases.clone(),
+        );
         let started = Instant::now();
         let texts: Vec<String> = g0
             .entities

@@ -15,14 +15,14 @@ use kgrag_hierarchy::{
     build_hirag, embed_texts, BaseEntity, BaseRelation, ClusterSummarizer,
     ExtractiveClusterSummarizer, HNodeKind, Hierarchy, LlmClusterSummarizer,
 };
-use kgrag_text::{Encoding, ExtractiveSummarizer, SentenceMean};
+use kgrag_text::{Encoding, ExtractiveSummarizer, SentenceAliases, SentenceMean};
 use kgrag_types::{
     ChatModel, Chunk, ChunkId, CountingChat, DocId, Embedder, Entity, EntityId, Extraction,
     Outcome, StageUsage,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::config::{ClusterDescription, HiragConfig};
+use crate::config::{BaseSource, ClusterDescription, HiragConfig};
 use crate::graph::HiGraph;
 use crate::{HiragError, Result};
 
@@ -215,6 +215,7 @@ pub struct HiragBase {
     last_first: HashMap<String, String>,
     kg: KnowledgeGraph,
     stats: IndexStats,
+    sentence_aliases: Arc<SentenceAliases>,
 }
 
 impl HiragBase {
@@ -231,6 +232,10 @@ impl HiragBase {
     ) -> Result<Self> {
         config.validate()?;
         let mut stats = IndexStats::default();
+        let sentence_aliases = Arc::new(match config.base {
+            BaseSource::OpenieCache => crate::openie::fact_sentence_aliases(extractions),
+            BaseSource::Extract => SentenceAliases::new(),
+        });
 
         // Chunks, sorted by id (so sorted source sets are ascending positions).
         let mut records: Vec<ChunkRecord> = Vec::new();
@@ -329,7 +334,16 @@ impl HiragBase {
             last_first,
             kg,
             stats,
+            sentence_aliases,
         })
+    }
+
+    /// The sentences of the base's descriptions that composed description vectors embed as another text
+    /// (`description_vectors`; see [`SentenceMean::with_aliases`]): under `base = "openie_cache"`, each fact
+    /// sentence as the rendering HippoRAG 2 embeds for its triple; none under `extract`. LeanRAG's G0
+    /// taken from this base composes with the same aliases.
+    pub fn sentence_aliases(&self) -> Arc<SentenceAliases> {
+        self.sentence_aliases.clone()
     }
 
     /// The chunks, sorted by id (the positions [`HiNode::sources`](crate::HiNode) and
@@ -368,6 +382,7 @@ impl HiragBase {
             last_first,
             mut kg,
             mut stats,
+            sentence_aliases,
         } = self;
         let config = &config;
         // What the hierarchy clusters and summarises (clustering texts, summary entities, the summariser's
@@ -377,7 +392,8 @@ impl HiragBase {
         let composes = config.description_vectors.composes(model_writes);
         let with_name = config.entity_text.with_name(model_writes);
         let composed_entities = config.description_vectors.composes_entities();
-        let descriptions = SentenceMean::wrap_if(models.embedder.clone(), composes);
+        let descriptions =
+            SentenceMean::wrap_if(models.embedder.clone(), composes, sentence_aliases);
         let text = Arc::new(
             ExtractiveSummarizer::new(descriptions.clone(), Encoding::O200kBase)
                 .with_memo(!composes),

@@ -5,14 +5,15 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use kgrag_eval::ExtractionSource;
+use kgrag_graph_store::hippo::prepare_triples;
 use kgrag_hirag::{
-    merge_records, openie_extractions, BaseSource, ExtractionMode, HiragConfig, HiragRetriever,
-    Mode,
+    fact_sentence_aliases, merge_records, openie_extractions, BaseSource, ExtractionMode,
+    HiragConfig, HiragRetriever, Mode,
 };
 use kgrag_openie::read_openie_file;
 use kgrag_text::{Chunker, ChunkerConfig};
 use kgrag_types::testing::{data_file, HashingEmbedder};
-use kgrag_types::{Document, Extraction, RetrievalRequest, Retriever};
+use kgrag_types::{Document, Extraction, Normalisation, RetrievalRequest, Retriever};
 
 use crate::common::build;
 
@@ -78,6 +79,29 @@ fn openie_cache_adapter_on_musique() {
         .entities
         .iter()
         .all(|e| e.description.split("<SEP>").all(|s| s.ends_with('.'))));
+    // Each relation's fact sentence is aliased to a fact text HippoRAG 2 embeds (its prepared triples
+    // rendered), so that the hierarchy's composed vectors reuse HippoRAG 2's fact vectors.
+    let aliases = fact_sentence_aliases(&extractions);
+    let hippo_facts: HashSet<String> = triples
+        .iter()
+        .flat_map(|(_, raw)| prepare_triples(raw, Normalisation::Ascii, false))
+        .map(|t| t.render())
+        .collect();
+    assert_eq!(
+        hippo_facts.len(),
+        17_036,
+        "HippoRAG 2's fact count (hipporag2.md §11)"
+    );
+    assert!(aliases.values().all(|fact| hippo_facts.contains(fact)));
+    assert!(extractions
+        .iter()
+        .flat_map(|e| &e.relations)
+        .all(|r| aliases.contains_key(&r.description)));
+    assert!(
+        aliases.len() > 16_000,
+        "{} aliased sentences",
+        aliases.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,6 +1,7 @@
 //! Integration tests of kgrag-hirag (one test binary; each module is one test file).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod aliases;
 mod bridge;
 mod common;
 mod data;
