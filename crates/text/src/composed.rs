@@ -323,6 +323,32 @@ mod tests {
         v.iter().map(|x| f64::from(*x) / n).collect()
     }
 
+    /// The inner embedder's unit vectors of two texts.
+    async fn units_of(inner: &HashingEmbedder, texts: [&str; 2]) -> [Vec<f64>; 2] {
+        let texts = texts.map(str::to_owned);
+        let direct = inner.embed(&texts, &EmbedKind::Document).await;
+        let direct = direct.map_err(|e| e.to_string());
+        let Ok(direct) = direct else {
+            panic!("{direct:?}")
+        };
+        [0, 1].map(|i| unit(direct.row(i).unwrap_or_default()))
+    }
+
+    /// The normalised sum of two unit vectors.
+    fn mean_of(a: &[f64], b: &[f64]) -> Vec<f64> {
+        let sum: Vec<f32> = a.iter().zip(b).map(|(x, y)| (x + y) as f32).collect();
+        unit(&sum)
+    }
+
+    /// Every component of `got` within 1e-6 of `want`'s.
+    fn assert_near(got: Option<&[f32]>, want: &[f64]) {
+        let got = got.unwrap_or_default();
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(want) {
+            assert!((f64::from(*g) - w).abs() < 1e-6, "{g} against {w}");
+        }
+    }
+
     #[test]
     fn units_split_parts_and_sentences_within_the_word_cap() {
         assert_eq!(
@@ -350,33 +376,10 @@ mod tests {
         let got = got.map_err(|e| e.to_string());
         let Ok(got) = got else { panic!("{got:?}") };
         assert_eq!(c.sentences(), 2, "the repeated sentence is embedded once");
-        let direct = inner
-            .embed(
-                &["Alpha founded Beta.".into(), "Alpha lives in Gamma.".into()],
-                &EmbedKind::Document,
-            )
-            .await
-            .map_err(|e| e.to_string());
-        let Ok(direct) = direct else {
-            panic!("{direct:?}")
-        };
-        let (a, b) = (
-            unit(direct.row(0).unwrap_or_default()),
-            unit(direct.row(1).unwrap_or_default()),
-        );
-        let mean = unit(
-            &a.iter()
-                .zip(&b)
-                .map(|(x, y)| (x + y) as f32)
-                .collect::<Vec<f32>>(),
-        );
-        for (g, w) in got.row(0).unwrap_or_default().iter().zip(&mean) {
-            assert!((f64::from(*g) - w).abs() < 1e-6);
-        }
+        let [a, b] = units_of(&inner, ["Alpha founded Beta.", "Alpha lives in Gamma."]).await;
+        assert_near(got.row(0), &mean_of(&a, &b));
         // One sentence: its own vector, normalised.
-        for (g, w) in got.row(1).unwrap_or_default().iter().zip(&a) {
-            assert!((f64::from(*g) - w).abs() < 1e-6);
-        }
+        assert_near(got.row(1), &a);
         // A second call finds every sentence memoised; queries go to the inner embedder.
         let calls = inner.calls();
         let again = c.embed(&texts, &EmbedKind::Document).await;
@@ -418,35 +421,13 @@ mod tests {
         assert!(seen.contains(&"('alpha', 'founded', 'beta')".to_owned()));
         assert!(seen.contains(&"Alpha lives in Gamma.".to_owned()));
         assert!(!seen.contains(&"Alpha founded Beta.".to_owned()));
-        let direct = inner
-            .embed(
-                &[
-                    "('alpha', 'founded', 'beta')".into(),
-                    "Alpha lives in Gamma.".into(),
-                ],
-                &EmbedKind::Document,
-            )
-            .await
-            .map_err(|e| e.to_string());
-        let Ok(direct) = direct else {
-            panic!("{direct:?}")
-        };
-        let (a, b) = (
-            unit(direct.row(0).unwrap_or_default()),
-            unit(direct.row(1).unwrap_or_default()),
-        );
-        for (g, w) in got.row(0).unwrap_or_default().iter().zip(&a) {
-            assert!((f64::from(*g) - w).abs() < 1e-6);
-        }
-        let mean = unit(
-            &a.iter()
-                .zip(&b)
-                .map(|(x, y)| (x + y) as f32)
-                .collect::<Vec<f32>>(),
-        );
-        for (g, w) in got.row(1).unwrap_or_default().iter().zip(&mean) {
-            assert!((f64::from(*g) - w).abs() < 1e-6);
-        }
+        let [a, b] = units_of(
+            &inner,
+            ["('alpha', 'founded', 'beta')", "Alpha lives in Gamma."],
+        )
+        .await;
+        assert_near(got.row(0), &a);
+        assert_near(got.row(1), &mean_of(&a, &b));
     }
 
     /// The hashing embedder, yielding to the scheduler before it answers (so two calls overlap).
