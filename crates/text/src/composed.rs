@@ -200,23 +200,23 @@ impl SentenceMean {
 
     async fn compose(&self, texts: &[String]) -> kgrag_types::Result<Embeddings> {
         let units: Vec<Vec<&str>> = texts.iter().map(|t| units(t)).collect();
-        let missing: Vec<String> = {
+        let missing: Vec<&str> = {
             let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
             let mut seen = std::collections::HashSet::new();
             units
                 .iter()
                 .flatten()
-                .filter(|s| !memo.rows.contains_key(**s) && seen.insert(**s))
-                .map(|s| (*s).to_owned())
+                .copied()
+                .filter(|s| !memo.rows.contains_key(*s) && seen.insert(*s))
                 .collect()
         };
         if !missing.is_empty() {
+            // What the inner embedder reads: each sentence, or its alias.
             let embedded: Vec<String> = missing
                 .iter()
-                .map(|s| self.aliases.get(s).unwrap_or(s).clone())
+                .map(|s| self.aliases.get(*s).map_or(*s, String::as_str).to_owned())
                 .collect();
             let rows = self.inner.embed(&embedded, &EmbedKind::Document).await?;
-            drop(embedded);
             if rows.len() != missing.len() {
                 return Err(kgrag_types::Error::InvalidInput(format!(
                     "the embedder {} returned {} vectors for {} sentences",
@@ -237,13 +237,19 @@ impl SentenceMean {
                 )));
             }
             // Another call may have embedded some of these meanwhile (the lock is not held across the
-            // embedding): keep the first vector, store only the new rows.
+            // embedding): keep the first vector, store only the new rows. A sentence embedded as itself
+            // becomes its own key (no second copy of it is made).
             let block = memo.blocks.len() as u32;
             let mut data = Vec::with_capacity(rows.len() * rows.dim());
-            for (s, v) in missing.into_iter().zip(rows.rows()) {
-                if !memo.rows.contains_key(s.as_str()) {
+            for ((s, text), v) in missing.iter().zip(embedded).zip(rows.rows()) {
+                if !memo.rows.contains_key(*s) {
                     let row = (data.len() / rows.dim()) as u32;
-                    memo.rows.insert(s.into_boxed_str(), (block, row));
+                    let key = if text == *s {
+                        text.into_boxed_str()
+                    } else {
+                        Box::from(*s)
+                    };
+                    memo.rows.insert(key, (block, row));
                     data.extend_from_slice(v);
                 }
             }
