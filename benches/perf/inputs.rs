@@ -38,7 +38,7 @@ fn musique_inputs() -> Result<Musique> {
     let phrases: BTreeSet<&str> = chunks
         .iter()
         .flat_map(|c| c.triples.iter())
-        .flat_map(|t| [t.subject.as_str(), t.object.as_str()])
+        .flat_map(|t| [t.subject(), t.object()])
         .collect();
     let mut seen = HashSet::new();
     let mut facts = Vec::new();
@@ -148,7 +148,7 @@ pub(crate) fn prepare(dir: &Path) -> Result<Value> {
             json!({
                 "id": c.chunk.as_str(),
                 "text": c.text,
-                "triples": c.triples.iter().map(|t| [&t.subject, &t.predicate, &t.object]).collect::<Vec<_>>(),
+                "triples": c.triples.iter().map(|t| [t.subject(), t.predicate(), t.object()]).collect::<Vec<_>>(),
             })
         })
         .collect();

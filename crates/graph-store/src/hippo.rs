@@ -56,7 +56,7 @@ pub fn prepare_triples(
     raw.iter()
         .filter(|t| seen.insert(*t))
         .map(|t| t.normalised(normalisation))
-        .filter(|t| !drop_empty || (!t.subject.is_empty() && !t.object.is_empty()))
+        .filter(|t| !drop_empty || (!t.subject().is_empty() && !t.object().is_empty()))
         .collect()
 }
 
@@ -97,8 +97,8 @@ pub fn insert_chunks(graph: &mut KnowledgeGraph, chunks: &[HippoChunk]) -> Resul
     let mut phrases: BTreeSet<&str> = BTreeSet::new();
     for c in &fresh {
         for t in &c.triples {
-            phrases.insert(&t.subject);
-            phrases.insert(&t.object);
+            phrases.insert(t.subject());
+            phrases.insert(t.object());
         }
     }
     let mut node_of: BTreeMap<&str, NodeIndex> = BTreeMap::new();
@@ -123,10 +123,7 @@ pub fn insert_chunks(graph: &mut KnowledgeGraph, chunks: &[HippoChunk]) -> Resul
     for (c, &pnode) in fresh.iter().zip(&passages) {
         let mut linked: BTreeSet<NodeIndex> = BTreeSet::new();
         for t in &c.triples {
-            let (Some(&s), Some(&o)) = (
-                node_of.get(t.subject.as_str()),
-                node_of.get(t.object.as_str()),
-            ) else {
+            let (Some(&s), Some(&o)) = (node_of.get(t.subject()), node_of.get(t.object())) else {
                 continue;
             };
             if graph.add_fact(s, o, &c.chunk)? {
@@ -143,6 +140,7 @@ pub fn insert_chunks(graph: &mut KnowledgeGraph, chunks: &[HippoChunk]) -> Resul
             out.context_links += 1;
         }
     }
+    graph.shrink_to_fit();
     Ok(out)
 }
 

@@ -71,8 +71,9 @@ pub struct Corpus {
     /// `(chunk id, text)` in corpus order, one per distinct chunk; the texts are shared with `passages`.
     pub chunks: Vec<(ChunkId, Arc<str>)>,
     /// The chunks' OpenIE triples (HippoRAG 2's graph, HiRAG's `base = "openie_cache"`), by chunk; empty
-    /// when no method needs them.
-    pub triples: Vec<Extraction>,
+    /// when no method needs them. Shared: the writer's copy and the committed generation it hands to
+    /// the readers hold one list (a change copies it first).
+    pub triples: Arc<Vec<Extraction>>,
     /// The passage store: every chunk embedded once (keys: chunk ids).
     pub passages: Arc<EmbeddingStore>,
     /// The backend's search of the committed passage vectors (PostgreSQL's pgvector), which the dense

@@ -144,7 +144,7 @@ pub fn write_openie_file(path: &Path, docs: &[OpenIeDoc]) -> Result<()> {
                 "passage": d.passage,
                 "extracted_entities": d.extraction.entities.iter().map(|e| e.name.as_str()).collect::<Vec<_>>(),
                 "extracted_triples": d.extraction.triples.iter()
-                    .map(|t| [t.subject.as_str(), t.predicate.as_str(), t.object.as_str()])
+                    .map(|t| [t.subject(), t.predicate(), t.object()])
                     .collect::<Vec<_>>(),
             })
         })

@@ -23,7 +23,7 @@
 //! let extraction = RuleExtractor.extract_text(&chunks[0]);
 //! let names: Vec<&str> = extraction.entities.iter().map(|e| e.name.as_str()).collect();
 //! assert_eq!(names, ["Ada Lovelace", "Charles Babbage", "London"]);
-//! assert_eq!(extraction.triples[0].predicate, "worked with");
+//! assert_eq!(extraction.triples[0].predicate(), "worked with");
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 

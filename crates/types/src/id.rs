@@ -27,11 +27,17 @@ pub fn md5_hex(bytes: &[u8]) -> String {
 }
 
 macro_rules! content_id {
-    ($(#[$doc:meta])* $name:ident, $kind:literal) => {
+    ($(#[$doc:meta])* $name:ident, $kind:literal, $len:literal) => {
         $(#[$doc])*
-        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-        #[serde(try_from = "String", into = "String")]
-        pub struct $name(String);
+        ///
+        /// Held inline (the prefix and the 32 hex digits, no allocation): a corpus holds an id per chunk
+        /// of every fact count, source set and record, and a clone is a copy of its bytes. Order and
+        /// equality are those of the id strings; serialised as the id string.
+        #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+        #[serde(try_from = "String")]
+        pub struct $name([u8; $len]);
+
+        const _: () = assert!($len == $kind.len() + 1 + 32, "an id is its prefix and 32 hex digits");
 
         impl $name {
             /// The id kind, also the prefix without its dash.
@@ -41,7 +47,14 @@ macro_rules! content_id {
 
             /// The id of `content`: the prefix followed by the md5 hex digest of its UTF-8 bytes.
             pub fn from_content(content: &str) -> Self {
-                Self(format!("{}{}", Self::PREFIX, md5_hex(content.as_bytes())))
+                let mut id = [0u8; $len];
+                let (prefix, digest) = id.split_at_mut(Self::PREFIX.len());
+                prefix.copy_from_slice(Self::PREFIX.as_bytes());
+                for (pair, byte) in digest.chunks_exact_mut(2).zip(Md5::digest(content.as_bytes())) {
+                    pair[0] = HEX[usize::from(byte >> 4)];
+                    pair[1] = HEX[usize::from(byte & 15)];
+                }
+                Self(id)
             }
 
             /// Parses an id string, checking the prefix and the 32-digit lowercase hex digest.
@@ -52,36 +65,42 @@ macro_rules! content_id {
                             .bytes()
                             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
                 });
-                if valid {
-                    Ok(Self(value.to_owned()))
-                } else {
-                    Err(Error::InvalidId {
+                match <[u8; $len]>::try_from(value.as_bytes()) {
+                    Ok(bytes) if valid => Ok(Self(bytes)),
+                    _ => Err(Error::InvalidId {
                         kind: Self::KIND,
                         value: value.to_owned(),
-                    })
+                    }),
                 }
             }
 
             /// The whole id, prefix included.
             pub fn as_str(&self) -> &str {
-                &self.0
+                // Only ASCII is ever stored (`from_content`, `parse`).
+                std::str::from_utf8(&self.0).unwrap_or_default()
             }
 
             /// The md5 hex digest without the prefix.
             pub fn digest(&self) -> &str {
-                &self.0[Self::PREFIX.len()..]
+                &self.as_str()[Self::PREFIX.len()..]
             }
         }
 
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(&self.0)
+                f.write_str(self.as_str())
             }
         }
 
         impl fmt::Debug for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "{}({:?})", stringify!($name), self.0)
+                write!(f, "{}({:?})", stringify!($name), self.as_str())
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
             }
         }
 
@@ -101,37 +120,44 @@ macro_rules! content_id {
 
         impl From<$name> for String {
             fn from(id: $name) -> String {
-                id.0
+                id.as_str().to_owned()
             }
         }
 
         impl AsRef<str> for $name {
             fn as_ref(&self) -> &str {
-                &self.0
+                self.as_str()
             }
         }
     };
 }
 
+/// Lowercase hex digits.
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 content_id!(
     /// Id of a [`Document`](crate::Document): `doc-` + md5 of the stripped text (HiRAG's rule).
     DocId,
-    "doc"
+    "doc",
+    36
 );
 content_id!(
     /// Id of a [`Chunk`](crate::Chunk): `chunk-` + md5 of the chunk text (HippoRAG's and HiRAG's rule).
     ChunkId,
-    "chunk"
+    "chunk",
+    38
 );
 content_id!(
     /// Id of an entity (HippoRAG: phrase node): `entity-` + md5 of the normalised name.
     EntityId,
-    "entity"
+    "entity",
+    39
 );
 content_id!(
     /// Id of a fact: `fact-` + md5 of the rendered normalised triple.
     FactId,
-    "fact"
+    "fact",
+    37
 );
 
 impl DocId {
@@ -209,6 +235,36 @@ mod tests {
         let json = serde_json::to_string(&id).unwrap();
         assert_eq!(serde_json::from_str::<ChunkId>(&json).unwrap(), id);
         assert!(serde_json::from_str::<ChunkId>("\"chunk-nothex\"").is_err());
+    }
+
+    #[test]
+    fn an_id_is_held_inline_and_orders_and_serialises_as_its_string() {
+        assert_eq!(std::mem::size_of::<ChunkId>(), 38);
+        let ids: Vec<ChunkId> = (0..50)
+            .map(|i| ChunkId::from_content(&i.to_string()))
+            .collect();
+        for (i, a) in ids.iter().enumerate() {
+            assert_eq!(
+                a.as_str(),
+                format!("chunk-{}", md5_hex(i.to_string().as_bytes()))
+            );
+            let bytes = postcard::to_allocvec(a).unwrap();
+            assert_eq!(
+                bytes,
+                postcard::to_allocvec(&a.as_str().to_owned()).unwrap()
+            );
+            assert_eq!(postcard::from_bytes::<ChunkId>(&bytes).unwrap(), *a);
+            assert_eq!(serde_json::to_string(a).unwrap(), format!("\"{a}\""));
+            for b in &ids {
+                assert_eq!(a.cmp(b), a.as_str().cmp(b.as_str()));
+            }
+        }
+        assert_eq!(
+            EntityId::from_content("x").as_str(),
+            format!("entity-{}", md5_hex(b"x"))
+        );
+        assert_eq!(DocId::from_content("x").digest(), md5_hex(b"x"));
+        assert_eq!(FactId::from_content("x").digest(), md5_hex(b"x"));
     }
 
     #[test]

@@ -39,14 +39,14 @@ fn entity_graph() -> Option<EntityGraph> {
     for d in &docs {
         for t in &d.extraction.triples {
             let t = t.normalised(Normalisation::Ascii);
-            if !t.subject.is_empty() && !t.object.is_empty() {
+            if !t.subject().is_empty() && !t.object().is_empty() {
                 triples.push((d.extraction.chunk_id.clone(), t));
             }
         }
     }
     let names: Vec<String> = triples
         .iter()
-        .flat_map(|(_, t)| [t.subject.clone(), t.object.clone()])
+        .flat_map(|(_, t)| [t.subject().to_owned(), t.object().to_owned()])
         .collect::<BTreeSet<_>>()
         .into_iter()
         .collect();
@@ -60,8 +60,8 @@ fn entity_graph() -> Option<EntityGraph> {
     let mut edges = Vec::new();
     let mut pair_text = HashMap::new();
     for (chunk, t) in &triples {
-        let (a, b) = (index[t.subject.as_str()], index[t.object.as_str()]);
-        let sentence = format!("{} {} {}.", t.subject, t.predicate, t.object);
+        let (a, b) = (index[t.subject()], index[t.object()]);
+        let sentence = format!("{} {} {}.", t.subject(), t.predicate(), t.object());
         for v in [a, b] {
             if descriptions[v].is_empty() {
                 descriptions[v] = sentence.clone();

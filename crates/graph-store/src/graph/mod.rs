@@ -83,6 +83,15 @@ impl KnowledgeGraph {
         self.g.node_count()
     }
 
+    /// Gives back the room the node and edge lists and the look-up maps grew beyond their contents (a
+    /// list doubles as it grows: up to half of a large graph's edge list can be room). Nothing else
+    /// changes.
+    pub fn shrink_to_fit(&mut self) {
+        self.g.shrink_to_fit();
+        self.by_key.shrink_to_fit();
+        self.by_name.shrink_to_fit();
+    }
+
     /// Number of edges (node pairs).
     pub fn edge_count(&self) -> usize {
         self.g.edge_count()

@@ -2,11 +2,14 @@
 //! need (HippoRAG 2's passage, phrase and fact stores; the dense retriever's passages).
 
 use std::collections::HashMap;
+use std::fmt;
+use std::hash::{BuildHasher, RandomState};
 use std::path::Path;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
 use half::f16;
+use hashbrown::hash_table::{Entry, HashTable};
 use kgrag_types::{EmbedKind, Embedder};
 use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
@@ -38,7 +41,71 @@ pub struct EmbeddingStore {
     index: Option<ExactIndex>,
     /// The precision of the vectors (of the index once there is one).
     precision: Precision,
-    rows: HashMap<String, usize>,
+    rows: KeyRows,
+}
+
+/// The row of each key: row numbers in a table found by the key's hash and checked against the store's
+/// `keys`, so that each key is held once (a `HashMap<String, usize>` held every key a second time, ~80
+/// bytes a row).
+#[derive(Clone, Default)]
+struct KeyRows {
+    table: HashTable<u32>,
+    hasher: RandomState,
+}
+
+impl fmt::Debug for KeyRows {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "KeyRows({} keys)", self.table.len())
+    }
+}
+
+impl KeyRows {
+    /// The table of `keys` (row = position); `None` when a key is there twice.
+    fn of(keys: &[String]) -> Option<Self> {
+        let mut rows = Self::default();
+        rows.table
+            .reserve(keys.len(), |&x| rows.hasher.hash_one(key_at(keys, x)));
+        (0..keys.len())
+            .all(|row| rows.insert(keys, row))
+            .then_some(rows)
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// The row of `key`.
+    fn get(&self, keys: &[String], key: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(key);
+        self.table
+            .find(hash, |&r| key_at(keys, r) == key)
+            .map(|&r| r as usize)
+    }
+
+    /// Adds `row` under `keys[row]`; false when that key already has a row (or `row` is out of range).
+    fn insert(&mut self, keys: &[String], row: usize) -> bool {
+        let (Some(key), Ok(r)) = (keys.get(row), u32::try_from(row)) else {
+            return false;
+        };
+        let hasher = &self.hasher;
+        match self.table.entry(
+            hasher.hash_one(key.as_str()),
+            |&x| key_at(keys, x) == key,
+            |&x| hasher.hash_one(key_at(keys, x)),
+        ) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(slot) => {
+                slot.insert(r);
+                true
+            }
+        }
+    }
+}
+
+/// `keys[row]` (`""` past the end, which the table's rows never are).
+fn key_at(keys: &[String], row: u32) -> &str {
+    keys.get(row as usize).map_or("", String::as_str)
 }
 
 /// How a store's vectors are saved. The first two variants are encoded exactly as the `Option` of an f32
@@ -89,7 +156,7 @@ impl From<StoreRepr> for EmbeddingStore {
             texts: r.texts,
             index,
             precision,
-            rows: HashMap::new(),
+            rows: KeyRows::default(),
         }
     }
 }
@@ -138,7 +205,7 @@ impl EmbeddingStore {
             texts: Vec::new(),
             index: None,
             precision,
-            rows: HashMap::new(),
+            rows: KeyRows::default(),
         }
     }
 
@@ -170,14 +237,9 @@ impl EmbeddingStore {
         } else {
             Some(ExactIndex::from_stored(dim, Metric::Cosine, vectors)?)
         };
-        let rows: HashMap<String, usize> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (k.clone(), i))
-            .collect();
-        if rows.len() != keys.len() {
+        let Some(rows) = KeyRows::of(&keys) else {
             return Err(invalid(format!("the {name} store was given a key twice")));
-        }
+        };
         Ok(Self {
             name,
             keys,
@@ -247,7 +309,7 @@ impl EmbeddingStore {
 
     /// The row holding `key`.
     pub fn row(&self, key: &str) -> Option<usize> {
-        self.rows.get(key).copied()
+        self.rows.get(&self.keys, key)
     }
 
     /// The vectors (`None` before the first insert).
@@ -285,10 +347,17 @@ impl EmbeddingStore {
         let mut pending: HashMap<&str, usize> = HashMap::new();
         for (key, text) in items {
             let key = key.as_ref();
-            if !self.rows.contains_key(key) && !pending.contains_key(key) {
+            if self.row(key).is_none() && !pending.contains_key(key) {
                 pending.insert(key, self.keys.len() + missing.len());
                 missing.push((key, text));
             }
+        }
+        if self.keys.len() + missing.len() > u32::MAX as usize {
+            return Err(invalid(format!(
+                "the {} store would pass {} rows",
+                self.name,
+                u32::MAX
+            )));
         }
         // Embed in order of text length, so that each batch pads to similar lengths (transformer cost grows
         // with the longest text of a batch); rows are stored in input order.
@@ -398,17 +467,16 @@ impl EmbeddingStore {
                 };
             }
         }
-        self.rows.reserve(missing.len());
         self.keys.reserve(missing.len());
         self.texts.reserve(missing.len());
         for (key, text) in missing {
-            self.rows.insert(key.to_owned(), self.keys.len());
             self.keys.push(key.to_owned());
             self.texts.push(text.clone().into());
+            self.rows.insert(&self.keys, self.keys.len() - 1);
         }
         Ok(items
             .iter()
-            .filter_map(|(key, _)| self.rows.get(key.as_ref()).copied())
+            .filter_map(|(key, _)| self.row(key.as_ref()))
             .collect())
     }
 
@@ -435,17 +503,12 @@ impl EmbeddingStore {
             Some(index) if !rows.is_empty() => Some(index.select_rows(rows)?),
             _ => None,
         };
-        let rows_of: HashMap<String, usize> = keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (k.clone(), i))
-            .collect();
-        if rows_of.len() != keys.len() {
+        let Some(rows_of) = KeyRows::of(&keys) else {
             return Err(invalid(format!(
                 "a row is selected twice from the {} store",
                 self.name
             )));
-        }
+        };
         Ok(Self {
             name: self.name.clone(),
             keys,
@@ -489,12 +552,8 @@ impl EmbeddingStore {
         if self.keys.is_empty() {
             self.index = None;
         }
-        self.rows = self
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (k.clone(), i))
-            .collect();
+        // The kept keys were distinct before.
+        self.rows = KeyRows::of(&self.keys).unwrap_or_default();
         map
     }
 
@@ -529,18 +588,10 @@ impl EmbeddingStore {
                 ),
             });
         }
-        out.rows = out
-            .keys
-            .iter()
-            .enumerate()
-            .map(|(i, k)| (k.clone(), i))
-            .collect();
-        if out.rows.len() != out.keys.len() {
-            return Err(StoreError::Corrupt {
-                path: path.to_path_buf(),
-                reason: "duplicate keys".to_owned(),
-            });
-        }
+        out.rows = KeyRows::of(&out.keys).ok_or_else(|| StoreError::Corrupt {
+            path: path.to_path_buf(),
+            reason: "duplicate keys".to_owned(),
+        })?;
         Ok(out)
     }
 }
@@ -549,6 +600,26 @@ impl EmbeddingStore {
 mod tests {
     use super::*;
     use kgrag_types::testing::HashingEmbedder;
+
+    #[test]
+    fn key_rows_find_every_key_and_refuse_a_second_copy() {
+        let mut keys: Vec<String> = (0..2_000).map(|i| format!("key-{i}")).collect();
+        let mut rows = KeyRows::of(&keys).unwrap();
+        assert_eq!(rows.len(), keys.len());
+        for (i, k) in keys.iter().enumerate() {
+            assert_eq!(rows.get(&keys, k), Some(i));
+        }
+        assert_eq!(rows.get(&keys, "key-2000"), None);
+        assert_eq!(rows.get(&keys, ""), None);
+        keys.push("key-7".to_owned());
+        assert!(!rows.insert(&keys, keys.len() - 1), "a key has one row");
+        assert!(!rows.insert(&keys, keys.len()), "past the end");
+        assert!(KeyRows::of(&keys).is_none());
+        keys.pop();
+        keys.push("new".to_owned());
+        assert!(rows.insert(&keys, keys.len() - 1));
+        assert_eq!(rows.get(&keys, "new"), Some(2_000));
+    }
 
     fn items(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs

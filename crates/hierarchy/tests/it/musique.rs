@@ -61,9 +61,9 @@ async fn corpus() -> Option<Corpus> {
     for (ci, c) in chunks.iter().enumerate() {
         for t in &c.triples {
             let mut ids = [0usize; 2];
-            for (slot, p) in [&t.subject, &t.object].into_iter().enumerate() {
-                let i = *index.entry(p.clone()).or_insert_with(|| {
-                    phrases.push((p.clone(), Vec::new()));
+            for (slot, p) in [t.subject(), t.object()].into_iter().enumerate() {
+                let i = *index.entry(p.to_owned()).or_insert_with(|| {
+                    phrases.push((p.to_owned(), Vec::new()));
                     phrases.len() - 1
                 });
                 if phrases[i].1.last() != Some(&ci) {
@@ -74,7 +74,7 @@ async fn corpus() -> Option<Corpus> {
             relations.push((
                 ids[0],
                 ids[1],
-                format!("{} {} {}", t.subject, t.predicate, t.object),
+                format!("{} {} {}", t.subject(), t.predicate(), t.object()),
             ));
         }
     }

@@ -131,7 +131,7 @@ impl Generation {
                 .zip(passages.texts())
                 .filter_map(|(k, t)| Some((ChunkId::parse(k).ok()?, t.clone())))
                 .collect(),
-            triples: Vec::new(),
+            triples: Arc::default(),
             passages: Arc::new(passages),
             search,
         };
@@ -295,7 +295,7 @@ impl Drop for Generation {
 pub(crate) fn empty_corpus() -> Corpus {
     Corpus {
         chunks: Vec::new(),
-        triples: Vec::new(),
+        triples: Arc::default(),
         passages: Arc::new(EmbeddingStore::new("passages")),
         search: None,
     }

@@ -193,7 +193,7 @@ impl IndexWriter {
                 let (Some(store), Some(m)) = (&self.shared.store, &base.manifest) else {
                     return Err(KgragError::Index("the index's triples are missing".into()));
                 };
-                store.triples(m)?
+                Arc::new(store.triples(m)?)
             },
             passages: base.corpus.passages.clone(),
             search: base.corpus.search.clone(),
@@ -322,7 +322,7 @@ impl IndexWriter {
                 triples: if self.shared.store.is_none() {
                     self.work.corpus.triples.clone()
                 } else {
-                    Vec::new()
+                    Arc::default()
                 },
                 passages: self.work.corpus.passages.clone(),
                 search: self.work.corpus.search.clone(),
@@ -575,7 +575,7 @@ impl IndexWriter {
         let passages = self.embed_passages(&empty, &chunks, &mut stages).await?;
         self.work.corpus = Corpus {
             chunks,
-            triples,
+            triples: Arc::new(triples),
             passages,
             search: None,
         };
@@ -757,7 +757,7 @@ impl IndexWriter {
             let tr = self.triples_for(&fresh, &mut none).await?;
             stages.record("extraction", t.elapsed().as_secs_f64());
             self.add_usage("extraction", before);
-            self.work.corpus.triples.extend(tr);
+            Arc::make_mut(&mut self.work.corpus.triples).extend(tr);
         }
         let passages = self
             .embed_passages(&self.work.corpus.passages, &fresh, &mut stages)
@@ -818,10 +818,7 @@ impl IndexWriter {
             .corpus
             .chunks
             .retain(|(id, _)| !removed.contains(id));
-        self.work
-            .corpus
-            .triples
-            .retain(|e| !removed.contains(&e.chunk_id));
+        Arc::make_mut(&mut self.work.corpus.triples).retain(|e| !removed.contains(&e.chunk_id));
         summary.documents = gone.len();
         summary.chunks = removed.len();
         self.work.documents = keep;

@@ -300,7 +300,7 @@ async fn recognition_filter_and_dense_fallback() {
     let (ctx, trace) = hippo.query(&q.question, 31).await.unwrap();
     assert!(!trace.dense_fallback);
     assert_eq!(trace.kept.len(), 1);
-    assert_eq!(trace.kept[0].0.subject, "tesk amberlow");
+    assert_eq!(trace.kept[0].0.subject(), "tesk amberlow");
     let seeds: Vec<&str> = trace.seeds.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(seeds.len(), 2);
     assert!(seeds.contains(&"tesk amberlow") && seeds.contains(&"quillmarsh glassblowers guild"));

@@ -37,10 +37,10 @@ fn musique_openie_counts_match_the_spec() {
     for d in &docs {
         for t in &d.extraction.triples {
             let n = t.normalised(Normalisation::Ascii);
-            phrases.insert(n.subject.clone());
-            phrases.insert(n.object.clone());
-            pairs.insert((d.extraction.chunk_id.clone(), n.subject.clone()));
-            pairs.insert((d.extraction.chunk_id.clone(), n.object.clone()));
+            phrases.insert(n.subject().to_owned());
+            phrases.insert(n.object().to_owned());
+            pairs.insert((d.extraction.chunk_id.clone(), n.subject().to_owned()));
+            pairs.insert((d.extraction.chunk_id.clone(), n.object().to_owned()));
             facts.insert(n);
         }
     }

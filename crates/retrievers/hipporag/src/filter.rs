@@ -37,7 +37,7 @@ pub fn fact_json<S: AsRef<str>>(facts: &[Vec<S>]) -> String {
 }
 
 fn triple_parts(t: &Triple) -> Vec<&str> {
-    vec![&t.subject, &t.predicate, &t.object]
+    vec![t.subject(), t.predicate(), t.object()]
 }
 
 fn user_turn(question: &str, facts: &str) -> String {

@@ -316,8 +316,8 @@ impl HippoIndex {
             let mut phrases: BTreeSet<NodeIndex> = BTreeSet::new();
             for t in triples {
                 let (Some(s), Some(o)) = (
-                    graph.find(&phrase_key(&t.subject)),
-                    graph.find(&phrase_key(&t.object)),
+                    graph.find(&phrase_key(t.subject())),
+                    graph.find(&phrase_key(t.object())),
                 ) else {
                     continue;
                 };
@@ -580,7 +580,7 @@ impl HippoIndex {
         let mut phrase_list: Vec<&str> = fresh
             .iter()
             .flat_map(|c| c.triples.iter())
-            .flat_map(|t| [t.subject.as_str(), t.object.as_str()])
+            .flat_map(|t| [t.subject(), t.object()])
             .collect();
         phrase_list.sort_unstable();
         phrase_list.dedup();
@@ -602,22 +602,29 @@ impl HippoIndex {
 
         // Facts in corpus order of first occurrence (each triple rendered and hashed once, in parallel).
         let triples: Vec<&Triple> = fresh.iter().flat_map(|c| c.triples.iter()).collect();
-        let rendered: Vec<(String, String)> = triples
+        let mut rendered: Vec<(String, String)> = triples
             .par_iter()
             .map(|t| {
                 let text = t.render();
                 (FactId::from_content(&text).as_str().to_owned(), text)
             })
             .collect();
-        let mut fact_items: Vec<(String, String)> = Vec::new();
-        let mut fact_new: Vec<Triple> = Vec::new();
-        let mut pending = HashSet::new();
-        for (t, (key, text)) in triples.into_iter().zip(rendered) {
-            if self.facts.row(&key).is_none() && pending.insert(key.clone()) {
-                fact_items.push((key, text));
-                fact_new.push(t.clone());
+        // Each new fact at its first occurrence; its key and text move out of `rendered`.
+        let mut first: Vec<usize> = Vec::new();
+        {
+            let mut pending: HashSet<&str> = HashSet::new();
+            for (i, (key, _)) in rendered.iter().enumerate() {
+                if self.facts.row(key).is_none() && pending.insert(key) {
+                    first.push(i);
+                }
             }
         }
+        let fact_new: Vec<Triple> = first.iter().map(|&i| triples[i].clone()).collect();
+        let fact_items: Vec<(String, String)> = first
+            .iter()
+            .map(|&i| std::mem::take(&mut rendered[i]))
+            .collect();
+        drop((rendered, first, triples));
         stats.new_facts = fact_items.len();
         let t = Instant::now();
         progress.start("embed_facts", fact_items.len());
@@ -668,6 +675,7 @@ impl HippoIndex {
             )?;
         }
         progress.advance(new_rows.len());
+        graph.shrink_to_fit();
         finish(progress, &mut stats, "synonymy", t.elapsed());
 
         // Commit.

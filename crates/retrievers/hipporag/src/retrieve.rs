@@ -39,7 +39,7 @@ pub fn seed_weights(
     // vertex -> (sum of weights, occurrences, last weight, sum of raw scores)
     let mut acc: BTreeMap<usize, (f64, usize, f64, f64)> = BTreeMap::new();
     for (fact, score) in kept {
-        for phrase in [&fact.subject, &fact.object] {
+        for phrase in [&fact.subject(), &fact.object()] {
             let Some(p) = lookup(phrase) else { continue };
             let weighted = score / p.chunks.max(1) as f64;
             let e = acc.entry(p.vertex).or_insert((0.0, 0, 0.0, 0.0));

@@ -35,24 +35,24 @@ pub fn openie_extractions(chunks: &[(ChunkId, Vec<Triple>)]) -> Vec<Extraction> 
             for (t, n) in raw.iter().zip(&normalised) {
                 let sentence = format!(
                     "{} {} {}.",
-                    t.subject.trim(),
-                    t.predicate.trim(),
-                    t.object.trim()
+                    t.subject().trim(),
+                    t.predicate().trim(),
+                    t.object().trim()
                 );
-                for phrase in [&n.subject, &n.object] {
-                    let list = facts.entry(phrase.clone()).or_insert_with(|| {
-                        order.push(phrase.clone());
+                for phrase in [n.subject(), n.object()] {
+                    let list = facts.entry(phrase.to_owned()).or_insert_with(|| {
+                        order.push(phrase.to_owned());
                         Vec::new()
                     });
                     if !list.contains(&sentence) {
                         list.push(sentence.clone());
                     }
                 }
-                if n.subject != n.object {
+                if n.subject() != n.object() {
                     relations.push(Relation {
-                        source: n.subject.clone(),
-                        target: n.object.clone(),
-                        keywords: n.predicate.clone(),
+                        source: n.subject().to_owned(),
+                        target: n.object().to_owned(),
+                        keywords: n.predicate().to_owned(),
                         description: sentence,
                         weight: 1.0,
                         source_chunks: sources.clone(),
@@ -96,11 +96,7 @@ pub fn fact_sentence_aliases(extractions: &[Extraction]) -> SentenceAliases {
         .iter()
         .flat_map(|e| &e.relations)
         .map(|r| {
-            let fact = Triple {
-                subject: r.source.clone(),
-                predicate: r.keywords.clone(),
-                object: r.target.clone(),
-            };
+            let fact = Triple::new(&r.source, &r.keywords, &r.target);
             (r.description.clone(), fact.render())
         })
         .collect()
@@ -111,11 +107,7 @@ mod tests {
     use super::*;
 
     fn triple(s: &str, p: &str, o: &str) -> Triple {
-        Triple {
-            subject: s.into(),
-            predicate: p.into(),
-            object: o.into(),
-        }
+        Triple::new(s, p, o)
     }
 
     /// Each relation's sentence is aliased to HippoRAG 2's text of the prepared fact; a self-loop fact

@@ -13,11 +13,7 @@ use kgrag_types::Triple;
 use crate::common::{build, chunk};
 
 fn triple(s: &str, p: &str, o: &str) -> Triple {
-    Triple {
-        subject: s.into(),
-        predicate: p.into(),
-        object: o.into(),
-    }
+    Triple::new(s, p, o)
 }
 
 #[tokio::test]

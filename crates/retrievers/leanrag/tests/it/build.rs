@@ -22,8 +22,8 @@ pub fn fixture_g0(passages: usize) -> BaseGraph {
         let chunk: ChunkId = e.chunk_id.clone();
         chunks.push((chunk.clone(), p.content()));
         for t in &e.triples {
-            let sentence = format!("{} {} {}.", t.subject, t.predicate, t.object);
-            for name in [&t.subject, &t.object] {
+            let sentence = format!("{} {} {}.", t.subject(), t.predicate(), t.object());
+            for name in [t.subject(), t.object()] {
                 let ent = entities
                     .entry(name.to_uppercase())
                     .or_insert_with(|| Entity {
@@ -39,7 +39,7 @@ pub fn fixture_g0(passages: usize) -> BaseGraph {
                 }
                 ent.source_chunks.insert(chunk.clone());
             }
-            let (a, b) = (t.subject.to_uppercase(), t.object.to_uppercase());
+            let (a, b) = (t.subject().to_uppercase(), t.object().to_uppercase());
             if a != b {
                 let key = if a < b { (a, b) } else { (b, a) };
                 relations.entry(key.clone()).or_insert_with(|| Relation {
