@@ -32,7 +32,9 @@ impl CsrGraph {
                 "{n} nodes exceed the u32 range of a CSR snapshot"
             )));
         }
-        let mut arcs: Vec<(u32, u32, f64)> = Vec::with_capacity(edges.len() * 2);
+        // The arcs are placed by target straight into the snapshot's two lists (a counting sort), so no
+        // list of all arcs is held beside them: first each target's number of in-arcs.
+        let mut offsets = vec![0usize; n + 1];
         for (k, &(a, b, w)) in edges.iter().enumerate() {
             if a as usize >= n || b as usize >= n {
                 return Err(invalid(format!(
@@ -47,34 +49,69 @@ impl CsrGraph {
             if w == 0.0 {
                 continue;
             }
-            // Stored as (target, source, w) so that sorting groups in-arcs by target.
-            arcs.push((b, a, w));
+            offsets[b as usize + 1] += 1;
             if !directed && a != b {
-                arcs.push((a, b, w));
+                offsets[a as usize + 1] += 1;
             }
-        }
-        arcs.sort_unstable_by_key(|x| (x.0, x.1));
-        let mut offsets = vec![0usize; n + 1];
-        let mut sources = Vec::with_capacity(arcs.len());
-        let mut weights: Vec<f64> = Vec::with_capacity(arcs.len());
-        let mut out_strength = vec![0.0f64; n];
-        let mut last: Option<(u32, u32)> = None;
-        for &(t, s, w) in &arcs {
-            out_strength[s as usize] += w;
-            if last == Some((t, s)) {
-                if let Some(x) = weights.last_mut() {
-                    *x += w;
-                }
-                continue;
-            }
-            last = Some((t, s));
-            offsets[t as usize + 1] += 1;
-            sources.push(s);
-            weights.push(w);
         }
         for j in 0..n {
             offsets[j + 1] += offsets[j];
         }
+        let mut sources = vec![0u32; offsets[n]];
+        let mut weights = vec![0.0f64; offsets[n]];
+        let mut next = offsets.clone();
+        let mut place = |target: u32, source: u32, w: f64| {
+            let slot = &mut next[target as usize];
+            sources[*slot] = source;
+            weights[*slot] = w;
+            *slot += 1;
+        };
+        for &(a, b, w) in edges {
+            if w == 0.0 {
+                continue;
+            }
+            place(b, a, w);
+            if !directed && a != b {
+                place(a, b, w);
+            }
+        }
+        drop(next);
+        // Each target's in-arcs sorted by source (stably: parallel arcs keep their order) and parallel
+        // arcs summed, the rows moved down over the room the sums free. Out-strengths add every arc, in
+        // the order of (target, source).
+        let mut out_strength = vec![0.0f64; n];
+        let mut row: Vec<(u32, f64)> = Vec::new();
+        let (mut start, mut write) = (0usize, 0usize);
+        for j in 0..n {
+            let end = offsets[j + 1];
+            row.clear();
+            row.extend(
+                sources[start..end]
+                    .iter()
+                    .copied()
+                    .zip(weights[start..end].iter().copied()),
+            );
+            row.sort_by_key(|&(s, _)| s);
+            offsets[j] = write;
+            let mut last = None;
+            for &(s, w) in &row {
+                out_strength[s as usize] += w;
+                if last == Some(s) {
+                    weights[write - 1] += w;
+                    continue;
+                }
+                last = Some(s);
+                sources[write] = s;
+                weights[write] = w;
+                write += 1;
+            }
+            start = end;
+        }
+        offsets[n] = write;
+        sources.truncate(write);
+        sources.shrink_to_fit();
+        weights.truncate(write);
+        weights.shrink_to_fit();
         Ok(Self {
             n,
             directed,
@@ -169,5 +206,61 @@ mod tests {
         let d = CsrGraph::from_edges(2, &[(0, 1, 1.0)], true).unwrap();
         assert_eq!(d.in_arcs(0).0.len(), 0);
         assert_eq!(d.out_strength(), &[1.0, 0.0]);
+    }
+
+    /// Against the definition: every arc listed under its target by source, parallel arcs summed in
+    /// the order given, out-strengths the sum of every arc in (target, source) order — on random graphs
+    /// with parallel edges, self-loops and zero weights, both directed and not.
+    #[test]
+    fn the_snapshot_is_the_definition_s() {
+        use std::collections::BTreeMap;
+        let mut state = 7u64;
+        let mut draw = |m: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % m
+        };
+        for round in 0..40 {
+            let n = 1 + draw(30) as usize;
+            let directed = round % 2 == 0;
+            let edges: Vec<(u32, u32, f64)> = (0..draw(120))
+                .map(|_| {
+                    let w = if draw(6) == 0 {
+                        0.0
+                    } else {
+                        draw(1000) as f64 / 7.0
+                    };
+                    (draw(n as u64) as u32, draw(n as u64) as u32, w)
+                })
+                .collect();
+            let g = CsrGraph::from_edges(n, &edges, directed).unwrap();
+            let mut arcs: BTreeMap<(u32, u32), Vec<f64>> = BTreeMap::new();
+            for &(a, b, w) in edges.iter().filter(|e| e.2 != 0.0) {
+                arcs.entry((b, a)).or_default().push(w);
+                if !directed && a != b {
+                    arcs.entry((a, b)).or_default().push(w);
+                }
+            }
+            let mut out = vec![0.0f64; n];
+            for (&(_, s), ws) in &arcs {
+                for w in ws {
+                    out[s as usize] += w;
+                }
+            }
+            for j in 0..n as u32 {
+                let (sources, weights): (Vec<u32>, Vec<f64>) = arcs
+                    .range((j, 0)..=(j, u32::MAX))
+                    .map(|(&(_, s), ws)| (s, ws.iter().fold(0.0, |x, w| x + w)))
+                    .unzip();
+                assert_eq!(
+                    g.in_arcs(j as usize),
+                    (&sources[..], &weights[..]),
+                    "round {round}, node {j}"
+                );
+            }
+            assert_eq!(g.out_strength(), &out[..], "round {round}");
+            assert_eq!(g.arc_count(), arcs.len());
+        }
     }
 }

@@ -565,6 +565,9 @@ impl IndexWriter {
             let before = self.shared.usage();
             let t = Instant::now();
             let tr = self.triples_for(&chunks, &mut prefilled).await?;
+            // The extractor's whole records (descriptions, relations) are gone, the corpus keeps triples
+            // and names: their pages go back before the builds allocate.
+            crate::memory::release_free_memory();
             stages.record("extraction", t.elapsed().as_secs_f64());
             self.add_usage("extraction", before);
             tr
@@ -923,6 +926,9 @@ fn corpus_triples(mut e: Extraction) -> Extraction {
     for entity in &mut e.entities {
         entity.description = String::new();
     }
+    // Held for the index's life: without the room the extractor's lists grew by.
+    e.triples.shrink_to_fit();
+    e.entities.shrink_to_fit();
     e
 }
 
