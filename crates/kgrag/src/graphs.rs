@@ -11,7 +11,7 @@ use kgrag_leanrag::{BaseGraph, G0Source, LeanragIndex};
 use kgrag_text::{Chunker, ChunkerConfig, Encoding, ExtractiveSummarizer};
 use kgrag_types::{Chunk, ChunkId, Document, Entity, Extraction, Extractor, Relation};
 
-use kgrag_openie::{run_extraction_with, ExtractionStore, RunProgress, RunnerConfig};
+use kgrag_openie::{run_extraction_kept, ExtractionStore, RunProgress, RunnerConfig};
 
 use crate::env::{Corpus, Env};
 use crate::progress::say;
@@ -115,7 +115,7 @@ async fn extract(
         }
         (None, ExtractionMode::Rules, _) => Arc::new(kgrag_openie::RuleExtractor),
     };
-    extract_chunks(env, extractor.as_ref(), chunks, "entities").await
+    extract_chunks(env, extractor.as_ref(), chunks, "entities", &|e| e).await
 }
 
 /// G0 from HiRAG's base layer (spec leanrag §4.1): its nodes (`UNKNOWN` endpoints included) and the edges
@@ -382,6 +382,7 @@ pub(crate) async fn extract_chunks(
     extractor: &dyn Extractor,
     chunks: &[kgrag_types::Chunk],
     what: &str,
+    keep: &(dyn Fn(Extraction) -> Extraction + Sync),
 ) -> Result<Vec<Extraction>> {
     let store = ExtractionStore::open(env.cache_dir.join("extractions.redb"))?;
     // Extractions another machine finished for this index (a database backend): into the local store
@@ -431,7 +432,9 @@ pub(crate) async fn extract_chunks(
             ))
         }
     };
-    let (found, summary) = run_extraction_with(
+    // `keep` applies as each chunk finishes, unless the whole records are shared afterwards.
+    let whole = |e: Extraction| e;
+    let (found, summary) = run_extraction_kept(
         extractor,
         chunks,
         &store,
@@ -442,6 +445,7 @@ pub(crate) async fn extract_chunks(
                 .max(RunnerConfig::default().concurrency),
         },
         &mut report,
+        if backend.is_some() { &whole } else { keep },
     )
     .await?;
     if let Some(backend) = backend {
@@ -476,7 +480,10 @@ pub(crate) async fn extract_chunks(
             chunks.len()
         ));
     }
-    Ok(found)
+    Ok(match backend {
+        Some(_) => found.into_iter().map(keep).collect(),
+        None => found,
+    })
 }
 
 #[cfg(test)]

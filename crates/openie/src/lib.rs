@@ -42,7 +42,8 @@ pub use hipporag::HippoOpenIe;
 pub use interop::{read_openie_file, write_openie_file, OpenIeDoc};
 pub use rules::RuleExtractor;
 pub use runner::{
-    run_extraction, run_extraction_with, ExtractionStore, RunProgress, RunSummary, RunnerConfig,
+    run_extraction, run_extraction_kept, run_extraction_with, ExtractionStore, RunProgress,
+    RunSummary, RunnerConfig,
 };
 
 /// Which extractor a method of the GraphRAG family runs (HiRAG's and LeanRAG's `extraction` key).

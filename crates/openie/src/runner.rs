@@ -191,17 +191,40 @@ pub async fn run_extraction_with(
     config: &RunnerConfig,
     progress: &mut (dyn FnMut(RunProgress) + Send),
 ) -> Result<(Vec<Extraction>, RunSummary)> {
+    run_extraction_kept(extractor, chunks, store, config, progress, &|e| e).await
+}
+
+/// [`run_extraction_with`] that hands back `keep(extraction)` of each chunk instead of the whole record,
+/// applied as each chunk is stored (or read from the store): a caller that keeps part of each record
+/// (triples and names, say) never holds every whole record at once. The store and the summary's counts
+/// see the whole records.
+pub async fn run_extraction_kept(
+    extractor: &dyn Extractor,
+    chunks: &[Chunk],
+    store: &ExtractionStore,
+    config: &RunnerConfig,
+    progress: &mut (dyn FnMut(RunProgress) + Send),
+    keep: &(dyn Fn(Extraction) -> Extraction + Sync),
+) -> Result<(Vec<Extraction>, RunSummary)> {
     let fingerprint = extractor.fingerprint();
     let mut results: Vec<Option<Extraction>> = vec![None; chunks.len()];
     let mut summary = RunSummary {
         chunks: chunks.len(),
         ..RunSummary::default()
     };
+    let count = |summary: &mut RunSummary, e: &Extraction| {
+        summary.entities += e.entities.len();
+        summary.relations += e.relations.len();
+        summary.triples += e.triples.len();
+        summary.parse_issues += e.diagnostics.issues.len();
+        summary.parse_failures += e.diagnostics.count(IssueSeverity::Failed);
+    };
     let mut todo = Vec::new();
     for (i, chunk) in chunks.iter().enumerate() {
         match store.get(&fingerprint, &chunk.id)? {
             Some(done) => {
-                results[i] = Some(done);
+                count(&mut summary, &done);
+                results[i] = Some(keep(done));
                 summary.reused += 1;
             }
             None => todo.push(i),
@@ -225,7 +248,8 @@ pub async fn run_extraction_with(
                 summary.llm_calls += extraction.diagnostics.llm_calls;
                 summary.prompt_tokens += extraction.diagnostics.prompt_tokens;
                 summary.completion_tokens += extraction.diagnostics.completion_tokens;
-                results[i] = Some(extraction);
+                count(&mut summary, &extraction);
+                results[i] = Some(keep(extraction));
             }
             Err(e) => summary.failed.push((chunks[i].id.clone(), e.to_string())),
         }
@@ -235,13 +259,6 @@ pub async fn run_extraction_with(
         progress(state);
     }
     let extractions: Vec<Extraction> = results.into_iter().flatten().collect();
-    for e in &extractions {
-        summary.entities += e.entities.len();
-        summary.relations += e.relations.len();
-        summary.triples += e.triples.len();
-        summary.parse_issues += e.diagnostics.issues.len();
-        summary.parse_failures += e.diagnostics.count(IssueSeverity::Failed);
-    }
     summary.failed.sort();
     Ok((extractions, summary))
 }

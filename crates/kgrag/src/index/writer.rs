@@ -484,8 +484,16 @@ impl IndexWriter {
             };
             let docs =
                 crate::graphs::chunk_passages(missing.iter().copied(), ChunkerConfig::hipporag())?;
-            let found =
-                crate::graphs::extract_chunks(env, extractor.as_ref(), &docs, "triples").await?;
+            // Each record is cut to what the corpus keeps as its chunk finishes, so the extractor's whole
+            // records (descriptions, relations: a copy of each sentence) are never all held at once.
+            let found = crate::graphs::extract_chunks(
+                env,
+                extractor.as_ref(),
+                &docs,
+                "triples",
+                &corpus_triples,
+            )
+            .await?;
             for e in found {
                 prefilled.entry(e.chunk_id.clone()).or_insert(e);
             }

@@ -2,7 +2,9 @@
 //! finished chunk, and ends with the same result as an uninterrupted run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use kgrag_openie::{run_extraction, ExtractionStore, RuleExtractor, RunnerConfig};
+use kgrag_openie::{
+    run_extraction, run_extraction_kept, ExtractionStore, RuleExtractor, RunnerConfig,
+};
 use kgrag_text::{Chunker, ChunkerConfig};
 use kgrag_types::testing::ScriptedExtractor;
 use kgrag_types::{Chunk, Document, Extraction, Extractor};
@@ -80,5 +82,44 @@ async fn a_failed_run_resumes_without_redoing_finished_chunks() {
         summary.triples,
         expected.iter().map(|e| e.triples.len()).sum::<usize>()
     );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A kept run hands back each record cut by `keep` while the store and the summary see the whole
+/// records, whether a chunk is extracted or read back from the store.
+#[tokio::test]
+async fn a_kept_run_stores_whole_records_and_returns_what_is_kept() {
+    let dir = std::env::temp_dir().join(format!("kgrag-kept-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let chunks = corpus();
+    let config = RunnerConfig { concurrency: 3 };
+    let whole_store = ExtractionStore::open(dir.join("whole.redb")).unwrap();
+    let (whole, whole_summary) = run_extraction(&RuleExtractor, &chunks, &whole_store, &config)
+        .await
+        .unwrap();
+    assert!(whole.iter().any(|e| !e.relations.is_empty()));
+    let cut = |mut e: Extraction| {
+        e.relations.clear();
+        e
+    };
+    let store = ExtractionStore::open(dir.join("kept.redb")).unwrap();
+    for pass in ["extracted", "from the store"] {
+        let (kept, summary) =
+            run_extraction_kept(&RuleExtractor, &chunks, &store, &config, &mut |_| {}, &cut)
+                .await
+                .unwrap();
+        assert_eq!(
+            kept,
+            whole.iter().cloned().map(cut).collect::<Vec<_>>(),
+            "{pass}"
+        );
+        assert_eq!(summary.relations, whole_summary.relations, "{pass}");
+        assert_eq!(summary.triples, whole_summary.triples, "{pass}");
+        assert_eq!(summary.entities, whole_summary.entities, "{pass}");
+    }
+    for (c, e) in chunks.iter().zip(&whole) {
+        let stored = store.get(&RuleExtractor.fingerprint(), &c.id).unwrap();
+        assert_eq!(stored.as_ref(), Some(e), "the store holds the whole record");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
