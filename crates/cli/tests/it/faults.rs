@@ -411,6 +411,26 @@ fn wave(
     (mine.len(), span, busy / span.max(1e-9))
 }
 
+/// The most requests of the kinds `keep` accepts that were in flight at one moment.
+fn peak_in_flight(
+    timeline: &[(&'static str, Instant, Instant)],
+    keep: impl Fn(&str) -> bool,
+) -> usize {
+    // Ends sort before starts at the same instant: a request that ends as another starts is not beside it.
+    let mut events: Vec<(Instant, i32)> = timeline
+        .iter()
+        .filter(|t| keep(t.0))
+        .flat_map(|t| [(t.1, 1), (t.2, -1)])
+        .collect();
+    events.sort();
+    let (mut now, mut peak) = (0i32, 0i32);
+    for (_, step) in events {
+        now += step;
+        peak = peak.max(now);
+    }
+    peak as usize
+}
+
 #[test]
 fn an_llm_build_is_bound_by_the_provider() {
     // Every reply takes 200 ms; the chat model keeps 8 requests in flight: at most 40 requests a second.
@@ -474,13 +494,17 @@ fn an_llm_build_is_bound_by_the_provider() {
         "OpenIE ran {rate:.1} requests a second, under 0.8 × {ideal:.0}"
     );
     // The community reports of a level are independent too: more in flight than `[hirag] concurrency`
-    // (4), since a stage keeps as many requests in flight as the chat model takes.
-    let (n, _, in_flight) = w["reports"];
+    // (4), since a stage keeps as many requests in flight as the chat model takes. Measured at the
+    // widest moment: the mean over the stage also counts the waits of a level on the one below it (its
+    // sub-reports stand in), which a busy machine lengthens.
+    let (n, _, _) = w["reports"];
     assert!(
         n >= 2 * CONCURRENCY,
         "only {n} reports: the wave is too narrow to tell"
     );
-    assert!(in_flight > 4.0, "reports ran {in_flight:.1} in flight");
+    let peak = peak_in_flight(&log.timeline, |k| k == "reports");
+    eprintln!("reports: at most {peak} in flight");
+    assert!(peak > 4, "reports ran at most {peak} in flight");
     // LeanRAG waits only for HiRAG's base layer, not for its hierarchy and reports: its first aggregate
     // is asked while HiRAG's requests are still running.
     let first = |k: &str| log.timeline.iter().filter(|t| t.0 == k).map(|t| t.1).min();
