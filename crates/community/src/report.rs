@@ -205,20 +205,41 @@ pub fn pack_context(
     reports: &HashMap<usize, Report>,
     budget: usize,
 ) -> String {
+    pack_context_with(
+        community,
+        || {
+            community
+                .sub_communities
+                .iter()
+                .filter_map(|id| Some((*communities.get(id)?, reports.get(id)?)))
+                .collect()
+        },
+        budget,
+    )
+}
+
+/// [`pack_context`] with the sub-communities that have a report (their inputs and reports) made by `subs`,
+/// called only when the raw tables do not fit.
+fn pack_context_with<'s, 'x: 's, C: Borrow<CommunityInput<'x>>>(
+    community: &CommunityInput<'_>,
+    subs: impl FnOnce() -> Vec<(C, &'s Report)>,
+    budget: usize,
+) -> String {
     let mut entities: Vec<&ReportEntity> = community.entities.iter().collect();
     let mut relations: Vec<&ReportRelation> = community.relations.iter().collect();
     sort_entities(&mut entities);
     sort_relations(&mut relations);
     let (e_table, e_cut) = entity_table(&entities, budget / 2);
     let (r_table, r_cut) = relation_table(&relations, budget / 2);
-    let mut subs: Vec<(&CommunityInput, &Report)> = community
-        .sub_communities
-        .iter()
-        .filter_map(|id| Some((*communities.get(id)?, reports.get(id)?)))
-        .collect();
-    if !(e_cut || r_cut) || subs.is_empty() {
+    if !(e_cut || r_cut) || community.sub_communities.is_empty() {
         return format!("{e_table}\n\n{r_table}");
     }
+    let owned = subs();
+    if owned.is_empty() {
+        return format!("{e_table}\n\n{r_table}");
+    }
+    let mut subs: Vec<(&CommunityInput, &Report)> =
+        owned.iter().map(|(c, r)| (c.borrow(), *r)).collect();
     subs.sort_by(|a, b| {
         b.0.occurrence
             .total_cmp(&a.0.occurrence)
@@ -617,6 +638,90 @@ async fn reports_by_level<'g, C: Borrow<CommunityInput<'g>>>(
         match keep {
             Below::Next => below = this,
             Below::Every => below.extend(this),
+        }
+    }
+    Ok(done.into_iter().collect())
+}
+
+/// [`generate_reports_by_level`] with each community's input made by `input` when its report is due, and
+/// dropped once it is written: `communities` lists every community as `(id, level)`; `input(id)` makes that
+/// community's input, and again each sub-community's (one level deeper, with a report) when the raw tables
+/// of its parent do not fit. At most `concurrency` communities' rows (and their sub-communities') are held
+/// at once, instead of two levels' — every level lists each member's relations again. The reports are
+/// those [`generate_reports_by_level`] writes from the same inputs. Duplicate ids, an id `input` does not
+/// know, or an input of another id or level are errors.
+pub async fn generate_reports_on_demand<'g>(
+    communities: &[(usize, usize)],
+    input: impl Fn(usize) -> Option<CommunityInput<'g>>,
+    chat: Option<&dyn ChatModel>,
+    text: &ExtractiveSummarizer,
+    previous: &HashMap<String, Report>,
+    budget: usize,
+    concurrency: usize,
+) -> Result<BTreeMap<usize, Report>> {
+    let mut level_of: HashMap<usize, usize> = HashMap::with_capacity(communities.len());
+    for &(id, level) in communities {
+        if level_of.insert(id, level).is_some() {
+            return Err(crate::CommunityError::Input(format!(
+                "community id {id} appears twice"
+            )));
+        }
+    }
+    let mut by_level: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for &(id, level) in communities {
+        by_level.entry(level).or_default().push(id);
+    }
+    let made = |id: usize, level: usize| -> Result<CommunityInput<'g>> {
+        let c = input(id)
+            .ok_or_else(|| crate::CommunityError::Input(format!("community {id} has no input")))?;
+        if c.id != id || c.level != level {
+            return Err(crate::CommunityError::Input(format!(
+                "the input made for community {id} of level {level} is community {} of level {}",
+                c.id, c.level
+            )));
+        }
+        Ok(c)
+    };
+    let mut done: HashMap<usize, Report> = HashMap::new();
+    for (&level, ids) in by_level.iter_mut().rev() {
+        ids.sort_unstable();
+        let (made, done_below, level_of) = (&made, &done, &level_of);
+        let written: Vec<Result<(usize, Report)>> = stream::iter(ids.iter().copied())
+            .map(|id| async move {
+                let c = made(id, level)?;
+                // The sub-communities exactly one level deeper, as `generate_reports_by_level` finds them.
+                let context = pack_context_with(
+                    &c,
+                    || {
+                        c.sub_communities
+                            .iter()
+                            .filter(|s| level_of.get(s) == Some(&(level + 1)))
+                            .filter_map(|&s| {
+                                let report = done_below.get(&s)?;
+                                Some((made(s, level + 1).ok()?, report))
+                            })
+                            .collect()
+                    },
+                    budget,
+                );
+                let hash = input_hash(&c, &context);
+                if let Some(r) = previous.get(&hash).filter(|r| {
+                    chat.is_none() || matches!(r.outcome, Outcome::Llm | Outcome::Retried)
+                }) {
+                    let mut r = r.clone();
+                    r.reused = true;
+                    return Ok((id, r));
+                }
+                let mut r = write_report(&c, &context, chat, text).await?;
+                r.input_hash = hash;
+                Ok((id, r))
+            })
+            .buffered(concurrency.max(1))
+            .collect()
+            .await;
+        for w in written {
+            let (id, r) = w?;
+            done.insert(id, r);
         }
     }
     Ok(done.into_iter().collect())

@@ -31,8 +31,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use async_trait::async_trait;
 use kgrag_text::Encoding;
 use kgrag_types::{
-    ChatModel, ChatRequest, ChatResponse, Chunk, Entity, Extraction, Extractor, GenerationSettings,
-    IssueSeverity, Message, ParseIssue, Relation, Summarizer, SummaryRequest, VecSet,
+    ChatModel, ChatRequest, ChatResponse, Chunk, ChunkId, Entity, Extraction, Extractor,
+    GenerationSettings, IssueSeverity, Message, ParseIssue, Relation, Summarizer, SummaryRequest,
+    VecSet,
 };
 use serde::{Deserialize, Serialize};
 
@@ -460,13 +461,16 @@ impl<M: ChatModel> Extractor for GraphRagExtractor<M> {
 /// Entities merged across chunks by name: the most frequent type (ties: first seen), descriptions as the
 /// sorted set joined by `<SEP>`, sources united.
 pub fn merge_entities<'a>(records: impl IntoIterator<Item = &'a Entity>) -> Vec<Entity> {
-    let mut order: Vec<String> = Vec::new();
-    let mut groups: BTreeMap<String, Vec<&Entity>> = BTreeMap::new();
+    let mut order: Vec<&'a str> = Vec::new();
+    let mut groups: BTreeMap<&'a str, Vec<&'a Entity>> = BTreeMap::new();
     for e in records {
-        if !groups.contains_key(&e.name) {
-            order.push(e.name.clone());
-        }
-        groups.entry(e.name.clone()).or_default().push(e);
+        groups
+            .entry(&e.name)
+            .or_insert_with(|| {
+                order.push(&e.name);
+                Vec::new()
+            })
+            .push(e);
     }
     order
         .into_iter()
@@ -491,7 +495,7 @@ pub fn merge_entities<'a>(records: impl IntoIterator<Item = &'a Entity>) -> Vec<
                 .filter(|d| !d.is_empty())
                 .collect();
             Some(Entity {
-                name,
+                name: name.to_owned(),
                 entity_type,
                 description: descriptions
                     .into_iter()
@@ -509,38 +513,47 @@ pub fn merge_entities<'a>(records: impl IntoIterator<Item = &'a Entity>) -> Vec<
 /// Relations merged across chunks by unordered pair (the graph is undirected; the pair is stored sorted):
 /// weights summed, descriptions as the sorted set joined by `<SEP>`, sources united.
 pub fn merge_relations<'a>(records: impl IntoIterator<Item = &'a Relation>) -> Vec<Relation> {
-    let mut merged: BTreeMap<(String, String), Relation> = BTreeMap::new();
-    let mut descriptions: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    /// One pair's relation as it is being merged (borrowing the records' texts).
+    struct Merging<'a> {
+        keywords: &'a str,
+        weight: f64,
+        sources: VecSet<ChunkId>,
+        descriptions: Vec<&'a str>,
+    }
+    let mut merged: BTreeMap<(&'a str, &'a str), Merging<'a>> = BTreeMap::new();
     for r in records {
         let key = if r.source <= r.target {
-            (r.source.clone(), r.target.clone())
+            (r.source.as_str(), r.target.as_str())
         } else {
-            (r.target.clone(), r.source.clone())
+            (r.target.as_str(), r.source.as_str())
         };
-        let entry = merged.entry(key.clone()).or_insert_with(|| Relation {
-            source: key.0.clone(),
-            target: key.1.clone(),
-            keywords: r.keywords.clone(),
-            description: String::new(),
+        let entry = merged.entry(key).or_insert_with(|| Merging {
+            keywords: &r.keywords,
             weight: 0.0,
-            source_chunks: VecSet::new(),
+            sources: VecSet::new(),
+            descriptions: Vec::new(),
         });
         entry.weight += r.weight;
-        entry.source_chunks.extend(r.source_chunks.iter().cloned());
-        descriptions.entry(key).or_default().extend(
+        entry.sources.extend(r.source_chunks.iter().cloned());
+        entry.descriptions.extend(
             r.description
                 .split(MERGE_SEPARATOR)
-                .filter(|d| !d.is_empty())
-                .map(str::to_owned),
+                .filter(|d| !d.is_empty()),
         );
     }
     merged
         .into_iter()
-        .map(|(key, mut r)| {
-            if let Some(d) = descriptions.remove(&key) {
-                r.description = d.into_iter().collect::<Vec<_>>().join(MERGE_SEPARATOR);
+        .map(|((source, target), mut m)| {
+            m.descriptions.sort_unstable();
+            m.descriptions.dedup();
+            Relation {
+                source: source.to_owned(),
+                target: target.to_owned(),
+                keywords: m.keywords.to_owned(),
+                description: m.descriptions.join(MERGE_SEPARATOR),
+                weight: m.weight,
+                source_chunks: m.sources,
             }
-            r
         })
         .collect()
 }

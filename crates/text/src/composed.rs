@@ -146,7 +146,101 @@ pub struct SentenceMean {
 }
 
 /// Sentences embedded as another text: sentence → the text whose vector stands for it.
-pub type SentenceAliases = HashMap<String, String>;
+///
+/// Held in one text buffer and a table sorted by sentence (no allocation per pair: a build holds one
+/// pair per fact, as many as it has relations). Built with [`FromIterator`]; when a sentence comes twice
+/// the last alias stands, as in a map.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SentenceAliases {
+    text: String,
+    /// Per pair: where its sentence starts, where the alias starts (the sentence's end), where it ends;
+    /// sorted by sentence, one pair per sentence.
+    spans: Vec<[usize; 3]>,
+}
+
+impl SentenceAliases {
+    /// No aliases.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of sentences with an alias.
+    pub fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
+    }
+
+    fn sentence(&self, span: &[usize; 3]) -> &str {
+        self.text.get(span[0]..span[1]).unwrap_or_default()
+    }
+
+    fn alias(&self, span: &[usize; 3]) -> &str {
+        self.text.get(span[1]..span[2]).unwrap_or_default()
+    }
+
+    /// The alias of `sentence`.
+    pub fn get(&self, sentence: &str) -> Option<&str> {
+        let i = self
+            .spans
+            .binary_search_by(|span| self.sentence(span).cmp(sentence))
+            .ok()?;
+        Some(self.alias(&self.spans[i]))
+    }
+
+    /// Whether `sentence` has an alias.
+    pub fn contains_key(&self, sentence: &str) -> bool {
+        self.get(sentence).is_some()
+    }
+
+    /// The pairs (sentence, alias), by sentence.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.spans
+            .iter()
+            .map(|span| (self.sentence(span), self.alias(span)))
+    }
+
+    /// The sentences, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.spans.iter().map(|span| self.sentence(span))
+    }
+
+    /// The aliases, in their sentences' order.
+    pub fn values(&self) -> impl Iterator<Item = &str> {
+        self.spans.iter().map(|span| self.alias(span))
+    }
+}
+
+impl<S: AsRef<str>, A: AsRef<str>> FromIterator<(S, A)> for SentenceAliases {
+    fn from_iter<I: IntoIterator<Item = (S, A)>>(pairs: I) -> Self {
+        let mut out = Self::default();
+        for (sentence, alias) in pairs {
+            let start = out.text.len();
+            out.text.push_str(sentence.as_ref());
+            let mid = out.text.len();
+            out.text.push_str(alias.as_ref());
+            out.spans.push([start, mid, out.text.len()]);
+        }
+        // By sentence, the last pair of a sentence first among its equals (a stable sort keeps their
+        // order; reversed, `dedup` keeps the first, i.e. the last given).
+        let mut spans = std::mem::take(&mut out.spans);
+        spans.reverse();
+        spans.sort_by(|a, b| out.sentence(a).cmp(out.sentence(b)));
+        spans.dedup_by(|b, a| out.sentence(a) == out.sentence(b));
+        // The buffer again without the pairs dropped, in sentence order, exactly sized.
+        let mut text = String::with_capacity(spans.iter().map(|s| s[2] - s[0]).sum());
+        for span in &mut spans {
+            let start = text.len();
+            text.push_str(out.text.get(span[0]..span[2]).unwrap_or_default());
+            *span = [start, start + (span[1] - span[0]), text.len()];
+        }
+        spans.shrink_to_fit();
+        Self { text, spans }
+    }
+}
 
 impl std::fmt::Debug for SentenceMean {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -214,7 +308,7 @@ impl SentenceMean {
             // What the inner embedder reads: each sentence, or its alias.
             let embedded: Vec<String> = missing
                 .iter()
-                .map(|s| self.aliases.get(*s).map_or(*s, String::as_str).to_owned())
+                .map(|s| self.aliases.get(s).unwrap_or(s).to_owned())
                 .collect();
             let rows = self.inner.embed(&embedded, &EmbedKind::Document).await?;
             if rows.len() != missing.len() {
@@ -318,6 +412,32 @@ impl Embedder for SentenceMean {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Aliases behave as a map built from the same pairs: every sentence finds its last alias, none
+    /// other is found, and the pairs come back by sentence.
+    #[test]
+    fn aliases_answer_as_the_map_of_their_pairs() {
+        let pairs = [
+            ("b c.", "('b', 'c')"),
+            ("a b.", "('a', 'b')"),
+            ("", "empty"),
+            ("b c.", "('b', 'c', 2)"),
+            ("a b", "no stop"),
+        ];
+        let aliases: SentenceAliases = pairs.iter().copied().collect();
+        let map: HashMap<&str, &str> = pairs.iter().copied().collect();
+        assert_eq!(aliases.len(), map.len());
+        for (sentence, alias) in &map {
+            assert_eq!(aliases.get(sentence), Some(*alias), "{sentence:?}");
+        }
+        assert_eq!(aliases.get("b c"), None);
+        assert!(!aliases.contains_key("c."));
+        let mut want: Vec<(&str, &str)> = map.into_iter().collect();
+        want.sort();
+        assert_eq!(aliases.iter().collect::<Vec<_>>(), want);
+        assert!(SentenceAliases::new().is_empty());
+        assert_eq!(SentenceAliases::new().get(""), None);
+    }
     use kgrag_types::testing::HashingEmbedder;
 
     fn unit(v: &[f32]) -> Vec<f64> {

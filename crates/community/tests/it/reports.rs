@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use kgrag_community::report::{
-    generate_reports, generate_reports_by_level, pack_context, CommunityInput, Outcome, Report,
-    ReportEntity, ReportRelation,
+    generate_reports, generate_reports_by_level, generate_reports_on_demand, pack_context,
+    CommunityInput, Outcome, Report, ReportEntity, ReportRelation,
 };
 use kgrag_text::{Encoding, ExtractiveSummarizer};
 use kgrag_types::testing::{HashingEmbedder, ScriptedChatModel};
@@ -277,7 +277,75 @@ async fn levels_made_on_demand_give_the_same_reports() {
         .unwrap();
         assert_eq!(asked, [1, 0], "each level made once, deepest first");
         assert_eq!(got, expected, "words {words}, budget {budget}");
+        // Each community made when its report is due (and its sub-communities again when the parent's
+        // raw tables overflow): the same reports, the same contexts.
+        let made = std::sync::Mutex::new(Vec::new());
+        let chat = responder();
+        let one_by_one = generate_reports_on_demand(
+            &[(0, 0), (1, 1), (2, 1)],
+            |id| {
+                made.lock().unwrap().push(id);
+                communities(words).into_iter().find(|c| c.id == id)
+            },
+            Some(&chat),
+            &text(),
+            &HashMap::new(),
+            budget,
+            2,
+        )
+        .await
+        .unwrap();
+        assert_eq!(one_by_one, expected, "words {words}, budget {budget}");
+        let made = made.into_inner().unwrap();
+        assert_eq!(&made[..2], [1, 2], "the deeper level first: {made:?}");
+        assert_eq!(made[2], 0, "{made:?}");
+        let subs_again = if budget < 1000 { vec![1, 2] } else { vec![] };
+        assert_eq!(
+            made[3..],
+            subs_again,
+            "sub-communities made again only for an overflow"
+        );
     }
+    // A community the maker does not know, an input of another id, or an id listed twice: errors.
+    let unknown = generate_reports_on_demand(
+        &[(0, 0), (7, 1)],
+        |id| communities(3).into_iter().find(|c| c.id == id),
+        None,
+        &text(),
+        &HashMap::new(),
+        32768,
+        1,
+    )
+    .await;
+    assert!(unknown
+        .unwrap_err()
+        .to_string()
+        .contains("community 7 has no input"));
+    let other = generate_reports_on_demand(
+        &[(0, 0)],
+        |_| communities(3).into_iter().find(|c| c.id == 1),
+        None,
+        &text(),
+        &HashMap::new(),
+        32768,
+        1,
+    )
+    .await;
+    assert!(other
+        .unwrap_err()
+        .to_string()
+        .contains("is community 1 of level 1"));
+    let twice = generate_reports_on_demand(
+        &[(1, 1), (1, 1)],
+        |id| communities(3).into_iter().find(|c| c.id == id),
+        None,
+        &text(),
+        &HashMap::new(),
+        32768,
+        1,
+    )
+    .await;
+    assert!(twice.unwrap_err().to_string().contains("appears twice"));
     let with_subs = pack_context(
         &communities(60)[0],
         &communities(60).iter().map(|c| (c.id, c)).collect(),

@@ -97,7 +97,7 @@ pub fn fact_sentence_aliases(extractions: &[Extraction]) -> SentenceAliases {
         .flat_map(|e| &e.relations)
         .map(|r| {
             let fact = Triple::new(&r.source, &r.keywords, &r.target);
-            (r.description.clone(), fact.render())
+            (r.description.as_str(), fact.render())
         })
         .collect()
 }
@@ -125,7 +125,7 @@ mod tests {
         assert_eq!(aliases.len(), 1);
         assert_eq!(
             aliases.get("Émile Zola wrote Germinal."),
-            Some(&prepared[0].render())
+            Some(prepared[0].render().as_str())
         );
         assert!(!aliases.contains_key("Paris is Paris."));
         let described = &extractions[0].entities[0].description;

@@ -159,30 +159,32 @@ impl LeanragIndex {
             "G0 entity descriptions",
         )
         .await?;
+        drop(texts);
         *stats.secs.entry("leanrag_embed".into()).or_default() += started.elapsed().as_secs_f64();
 
+        // G0's records handed over to the hierarchy (nothing below reads them again).
         let started = Instant::now();
         let base: Vec<BaseEntity> = g0
             .entities
-            .iter()
+            .into_iter()
             .zip(vectors)
             .enumerate()
             .map(|(i, (e, v))| BaseEntity {
                 key: format!("leanrag-g0:{i}"),
-                name: e.name.clone(),
-                entity_type: e.entity_type.clone(),
-                description: e.description.clone(),
-                sources: e.sources.clone(),
+                name: e.name,
+                entity_type: e.entity_type,
+                description: e.description,
+                sources: e.sources,
                 embedding: v,
             })
             .collect();
         let relations: Vec<BaseRelation> = g0
             .relations
-            .iter()
+            .into_iter()
             .map(|(a, b, d)| BaseRelation {
-                source: *a,
-                target: *b,
-                description: d.clone(),
+                source: a,
+                target: b,
+                description: d,
             })
             .collect();
         let text = Arc::new(
@@ -206,9 +208,15 @@ impl LeanragIndex {
             &config.hierarchy(),
         )
         .await?;
+        drop(relations);
         if let Some(c) = &counted {
             stats.llm = c.usage();
         }
+        // The summarisers and their sentence vectors are done with: given back before the seeds' block.
+        drop(llm);
+        drop(extractive);
+        drop(descriptions);
+        drop(g0.sentence_aliases);
         *stats.secs.entry("leanrag_aggregate".into()).or_default() +=
             started.elapsed().as_secs_f64();
         stats.nodes_per_layer = hierarchy.layer_sizes();

@@ -1,6 +1,7 @@
 //! HiRAG's base graph records: the extracted records merged (spec §4.3–§4.4) and their long descriptions
 //! summarised or shortened (§4.5).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,8 +68,10 @@ pub fn merge_records(
             BaseSource::OpenieCache => s.to_owned(),
         }
     };
-    let mut entity_records: Vec<Entity> = Vec::new();
-    let mut relation_records: Vec<Relation> = Vec::new();
+    // The records as merged: the extraction's own where normalising leaves them as they are (always under
+    // `openie_cache`), else a normalised copy.
+    let mut entity_records: Vec<Cow<'_, Entity>> = Vec::new();
+    let mut relation_records: Vec<Cow<'_, Relation>> = Vec::new();
     let mut done_chunks = HashSet::new();
     for c in chunks {
         if !done_chunks.insert(&c.id) {
@@ -92,10 +95,15 @@ pub fn merge_records(
             first_here
                 .entry(name.clone())
                 .or_insert_with(|| r.description.clone());
-            entity_records.push(Entity {
-                name,
-                entity_type: normalise(&r.entity_type),
-                ..r.clone()
+            let entity_type = normalise(&r.entity_type);
+            entity_records.push(if name == r.name && entity_type == r.entity_type {
+                Cow::Borrowed(r)
+            } else {
+                Cow::Owned(Entity {
+                    name,
+                    entity_type,
+                    ..r.clone()
+                })
             });
         }
         out.last_first.extend(first_here);
@@ -105,15 +113,21 @@ pub fn merge_records(
                 out.skipped_records += 1;
                 continue;
             }
-            relation_records.push(Relation {
-                source: s,
-                target: t,
-                ..r.clone()
+            relation_records.push(if s == r.source && t == r.target {
+                Cow::Borrowed(r)
+            } else {
+                Cow::Owned(Relation {
+                    source: s,
+                    target: t,
+                    ..r.clone()
+                })
             });
         }
     }
-    out.entities = merge_entities(&entity_records);
-    out.relations = merge_relations(&relation_records);
+    out.entities = merge_entities(entity_records.iter().map(Cow::as_ref));
+    drop(entity_records);
+    out.relations = merge_relations(relation_records.iter().map(Cow::as_ref));
+    drop(relation_records);
     out.record_names = out.entities.iter().map(|e| e.name.clone()).collect();
     out.unknown_endpoints = add_missing_endpoints(&mut out.entities, &out.relations);
     out

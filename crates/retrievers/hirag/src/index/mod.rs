@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kgrag_community::report::{
-    generate_reports_by_level, CommunityInput, Report, ReportEntity, ReportRelation,
+    generate_reports_on_demand, CommunityInput, Report, ReportEntity, ReportRelation,
 };
 use kgrag_community::{community_schema, hierarchical_leiden, Graph};
 use kgrag_graph_store::{EmbeddingStore, EntityRecord, KnowledgeGraph, NodeKind, RelationFacet};
@@ -399,20 +399,37 @@ impl HiragBase {
                 .with_memo(!composes),
         );
 
-        // §5: HiIndex over the entity records (not the UNKNOWN endpoints).
+        // §5: HiIndex over the entity records (not the UNKNOWN endpoints). The base list and relations
+        // take the merged records' strings over (nothing below reads them again).
         let started = Instant::now();
-        let base_list: Vec<&Entity> = entities
+        let is_base: Vec<bool> = entities
             .iter()
-            .filter(|e| record_names.contains(&e.name))
+            .map(|e| record_names.contains(&e.name))
             .collect();
-        let base_pos: HashMap<&str, usize> = base_list
+        let base_relations: Vec<BaseRelation> = {
+            let base_pos: HashMap<&str, usize> = entities
+                .iter()
+                .zip(&is_base)
+                .filter(|(_, &b)| b)
+                .enumerate()
+                .map(|(i, (e, _))| (e.name.as_str(), i))
+                .collect();
+            relations
+                .into_iter()
+                .filter_map(|r| {
+                    Some(BaseRelation {
+                        source: *base_pos.get(r.source.as_str())?,
+                        target: *base_pos.get(r.target.as_str())?,
+                        description: r.description,
+                    })
+                })
+                .collect()
+        };
+        let cluster_texts: Vec<String> = entities
             .iter()
-            .enumerate()
-            .map(|(i, e)| (e.name.as_str(), i))
-            .collect();
-        let cluster_texts: Vec<String> = base_list
-            .iter()
-            .map(|e| {
+            .zip(&is_base)
+            .filter(|(_, &b)| b)
+            .map(|(e, _)| {
                 let t = match config.cluster_description {
                     ClusterDescription::LastChunkFirstRecord => last_first
                         .get(&e.name)
@@ -427,6 +444,7 @@ impl HiragBase {
                 }
             })
             .collect();
+        drop(last_first);
         let vectors = embed_texts(
             descriptions.as_ref(),
             &cluster_texts,
@@ -434,26 +452,19 @@ impl HiragBase {
             "entity descriptions",
         )
         .await?;
-        let base: Vec<BaseEntity> = base_list
-            .iter()
+        drop(cluster_texts);
+        let base: Vec<BaseEntity> = entities
+            .into_iter()
+            .zip(is_base)
+            .filter(|(_, b)| *b)
             .zip(vectors)
-            .map(|(e, v)| BaseEntity {
+            .map(|((e, _), v)| BaseEntity {
                 key: EntityId::from_content(&e.name).as_str().to_owned(),
-                name: e.name.clone(),
-                entity_type: e.entity_type.clone(),
-                description: e.description.clone(),
-                sources: e.source_chunks.iter().cloned().collect(),
+                name: e.name,
+                entity_type: e.entity_type,
+                description: e.description,
+                sources: e.source_chunks.into_iter().collect(),
                 embedding: v,
-            })
-            .collect();
-        let base_relations: Vec<BaseRelation> = relations
-            .iter()
-            .filter_map(|r| {
-                Some(BaseRelation {
-                    source: *base_pos.get(r.source.as_str())?,
-                    target: *base_pos.get(r.target.as_str())?,
-                    description: r.description.clone(),
-                })
             })
             .collect();
         let cluster_chat = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
@@ -465,7 +476,7 @@ impl HiragBase {
             Some(l) => l,
             None => &extractive,
         };
-        let hierarchy = build_hirag(
+        let mut hierarchy = build_hirag(
             base,
             &base_relations,
             descriptions.as_ref(),
@@ -473,6 +484,7 @@ impl HiragBase {
             &config.hierarchy(),
         )
         .await?;
+        drop(base_relations);
         if let Some(c) = &cluster_chat {
             stats.llm.insert("hierarchy".into(), c.usage());
         }
@@ -496,6 +508,11 @@ impl HiragBase {
             })
             .collect();
         hierarchy.insert_into(&mut kg)?;
+        // The clustering vectors served the rounds; retrieval searches the entity vectors below, so the
+        // index does not keep them (a vector per node, the largest part of the hierarchy).
+        for node in hierarchy.layers.iter_mut().flatten() {
+            node.embedding = Vec::new();
+        }
         record_stage(&mut stats, "hirag_hierarchy", started);
 
         // The retrieval graph: entity records and summary entities are embedded, UNKNOWN endpoints not.
@@ -511,6 +528,8 @@ impl HiragBase {
             record_names.contains(name) || summary_names.contains(name)
         })?;
         drop(kg);
+        drop(summary_names);
+        drop(record_names);
         let max_layer = graph.nodes().iter().map(|n| n.layer).max().unwrap_or(0);
         stats.entities_per_layer = vec![0; max_layer as usize + 1];
         for n in graph.nodes() {
@@ -584,76 +603,112 @@ impl HiragBase {
             })
             .collect();
         let cgraph = Graph::from_edges(graph.node_count(), &edges)?;
+        drop(edges);
         let hier = hierarchical_leiden(&cgraph, &config.leiden())?;
-        let sources: Vec<Vec<String>> = graph
-            .nodes()
-            .iter()
-            .map(|n| {
-                n.sources
-                    .iter()
-                    .map(|&s| records[s as usize].id.as_str().to_owned())
-                    .collect()
-            })
-            .collect();
-        let schema = community_schema(&cgraph, &hier, &sources);
+        let schema = {
+            let sources: Vec<Vec<String>> = graph
+                .nodes()
+                .iter()
+                .map(|n| {
+                    n.sources
+                        .iter()
+                        .map(|&s| records[s as usize].id.as_str().to_owned())
+                        .collect()
+                })
+                .collect();
+            community_schema(&cgraph, &hier, &sources)
+        };
+        drop(cgraph);
         let mut clusters: Vec<Vec<(u32, u32)>> = vec![Vec::new(); graph.node_count()];
         for r in &hier.records {
             clusters[r.node].push((r.level as u32, r.cluster as u32));
         }
+        drop(hier);
         for (i, c) in clusters.into_iter().enumerate() {
             if let Some(n) = graph.node_mut(i) {
                 n.clusters = c;
             }
         }
+        // The schema in the index's form (node and chunk positions), its report still to come.
+        let mut communities: Vec<CommunityRecord> = schema
+            .into_iter()
+            .map(|c| {
+                let chunk_ids: BTreeSet<u32> = c
+                    .chunk_ids
+                    .iter()
+                    .filter_map(|id| chunk_pos.get(id).copied())
+                    .collect();
+                CommunityRecord {
+                    id: c.id as u32,
+                    level: c.level as u32,
+                    title: c.title,
+                    nodes: c.nodes.iter().map(|&v| v as u32).collect(),
+                    edges: c.edges.iter().map(|&(a, b)| (a as u32, b as u32)).collect(),
+                    chunk_ids: chunk_ids.into_iter().collect(),
+                    occurrence: c.occurrence,
+                    parent: c.parent.map(|p| p as u32),
+                    sub_communities: c.sub_communities.iter().map(|&s| s as u32).collect(),
+                    report: Report::default(),
+                    report_string: String::new(),
+                    report_tokens: 0,
+                    row_tokens: (0, 0),
+                }
+            })
+            .collect();
         record_stage(&mut stats, "hirag_communities", started);
 
-        // §6.3–6.4: reports, deepest level first, reused when unchanged.
+        // §6.3–6.4: reports, deepest level first, reused when unchanged. A community's input is made when
+        // its report is due (it lists the members' descriptions and relations again, borrowed from the
+        // graph but one row each) and dropped once the report is written.
         let started = Instant::now();
-        // A level's inputs are made when its reports are due: every level lists the members' descriptions
-        // and relations again (borrowed from the graph, but one row each).
-        let level_inputs = |level: usize| -> Vec<CommunityInput<'_>> {
-            schema
-                .iter()
-                .filter(|c| c.level == level)
-                .map(|c| CommunityInput {
-                    id: c.id,
-                    level: c.level,
-                    entities: c
-                        .nodes
-                        .iter()
-                        .filter_map(|&v| {
-                            let n = graph.node(v as u32)?;
-                            Some(ReportEntity {
-                                name: n.name.as_str().into(),
-                                entity_type: n.entity_type.as_str().into(),
-                                description: n.description.as_str().into(),
-                                degree: graph.degree(v as u32),
-                            })
+        let position: HashMap<u32, usize> = communities
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.id, i))
+            .collect();
+        let input = |id: usize| -> Option<CommunityInput<'_>> {
+            let c = &communities[*position.get(&u32::try_from(id).ok()?)?];
+            Some(CommunityInput {
+                id: c.id as usize,
+                level: c.level as usize,
+                entities: c
+                    .nodes
+                    .iter()
+                    .filter_map(|&v| {
+                        let n = graph.node(v)?;
+                        Some(ReportEntity {
+                            name: n.name.as_str().into(),
+                            entity_type: n.entity_type.as_str().into(),
+                            description: n.description.as_str().into(),
+                            degree: graph.degree(v),
                         })
-                        .collect(),
-                    relations: c
-                        .edges
-                        .iter()
-                        .filter_map(|&(a, b)| {
-                            let e = graph.edge(graph.edge_between(a as u32, b as u32)?)?;
-                            Some(ReportRelation {
-                                source: graph.node(a as u32)?.name.as_str().into(),
-                                target: graph.node(b as u32)?.name.as_str().into(),
-                                description: e.description.as_str().into(),
-                                rank: graph.degree(a as u32) + graph.degree(b as u32),
-                            })
+                    })
+                    .collect(),
+                relations: c
+                    .edges
+                    .iter()
+                    .filter_map(|&(a, b)| {
+                        let e = graph.edge(graph.edge_between(a, b)?)?;
+                        Some(ReportRelation {
+                            source: graph.node(a)?.name.as_str().into(),
+                            target: graph.node(b)?.name.as_str().into(),
+                            description: e.description.as_str().into(),
+                            rank: graph.degree(a) + graph.degree(b),
                         })
-                        .collect(),
-                    sub_communities: c.sub_communities.clone(),
-                    occurrence: c.occurrence,
-                })
-                .collect()
+                    })
+                    .collect(),
+                sub_communities: c.sub_communities.iter().map(|&s| s as usize).collect(),
+                occurrence: c.occurrence,
+            })
         };
-        let levels: Vec<usize> = schema.iter().map(|c| c.level).collect();
+        let ids: Vec<(usize, usize)> = communities
+            .iter()
+            .map(|c| (c.id as usize, c.level as usize))
+            .collect();
         let report_chat = models.chat.clone().map(|c| Arc::new(CountingChat::new(c)));
-        let reports = generate_reports_by_level(
-            &levels,
-            level_inputs,
+        let mut reports = generate_reports_on_demand(
+            &ids,
+            input,
             report_chat.as_deref().map(|c| c as &dyn ChatModel),
             &text,
             previous_reports,
@@ -661,13 +716,13 @@ impl HiragBase {
             config.concurrency,
         )
         .await?;
+        drop(position);
         if let Some(c) = &report_chat {
             stats.llm.insert("reports".into(), c.usage());
         }
-        let mut communities = Vec::with_capacity(schema.len());
         let mut per_level: BTreeMap<u32, usize> = BTreeMap::new();
-        for c in schema {
-            let Some(report) = reports.get(&c.id).cloned() else {
+        for c in &mut communities {
+            let Some(report) = reports.remove(&(c.id as usize)) else {
                 return Err(HiragError::Input(format!(
                     "community {} got no report",
                     c.id
@@ -682,28 +737,10 @@ impl HiragBase {
                 .report_outcomes
                 .entry(outcome_name(report.outcome))
                 .or_default() += 1;
-            *per_level.entry(c.level as u32).or_default() += 1;
-            let report_string = report.render();
-            let chunk_ids: BTreeSet<u32> = c
-                .chunk_ids
-                .iter()
-                .filter_map(|id| chunk_pos.get(id).copied())
-                .collect();
-            communities.push(CommunityRecord {
-                id: c.id as u32,
-                level: c.level as u32,
-                title: c.title,
-                nodes: c.nodes.iter().map(|&v| v as u32).collect(),
-                edges: c.edges.iter().map(|&(a, b)| (a as u32, b as u32)).collect(),
-                chunk_ids: chunk_ids.into_iter().collect(),
-                occurrence: c.occurrence,
-                parent: c.parent.map(|p| p as u32),
-                sub_communities: c.sub_communities.iter().map(|&s| s as u32).collect(),
-                report_tokens: crate::tokens(&report_string) as u32,
-                report_string,
-                report,
-                row_tokens: (0, 0),
-            });
+            *per_level.entry(c.level).or_default() += 1;
+            c.report_string = report.render();
+            c.report_tokens = crate::tokens(&c.report_string) as u32;
+            c.report = report;
         }
         stats.communities_per_level = per_level.values().copied().collect();
         record_stage(&mut stats, "hirag_reports", started);

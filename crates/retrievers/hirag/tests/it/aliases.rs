@@ -63,7 +63,7 @@ async fn the_hierarchy_embeds_fact_sentences_as_hipporag_s_fact_texts() {
             assert!(aliases.values().all(|fact| seen.contains(fact)), "{seen:?}");
             assert!(aliases
                 .keys()
-                .all(|s| !seen.contains(s) || whole.contains(s.as_str())));
+                .all(|s| !seen.contains(s) || whole.contains(s)));
         } else {
             // Not composed: descriptions are embedded whole, no fact text among them.
             assert!(aliases.values().all(|fact| !seen.contains(fact)));
