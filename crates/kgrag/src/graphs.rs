@@ -171,13 +171,7 @@ pub(crate) async fn hirag_base(env: &Env, corpus: &Corpus) -> Result<(HiragBase,
     let t = Instant::now();
     let (chunks, extractions) = hirag_inputs(env, corpus).await?;
     let secs = t.elapsed().as_secs_f64();
-    let base = HiragBase::new(
-        &chunks,
-        &extractions,
-        &hirag_models(env),
-        &hirag_config(env),
-    )
-    .await?;
+    let base = HiragBase::new(&chunks, extractions, &hirag_models(env), &hirag_config(env)).await?;
     Ok((base, secs))
 }
 
@@ -323,8 +317,12 @@ pub(crate) async fn build_leanrag(
     let g0 = match (lc.g0, g0) {
         (G0Source::Hirag, Some(g0)) => g0,
         (G0Source::Hirag, None) => {
+            // No HiRAG index is built on this base: it is consumed, its records given back first.
             let (base, _) = hirag_base(env, corpus).await?;
-            g0_of_base(&base)?
+            let (graph, chunks, aliases) = base.into_graph()?;
+            let mut g0 = g0_from_graph(&graph, &chunks)?;
+            g0.sentence_aliases = aliases;
+            g0
         }
         (G0Source::Native, _) => {
             // Windows of 1024 cl100k tokens overlapping by 128; each newline run becomes one space.

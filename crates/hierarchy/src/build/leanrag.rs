@@ -146,12 +146,12 @@ async fn aggregate_node(
 /// by ` | `) and kept in [`Hierarchy::relations`] as kind `Base`.
 pub async fn build_leanrag(
     base: Vec<BaseEntity>,
-    relations: &[BaseRelation],
+    relations: Vec<BaseRelation>,
     embedder: &dyn Embedder,
     summarizer: &dyn ClusterSummarizer,
     config: &LeanragConfig,
 ) -> Result<Hierarchy> {
-    validate_base(&base, relations, embedder)?;
+    validate_base(&base, &relations, embedder)?;
     if config.cluster_size == 0 {
         return Err(HierarchyError::Config(
             "cluster_size must be at least 1".into(),
@@ -166,7 +166,7 @@ pub async fn build_leanrag(
             a: NodeId::new(0, r.source as u32),
             b: NodeId::new(0, r.target as u32),
             level: 0,
-            description: r.description.clone(),
+            description: r.description,
             weight: 1.0,
             kind: RelationKind::Base,
             crossing: 0,
@@ -308,50 +308,44 @@ pub async fn build_leanrag(
             }
         }
         let word_limit = config.relation_words_per_level * (li + 1);
-        let mut pending = Vec::new();
-        for ((ca, cb), rels) in crossing {
-            let lines: Vec<String> = rels
-                .iter()
-                .map(|&i| {
-                    let r = &store.relations[i];
-                    format!(
-                        "relationship<|>{}<|>{}<|>{}",
-                        origin_name(&h, r.a),
-                        origin_name(&h, r.b),
-                        r.description
-                    )
-                })
-                .collect();
-            let lines = lines.join("\n");
-            let use_llm = match config.relation_rule {
-                RelationRule::CountThreshold => rels.len() > config.tau,
-                RelationRule::LengthThreshold => {
-                    tokens(&lines) > config.length_per_level * max_depth.saturating_sub(li)
-                }
-            };
-            let a = &h.layers[next_layer as usize][ca];
-            let b = &h.layers[next_layer as usize][cb];
-            pending.push((
-                a.id,
-                b.id,
-                rels.len(),
-                use_llm,
-                RelateRequest {
-                    layer,
-                    a: (a.name.clone(), a.findings.clone()),
-                    b: (b.name.clone(), b.findings.clone()),
-                    lines,
-                    descriptions: rels
-                        .iter()
-                        .flat_map(|&i| plain_descriptions(&store.relations[i]))
-                        .collect(),
-                    word_limit,
-                },
-            ));
-        }
-        let written: Vec<Result<HRelation>> = stream::iter(pending)
-            .map(|(a, b, lambda, use_llm, req)| async move {
+        // Each pair's lines and request are made when it is due (at most `concurrency` at once): in the
+        // first layer nearly every relation crosses, and a request holds its relations' texts twice.
+        let (hr, sr) = (&h, &store);
+        let written: Vec<Result<HRelation>> = stream::iter(crossing)
+            .map(|((ca, cb), rels)| async move {
+                let lines: Vec<String> = rels
+                    .iter()
+                    .map(|&i| {
+                        let r = &sr.relations[i];
+                        format!(
+                            "relationship<|>{}<|>{}<|>{}",
+                            origin_name(hr, r.a),
+                            origin_name(hr, r.b),
+                            r.description
+                        )
+                    })
+                    .collect();
+                let lines = lines.join("\n");
+                let use_llm = match config.relation_rule {
+                    RelationRule::CountThreshold => rels.len() > config.tau,
+                    RelationRule::LengthThreshold => {
+                        tokens(&lines) > config.length_per_level * max_depth.saturating_sub(li)
+                    }
+                };
+                let a = &hr.layers[next_layer as usize][ca];
+                let b = &hr.layers[next_layer as usize][cb];
                 let (description, kind) = if use_llm {
+                    let req = RelateRequest {
+                        layer,
+                        a: (a.name.clone(), a.findings.clone()),
+                        b: (b.name.clone(), b.findings.clone()),
+                        lines,
+                        descriptions: rels
+                            .iter()
+                            .flat_map(|&i| plain_descriptions(&sr.relations[i]))
+                            .collect(),
+                        word_limit,
+                    };
                     let s = summarizer.relate(&req).await?;
                     let kind = match s.outcome {
                         Outcome::Llm | Outcome::Retried => RelationKind::Llm,
@@ -359,16 +353,16 @@ pub async fn build_leanrag(
                     };
                     (s.text, kind)
                 } else {
-                    (req.lines, RelationKind::Concat)
+                    (lines, RelationKind::Concat)
                 };
                 Ok(HRelation {
-                    a,
-                    b,
+                    a: a.id,
+                    b: b.id,
                     level: next_layer,
                     description,
                     weight: 1.0,
                     kind,
-                    crossing: lambda,
+                    crossing: rels.len(),
                 })
             })
             .buffered(config.concurrency.max(1))

@@ -164,7 +164,7 @@ async fn leanrag_aggregated_relations_lambda_and_both_rules() {
     let summarizer =
         LlmClusterSummarizer::new(chat.clone(), ExtractiveClusterSummarizer::new(text));
     let config = leanrag_pca();
-    let h = build_leanrag(five_groups(), &relations(), &embedder, &summarizer, &config)
+    let h = build_leanrag(five_groups(), relations(), &embedder, &summarizer, &config)
         .await
         .unwrap();
 
@@ -240,7 +240,7 @@ async fn leanrag_aggregated_relations_lambda_and_both_rules() {
         relation_rule: RelationRule::LengthThreshold,
         ..leanrag_pca()
     };
-    let h = build_leanrag(five_groups(), &relations(), &embedder, &summarizer, &length)
+    let h = build_leanrag(five_groups(), relations(), &embedder, &summarizer, &length)
         .await
         .unwrap();
     let kinds: Vec<RelationKind> = h
@@ -251,7 +251,7 @@ async fn leanrag_aggregated_relations_lambda_and_both_rules() {
         .collect();
     assert_eq!(kinds, vec![RelationKind::Concat; 3]);
     length.length_per_level = 2;
-    let h = build_leanrag(five_groups(), &relations(), &embedder, &summarizer, &length)
+    let h = build_leanrag(five_groups(), relations(), &embedder, &summarizer, &length)
         .await
         .unwrap();
     let mut kinds: Vec<(usize, RelationKind)> = h
@@ -278,7 +278,7 @@ async fn leanrag_graph_insertion_and_determinism() {
     let summarizer = ExtractiveClusterSummarizer::new(text);
     let h1 = build_leanrag(
         five_groups(),
-        &relations(),
+        relations(),
         &embedder,
         &summarizer,
         &leanrag_pca(),
@@ -287,7 +287,7 @@ async fn leanrag_graph_insertion_and_determinism() {
     .unwrap();
     let h2 = build_leanrag(
         five_groups(),
-        &relations(),
+        relations(),
         &embedder,
         &summarizer,
         &leanrag_pca(),
@@ -562,9 +562,15 @@ async fn tiny_and_duplicate_inputs() {
         if n <= 2 {
             assert_eq!((h.layers.len(), h.stop), (1, Some(StopReason::TooFewNodes)));
         }
-        let l = build_leanrag(base, &[], &embedder, &summarizer, &LeanragConfig::default())
-            .await
-            .unwrap();
+        let l = build_leanrag(
+            base,
+            Vec::new(),
+            &embedder,
+            &summarizer,
+            &LeanragConfig::default(),
+        )
+        .await
+        .unwrap();
         assert_eq!(l.layers[0].len(), n);
         match n {
             0 => assert_eq!(l.root, None),
@@ -591,9 +597,15 @@ async fn tiny_and_duplicate_inputs() {
     assert_eq!(h.log[0].sparsity, 0.0);
     assert_eq!(h.layers[1].len(), 1);
     assert_eq!(h.layers[1][0].children.len(), 6);
-    let l = build_leanrag(base, &[], &embedder, &summarizer, &LeanragConfig::default())
-        .await
-        .unwrap();
+    let l = build_leanrag(
+        base,
+        Vec::new(),
+        &embedder,
+        &summarizer,
+        &LeanragConfig::default(),
+    )
+    .await
+    .unwrap();
     assert_eq!(l.stop, Some(StopReason::TooFewClusters));
     assert_eq!(l.node(l.root.unwrap()).unwrap().children.len(), 6);
     // Bad input is an error naming what is wrong.
@@ -604,7 +616,7 @@ async fn tiny_and_duplicate_inputs() {
     assert!(err.to_string().contains("base entity 1"), "{err}");
     let err = build_leanrag(
         vec![entity(0, vector(1.0, 0.0))],
-        &[rel(0, 3, "x")],
+        vec![rel(0, 3, "x")],
         &embedder,
         &summarizer,
         &LeanragConfig::default(),

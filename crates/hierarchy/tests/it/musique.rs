@@ -239,7 +239,7 @@ async fn musique_hierarchies_build() {
     let started = Instant::now();
     let l = build_leanrag(
         c.base.clone(),
-        &c.relations,
+        c.relations.clone(),
         c.embedder.as_ref(),
         &summarizer,
         &config,

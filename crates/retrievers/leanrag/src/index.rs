@@ -202,13 +202,12 @@ impl LeanragIndex {
         };
         let hierarchy = build_leanrag(
             base,
-            &relations,
+            relations,
             descriptions.as_ref(),
             summarizer,
             &config.hierarchy(),
         )
         .await?;
-        drop(relations);
         if let Some(c) = &counted {
             stats.llm = c.usage();
         }

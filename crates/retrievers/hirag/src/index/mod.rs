@@ -223,14 +223,17 @@ impl HiragBase {
     /// contributes its text only). Entity names go through HiRAG's normalisation for `base = "extract"`;
     /// `openie_cache` records (from [`openie_extractions`](crate::openie_extractions)) keep HippoRAG's
     /// phrases. Long descriptions are summarised with `models` (spec §4.5). Neither input is kept: the
-    /// caller may drop them once this returns.
-    pub async fn new(
+    /// caller may drop them once this returns, and extractions given by value (a `Vec`) are dropped as soon
+    /// as they are merged, before the base graph is made.
+    pub async fn new<E: AsRef<[Extraction]>>(
         chunks: &[Chunk],
-        extractions: &[Extraction],
+        extractions: E,
         models: &Models,
         config: &HiragConfig,
     ) -> Result<Self> {
         config.validate()?;
+        let given = extractions;
+        let extractions = given.as_ref();
         let mut stats = IndexStats::default();
         let sentence_aliases = Arc::new(match config.base {
             BaseSource::OpenieCache => crate::openie::fact_sentence_aliases(extractions),
@@ -263,6 +266,7 @@ impl HiragBase {
 
         // §4.3–4.5: records merged, long descriptions summarised.
         let merged = base_records(chunks, extractions, models, config).await?;
+        drop(given);
         let MergedRecords {
             entities,
             relations,
@@ -361,6 +365,27 @@ impl HiragBase {
         HiGraph::from_knowledge_graph(&self.kg, &self.chunk_pos, |name| {
             self.record_names.contains(name)
         })
+    }
+
+    /// [`graph`](Self::graph), [`chunks`](Self::chunks) and [`sentence_aliases`](Self::sentence_aliases)
+    /// taken from the base, which is consumed: its merged records are given back before the graph is
+    /// made (what LeanRAG's G0 needs when no HiRAG index is built on the base).
+    pub fn into_graph(self) -> Result<(HiGraph, Vec<ChunkRecord>, Arc<SentenceAliases>)> {
+        let Self {
+            records,
+            chunk_pos,
+            entities,
+            relations,
+            record_names,
+            last_first,
+            kg,
+            sentence_aliases,
+            ..
+        } = self;
+        drop((entities, relations, last_first));
+        let graph =
+            HiGraph::from_knowledge_graph(&kg, &chunk_pos, |name| record_names.contains(name))?;
+        Ok((graph, records, sentence_aliases))
     }
 
     /// Builds the rest of the index on this base (spec §5–§6): the HiIndex layers, the entity vectors,

@@ -477,6 +477,24 @@ async fn the_base_layer_is_the_finished_index_layer_zero() {
         .unwrap();
     let layer = base.graph().unwrap();
     let base_chunks: Vec<_> = base.chunks().iter().map(|c| c.id.clone()).collect();
+    // The consuming form gives the same graph, chunks and aliases (a base built again from the same
+    // inputs, the extractions given by value).
+    let again = kgrag_hirag::HiragBase::new(&chunks, extractions.clone(), &models, &config)
+        .await
+        .unwrap();
+    let (taken, taken_chunks, taken_aliases) = again.into_graph().unwrap();
+    assert_eq!(
+        format!("{:?}", (taken.nodes(), taken.edges())),
+        format!("{:?}", (layer.nodes(), layer.edges()))
+    );
+    assert_eq!(
+        taken_chunks
+            .iter()
+            .map(|c| c.id.clone())
+            .collect::<Vec<_>>(),
+        base_chunks
+    );
+    assert_eq!(*taken_aliases, *base.sentence_aliases());
     let index = base
         .finish(&models, &std::collections::HashMap::new())
         .await
