@@ -438,6 +438,30 @@ pub async fn extractive_report(
     })
 }
 
+/// The report of `community` whose packed `context` hashes to `hash`: the one in `previous` under that hash
+/// (marked reused) — an extractive or fallback one only while there is still no model to write a better
+/// one — else one written now.
+async fn reuse_or_write(
+    community: &CommunityInput<'_>,
+    context: &str,
+    hash: String,
+    previous: &HashMap<String, Report>,
+    chat: Option<&dyn ChatModel>,
+    text: &ExtractiveSummarizer,
+) -> Result<Report> {
+    if let Some(r) = previous
+        .get(&hash)
+        .filter(|r| chat.is_none() || matches!(r.outcome, Outcome::Llm | Outcome::Retried))
+    {
+        let mut r = r.clone();
+        r.reused = true;
+        return Ok(r);
+    }
+    let mut r = write_report(community, context, chat, text).await?;
+    r.input_hash = hash;
+    Ok(r)
+}
+
 /// Writes one report through `chat` (one corrective retry), else extractively.
 async fn write_report(
     community: &CommunityInput<'_>,
@@ -614,17 +638,7 @@ async fn reports_by_level<'g, C: Borrow<CommunityInput<'g>>>(
                 let hash = input_hash(c, &context);
                 let id = c.id;
                 async move {
-                    // An extractive or fallback report is only reused when there is still no model to
-                    // write a better one.
-                    if let Some(r) = previous.get(&hash).filter(|r| {
-                        chat.is_none() || matches!(r.outcome, Outcome::Llm | Outcome::Retried)
-                    }) {
-                        let mut r = r.clone();
-                        r.reused = true;
-                        return Ok((id, r));
-                    }
-                    let mut r = write_report(c, &context, chat, text).await?;
-                    r.input_hash = hash;
+                    let r = reuse_or_write(c, &context, hash, previous, chat, text).await?;
                     Ok((id, r))
                 }
             })
@@ -705,15 +719,7 @@ pub async fn generate_reports_on_demand<'g>(
                     budget,
                 );
                 let hash = input_hash(&c, &context);
-                if let Some(r) = previous.get(&hash).filter(|r| {
-                    chat.is_none() || matches!(r.outcome, Outcome::Llm | Outcome::Retried)
-                }) {
-                    let mut r = r.clone();
-                    r.reused = true;
-                    return Ok((id, r));
-                }
-                let mut r = write_report(&c, &context, chat, text).await?;
-                r.input_hash = hash;
+                let r = reuse_or_write(&c, &context, hash, previous, chat, text).await?;
                 Ok((id, r))
             })
             .buffered(concurrency.max(1))

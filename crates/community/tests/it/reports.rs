@@ -307,45 +307,30 @@ async fn levels_made_on_demand_give_the_same_reports() {
         );
     }
     // A community the maker does not know, an input of another id, or an id listed twice: errors.
-    let unknown = generate_reports_on_demand(
-        &[(0, 0), (7, 1)],
-        |id| communities(3).into_iter().find(|c| c.id == id),
-        None,
-        &text(),
-        &HashMap::new(),
-        32768,
-        1,
-    )
-    .await;
-    assert!(unknown
-        .unwrap_err()
-        .to_string()
-        .contains("community 7 has no input"));
-    let other = generate_reports_on_demand(
-        &[(0, 0)],
-        |_| communities(3).into_iter().find(|c| c.id == 1),
-        None,
-        &text(),
-        &HashMap::new(),
-        32768,
-        1,
-    )
-    .await;
-    assert!(other
-        .unwrap_err()
-        .to_string()
-        .contains("is community 1 of level 1"));
-    let twice = generate_reports_on_demand(
-        &[(1, 1), (1, 1)],
-        |id| communities(3).into_iter().find(|c| c.id == id),
-        None,
-        &text(),
-        &HashMap::new(),
-        32768,
-        1,
-    )
-    .await;
-    assert!(twice.unwrap_err().to_string().contains("appears twice"));
+    // (communities as (id, level), the one community the maker always gives if any, the error)
+    type Case = (Vec<(usize, usize)>, Option<usize>, &'static str);
+    let cases: [Case; 3] = [
+        (vec![(0, 0), (7, 1)], None, "community 7 has no input"),
+        (vec![(0, 0)], Some(1), "is community 1 of level 1"),
+        (vec![(1, 1), (1, 1)], None, "appears twice"),
+    ];
+    for (ids, always, error) in cases {
+        let got = generate_reports_on_demand(
+            &ids,
+            |id| {
+                let want = always.unwrap_or(id);
+                communities(3).into_iter().find(|c| c.id == want)
+            },
+            None,
+            &text(),
+            &HashMap::new(),
+            32768,
+            1,
+        )
+        .await;
+        let message = got.unwrap_err().to_string();
+        assert!(message.contains(error), "{message}");
+    }
     let with_subs = pack_context(
         &communities(60)[0],
         &communities(60).iter().map(|c| (c.id, c)).collect(),
