@@ -421,6 +421,7 @@ impl Embedder for SentenceMean {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kgrag_types::testing::HashingEmbedder;
 
     /// Aliases behave as a map built from the same pairs: every sentence finds its last alias, none
     /// other is found, and the pairs come back by sentence.
@@ -447,7 +448,6 @@ mod tests {
         assert!(SentenceAliases::new().is_empty());
         assert_eq!(SentenceAliases::new().get(""), None);
     }
-    use kgrag_types::testing::HashingEmbedder;
 
     fn unit(v: &[f32]) -> Vec<f64> {
         let n = v

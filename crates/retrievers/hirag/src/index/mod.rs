@@ -370,22 +370,12 @@ impl HiragBase {
     /// [`graph`](Self::graph), [`chunks`](Self::chunks) and [`sentence_aliases`](Self::sentence_aliases)
     /// taken from the base, which is consumed: its merged records are given back before the graph is
     /// made (what LeanRAG's G0 needs when no HiRAG index is built on the base).
-    pub fn into_graph(self) -> Result<(HiGraph, Vec<ChunkRecord>, Arc<SentenceAliases>)> {
-        let Self {
-            records,
-            chunk_pos,
-            entities,
-            relations,
-            record_names,
-            last_first,
-            kg,
-            sentence_aliases,
-            ..
-        } = self;
-        drop((entities, relations, last_first));
-        let graph =
-            HiGraph::from_knowledge_graph(&kg, &chunk_pos, |name| record_names.contains(name))?;
-        Ok((graph, records, sentence_aliases))
+    pub fn into_graph(mut self) -> Result<(HiGraph, Vec<ChunkRecord>, Arc<SentenceAliases>)> {
+        self.entities = Vec::new();
+        self.relations = Vec::new();
+        self.last_first = HashMap::new();
+        let graph = self.graph()?;
+        Ok((graph, self.records, self.sentence_aliases))
     }
 
     /// Builds the rest of the index on this base (spec §5–§6): the HiIndex layers, the entity vectors,
@@ -686,13 +676,10 @@ impl HiragBase {
         // its report is due (it lists the members' descriptions and relations again, borrowed from the
         // graph but one row each) and dropped once the report is written.
         let started = Instant::now();
-        let position: HashMap<u32, usize> = communities
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.id, i))
-            .collect();
+        // The schema comes in id order, and so do the records.
         let input = |id: usize| -> Option<CommunityInput<'_>> {
-            let c = &communities[*position.get(&u32::try_from(id).ok()?)?];
+            let id = u32::try_from(id).ok()?;
+            let c = &communities[communities.binary_search_by_key(&id, |c| c.id).ok()?];
             Some(CommunityInput {
                 id: c.id as usize,
                 level: c.level as usize,
@@ -741,7 +728,6 @@ impl HiragBase {
             config.concurrency,
         )
         .await?;
-        drop(position);
         if let Some(c) = &report_chat {
             stats.llm.insert("reports".into(), c.usage());
         }
