@@ -392,7 +392,6 @@ fn musique_graph_of(index: &HippoIndex) -> Result<MusiqueGraph> {
     let passage_nodes = index
         .passages()
         .keys()
-        .iter()
         .map(|k| {
             graph
                 .find(k)

@@ -120,6 +120,8 @@ pub fn insert_chunks(graph: &mut KnowledgeGraph, chunks: &[HippoChunk]) -> Resul
         out.new_passages.push(idx);
         passages.push(idx);
     }
+    // Each phrase's new sources, added at once per phrase below.
+    let mut sources: Vec<(NodeIndex, &ChunkId)> = Vec::new();
     for (c, &pnode) in fresh.iter().zip(&passages) {
         let mut linked: BTreeSet<NodeIndex> = BTreeSet::new();
         for t in &c.triples {
@@ -135,11 +137,16 @@ pub fn insert_chunks(graph: &mut KnowledgeGraph, chunks: &[HippoChunk]) -> Resul
             linked.insert(o);
         }
         for e in linked {
-            graph.add_source(e, &c.chunk)?;
+            sources.push((e, &c.chunk));
             graph.add_context(pnode, e)?;
             out.context_links += 1;
         }
     }
+    sources.sort_unstable_by_key(|&(node, _)| node);
+    for run in sources.chunk_by(|a, b| a.0 == b.0) {
+        graph.add_sources(run[0].0, run.iter().map(|&(_, c)| c))?;
+    }
+    drop(sources);
     graph.shrink_to_fit();
     Ok(out)
 }

@@ -273,6 +273,22 @@ impl KnowledgeGraph {
         Ok(())
     }
 
+    /// Adds `chunks` to a node's sources at once: linear in the node's sources after sorting `chunks`
+    /// (one [`add_source`](Self::add_source) per chunk moves the sorted list each time, quadratic for a
+    /// phrase found in many chunks).
+    pub fn add_sources<'a>(
+        &mut self,
+        idx: NodeIndex,
+        chunks: impl IntoIterator<Item = &'a ChunkId>,
+    ) -> Result<()> {
+        let node = self
+            .g
+            .node_weight_mut(idx)
+            .ok_or_else(|| StoreError::UnknownNode(format!("index {}", idx.index())))?;
+        node.sources.extend(chunks);
+        Ok(())
+    }
+
     /// Removes `chunk` from a node's sources; returns how many sources are left.
     pub fn remove_source(&mut self, idx: NodeIndex, chunk: &ChunkId) -> Result<usize> {
         let node = self

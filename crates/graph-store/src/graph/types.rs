@@ -1,7 +1,7 @@
 //! The data on a knowledge graph's nodes and edges: node and edge kinds, edge facets, weightings and
 //! counts.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use kgrag_types::{ChunkId, VecSet};
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,7 @@ pub struct Node {
     /// Description: merged descriptions joined by [`DESCRIPTION_SEPARATOR`]; the text for passages.
     pub description: String,
     /// Chunks the node was extracted from (sorted).
-    pub sources: BTreeSet<ChunkId>,
+    pub sources: VecSet<ChunkId>,
     /// Hierarchy layer: 0 for passages and base entities, L ≥ 1 for summaries created over layer L − 1.
     pub layer: u32,
     /// Entity-type votes of the merged records, in first-seen order.
@@ -60,7 +60,7 @@ impl Node {
             name,
             entity_type: String::new(),
             description: String::new(),
-            sources: BTreeSet::new(),
+            sources: VecSet::new(),
             layer,
             type_votes: Vec::new(),
         }

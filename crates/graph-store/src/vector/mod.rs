@@ -14,6 +14,7 @@
 mod exact;
 mod hnsw;
 mod join;
+mod keys;
 mod screen;
 mod store;
 

@@ -15,6 +15,7 @@ use serde::ser::SerializeStruct;
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::exact::{F16Layout, F32Layout, LayoutRef};
+use super::keys::KeyList;
 use super::{normalise, ExactIndex, Metric, Precision, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result, StoreError};
@@ -34,7 +35,7 @@ const FORMAT_F16: u32 = 3;
 #[serde(from = "StoreRepr")]
 pub struct EmbeddingStore {
     name: String,
-    keys: Vec<String>,
+    keys: KeyList,
     /// Shared, so that a caller holding the same texts (the facade's chunk list) does not hold them twice;
     /// serialised as strings.
     texts: Vec<Arc<str>>,
@@ -61,7 +62,7 @@ impl fmt::Debug for KeyRows {
 
 impl KeyRows {
     /// The table of `keys` (row = position); `None` when a key is there twice.
-    fn of(keys: &[String]) -> Option<Self> {
+    fn of(keys: &KeyList) -> Option<Self> {
         let mut rows = Self::default();
         rows.table
             .reserve(keys.len(), |&x| rows.hasher.hash_one(key_at(keys, x)));
@@ -76,7 +77,7 @@ impl KeyRows {
     }
 
     /// The row of `key`.
-    fn get(&self, keys: &[String], key: &str) -> Option<usize> {
+    fn get(&self, keys: &KeyList, key: &str) -> Option<usize> {
         let hash = self.hasher.hash_one(key);
         self.table
             .find(hash, |&r| key_at(keys, r) == key)
@@ -84,13 +85,13 @@ impl KeyRows {
     }
 
     /// Adds `row` under `keys[row]`; false when that key already has a row (or `row` is out of range).
-    fn insert(&mut self, keys: &[String], row: usize) -> bool {
+    fn insert(&mut self, keys: &KeyList, row: usize) -> bool {
         let (Some(key), Ok(r)) = (keys.get(row), u32::try_from(row)) else {
             return false;
         };
         let hasher = &self.hasher;
         match self.table.entry(
-            hasher.hash_one(key.as_str()),
+            hasher.hash_one(key),
             |&x| key_at(keys, x) == key,
             |&x| hasher.hash_one(key_at(keys, x)),
         ) {
@@ -104,8 +105,8 @@ impl KeyRows {
 }
 
 /// `keys[row]` (`""` past the end, which the table's rows never are).
-fn key_at(keys: &[String], row: u32) -> &str {
-    keys.get(row as usize).map_or("", String::as_str)
+fn key_at(keys: &KeyList, row: u32) -> &str {
+    keys.get(row as usize).unwrap_or_default()
 }
 
 /// How a store's vectors are saved. The first two variants are encoded exactly as the `Option` of an f32
@@ -136,7 +137,7 @@ enum StoredIndexRef<'a> {
 #[derive(Deserialize)]
 struct StoreRepr {
     name: String,
-    keys: Vec<String>,
+    keys: KeyList,
     texts: Vec<Arc<str>>,
     index: StoredIndex,
 }
@@ -201,7 +202,7 @@ impl EmbeddingStore {
     pub fn with_precision(name: impl Into<String>, precision: Precision) -> Self {
         Self {
             name: name.into(),
-            keys: Vec::new(),
+            keys: KeyList::default(),
             texts: Vec::new(),
             index: None,
             precision,
@@ -237,6 +238,7 @@ impl EmbeddingStore {
         } else {
             Some(ExactIndex::from_stored(dim, Metric::Cosine, vectors)?)
         };
+        let keys: KeyList = keys.into_iter().collect();
         let Some(rows) = KeyRows::of(&keys) else {
             return Err(invalid(format!("the {name} store was given a key twice")));
         };
@@ -271,8 +273,8 @@ impl EmbeddingStore {
     }
 
     /// The keys, in row order.
-    pub fn keys(&self) -> &[String] {
-        &self.keys
+    pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> + Clone + '_ {
+        self.keys.iter()
     }
 
     /// The texts, in row order.
@@ -282,7 +284,7 @@ impl EmbeddingStore {
 
     /// The key of row `row`.
     pub fn key(&self, row: usize) -> Option<&str> {
-        self.keys.get(row).map(String::as_str)
+        self.keys.get(row)
     }
 
     /// The text of row `row`.
@@ -467,10 +469,11 @@ impl EmbeddingStore {
                 };
             }
         }
-        self.keys.reserve(missing.len());
+        self.keys
+            .reserve(missing.len(), missing.iter().map(|(k, _)| k.len()).sum());
         self.texts.reserve(missing.len());
         for (key, text) in missing {
-            self.keys.push(key.to_owned());
+            self.keys.push(key);
             self.texts.push(text.clone().into());
             self.rows.insert(&self.keys, self.keys.len() - 1);
         }
@@ -482,12 +485,19 @@ impl EmbeddingStore {
 
     /// A store of the rows `rows` (indices into this one, each at most once), in that order.
     pub fn select_rows(&self, rows: &[usize]) -> Result<Self> {
-        let mut keys = Vec::with_capacity(rows.len());
+        let mut keys = KeyList::default();
+        keys.reserve(
+            rows.len(),
+            rows.iter()
+                .filter_map(|&r| self.keys.get(r))
+                .map(str::len)
+                .sum(),
+        );
         let mut texts = Vec::with_capacity(rows.len());
         for &r in rows {
             match (self.keys.get(r), self.texts.get(r)) {
                 (Some(k), Some(t)) => {
-                    keys.push(k.clone());
+                    keys.push(k);
                     texts.push(t.clone());
                 }
                 _ => {
@@ -525,7 +535,7 @@ impl EmbeddingStore {
     pub fn remove_where(&mut self, mut remove: impl FnMut(&str) -> bool) -> Vec<Option<usize>> {
         let mut map = Vec::with_capacity(self.keys.len());
         let mut next = 0usize;
-        for k in &self.keys {
+        for k in self.keys.iter() {
             if remove(k) {
                 map.push(None);
             } else {
@@ -539,11 +549,7 @@ impl EmbeddingStore {
         if let Some(index) = &mut self.index {
             index.retain_rows(|row| map[row].is_some());
         }
-        let mut row = 0usize;
-        self.keys.retain(|_| {
-            row += 1;
-            map[row - 1].is_some()
-        });
+        self.keys.retain_rows(|row| map[row].is_some());
         let mut row = 0usize;
         self.texts.retain(|_| {
             row += 1;
@@ -603,20 +609,21 @@ mod tests {
 
     #[test]
     fn key_rows_find_every_key_and_refuse_a_second_copy() {
-        let mut keys: Vec<String> = (0..2_000).map(|i| format!("key-{i}")).collect();
+        let names: Vec<String> = (0..2_000).map(|i| format!("key-{i}")).collect();
+        let mut keys: KeyList = names.iter().collect();
         let mut rows = KeyRows::of(&keys).unwrap();
         assert_eq!(rows.len(), keys.len());
-        for (i, k) in keys.iter().enumerate() {
+        for (i, k) in names.iter().enumerate() {
             assert_eq!(rows.get(&keys, k), Some(i));
         }
         assert_eq!(rows.get(&keys, "key-2000"), None);
         assert_eq!(rows.get(&keys, ""), None);
-        keys.push("key-7".to_owned());
-        assert!(!rows.insert(&keys, keys.len() - 1), "a key has one row");
-        assert!(!rows.insert(&keys, keys.len()), "past the end");
-        assert!(KeyRows::of(&keys).is_none());
-        keys.pop();
-        keys.push("new".to_owned());
+        let mut twice = keys.clone();
+        twice.push("key-7");
+        assert!(!rows.insert(&twice, twice.len() - 1), "a key has one row");
+        assert!(!rows.insert(&twice, twice.len()), "past the end");
+        assert!(KeyRows::of(&twice).is_none());
+        keys.push("new");
         assert!(rows.insert(&keys, keys.len() - 1));
         assert_eq!(rows.get(&keys, "new"), Some(2_000));
     }

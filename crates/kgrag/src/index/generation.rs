@@ -127,7 +127,6 @@ impl Generation {
         let corpus = Corpus {
             chunks: passages
                 .keys()
-                .iter()
                 .zip(passages.texts())
                 .filter_map(|(k, t)| Some((ChunkId::parse(k).ok()?, t.clone())))
                 .collect(),

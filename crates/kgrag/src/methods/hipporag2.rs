@@ -229,7 +229,7 @@ impl MethodIndex for Index {
         serde_json::json!({
             "phrases": self.index.phrases().len(),
             "facts": self.index.facts().len(),
-            "passages": self.index.chunk_triples().len(),
+            "passages": self.index.chunk_facts().len(),
             "graph_nodes": self.index.graph().node_count(),
             "graph_edges": self.index.graph().edge_count(),
             "edges_by_kind": json(&counts),

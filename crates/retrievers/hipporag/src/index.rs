@@ -68,7 +68,9 @@ pub struct HippoIndex {
     phrase_nodes: Vec<NodeIndex>,
     facts: EmbeddingStore,
     fact_triples: Vec<Triple>,
-    chunk_triples: BTreeMap<ChunkId, Vec<Triple>>,
+    /// Each indexed chunk's normalised triples as rows of `facts` / `fact_triples`, in extraction order
+    /// (each triple is held once, in `fact_triples`: a copy per chunk cost ~1 MB per 1,000 passages).
+    chunk_facts: BTreeMap<ChunkId, Vec<u32>>,
 }
 
 /// What one [`HippoIndex::delete`] removed.
@@ -87,8 +89,26 @@ pub struct DeleteStats {
 }
 
 /// The parts of a saved index besides the graph and the stores.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(serde::Deserialize)]
 struct SavedMeta {
+    config: HippoConfig,
+    phrase_nodes: Vec<u32>,
+    fact_triples: Vec<Triple>,
+    chunk_facts: BTreeMap<ChunkId, Vec<u32>>,
+}
+
+/// [`SavedMeta`] as written: the index's parts borrowed, not copied.
+#[derive(serde::Serialize)]
+struct SavedMetaRef<'a> {
+    config: &'a HippoConfig,
+    phrase_nodes: Vec<u32>,
+    fact_triples: &'a [Triple],
+    chunk_facts: &'a BTreeMap<ChunkId, Vec<u32>>,
+}
+
+/// The parts of a saved index of meta format 2 (each chunk's triples themselves, not fact rows).
+#[derive(serde::Deserialize)]
+struct SavedMetaTriples {
     config: HippoConfig,
     phrase_nodes: Vec<u32>,
     fact_triples: Vec<Triple>,
@@ -96,8 +116,10 @@ struct SavedMeta {
 }
 
 const META_KIND: &str = "hipporag2-index";
-// 2: the configuration with `fact_vectors` (1: before it; read by `legacy`, its facts f32).
-const META_FORMAT: u32 = 2;
+// 3: each chunk's triples as fact rows; 2: as triples, the configuration with `fact_vectors`
+// (`SavedMetaTriples`); 1: before `fact_vectors` (read by `legacy`, its facts f32).
+const META_FORMAT: u32 = 3;
+const META_FORMAT_TRIPLES: u32 = 2;
 
 /// The saved parts of an index written before `fact_vectors` (meta format 1).
 mod legacy {
@@ -146,7 +168,7 @@ mod legacy {
         chunk_triples: BTreeMap<ChunkId, Vec<Triple>>,
     }
 
-    impl From<SavedMeta> for super::SavedMeta {
+    impl From<SavedMeta> for super::SavedMetaTriples {
         fn from(m: SavedMeta) -> Self {
             let c = m.config;
             Self {
@@ -199,7 +221,7 @@ impl HippoIndex {
             phrase_nodes: Vec::new(),
             facts: EmbeddingStore::with_precision("facts", config.fact_vectors),
             fact_triples: Vec::new(),
-            chunk_triples: BTreeMap::new(),
+            chunk_facts: BTreeMap::new(),
             config,
         }
     }
@@ -216,11 +238,11 @@ impl HippoIndex {
         self.graph.save(&dir.join(INDEX_FILES[0]))?;
         self.phrases.save(&dir.join(INDEX_FILES[1]))?;
         self.facts.save(&dir.join(INDEX_FILES[2]))?;
-        let meta = SavedMeta {
-            config: self.config.clone(),
+        let meta = SavedMetaRef {
+            config: &self.config,
             phrase_nodes: self.phrase_nodes.iter().map(|n| n.index() as u32).collect(),
-            fact_triples: self.fact_triples.clone(),
-            chunk_triples: self.chunk_triples.clone(),
+            fact_triples: &self.fact_triples,
+            chunk_facts: &self.chunk_facts,
         };
         kgrag_graph_store::persist::save(&dir.join(INDEX_FILES[3]), META_KIND, META_FORMAT, &meta)?;
         Ok(())
@@ -233,18 +255,43 @@ impl HippoIndex {
         let phrases = EmbeddingStore::load(&dir.join(INDEX_FILES[1]))?;
         let facts = EmbeddingStore::load(&dir.join(INDEX_FILES[2]))?;
         let frame = kgrag_graph_store::persist::read_frame(&dir.join(INDEX_FILES[3]))?;
-        frame.expect(&[META_KIND], &[legacy::META_FORMAT, META_FORMAT])?;
-        let meta: SavedMeta = if frame.version() == legacy::META_FORMAT {
-            frame.decode::<legacy::SavedMeta>()?.into()
-        } else {
-            frame.decode()?
-        };
+        frame.expect(
+            &[META_KIND],
+            &[legacy::META_FORMAT, META_FORMAT_TRIPLES, META_FORMAT],
+        )?;
         let corrupt = |reason: String| {
             HippoError::Store(kgrag_graph_store::StoreError::Corrupt {
                 path: dir.to_path_buf(),
                 reason,
             })
         };
+        let meta: SavedMeta = match frame.version() {
+            META_FORMAT => frame.decode()?,
+            v => {
+                let m: SavedMetaTriples = if v == legacy::META_FORMAT {
+                    frame.decode::<legacy::SavedMeta>()?.into()
+                } else {
+                    frame.decode()?
+                };
+                let chunk_facts = rows_of_triples(&facts, m.chunk_triples).map_err(corrupt)?;
+                SavedMeta {
+                    config: m.config,
+                    phrase_nodes: m.phrase_nodes,
+                    fact_triples: m.fact_triples,
+                    chunk_facts,
+                }
+            }
+        };
+        if let Some((c, row)) = meta.chunk_facts.iter().find_map(|(c, rows)| {
+            rows.iter()
+                .find(|&&r| r as usize >= meta.fact_triples.len())
+                .map(|r| (c, r))
+        }) {
+            return Err(corrupt(format!(
+                "chunk {c} names fact row {row} of {}",
+                meta.fact_triples.len()
+            )));
+        }
         if meta.phrase_nodes.len() != phrases.len() || meta.fact_triples.len() != facts.len() {
             return Err(corrupt(format!(
                 "{} phrase nodes for {} phrase rows, {} triples for {} fact rows",
@@ -273,7 +320,7 @@ impl HippoIndex {
             phrase_nodes,
             facts,
             fact_triples: meta.fact_triples,
-            chunk_triples: meta.chunk_triples,
+            chunk_facts: meta.chunk_facts,
         })
     }
 
@@ -284,9 +331,23 @@ impl HippoIndex {
         self.passages = passages;
     }
 
-    /// The normalised triples of every indexed chunk.
-    pub fn chunk_triples(&self) -> &BTreeMap<ChunkId, Vec<Triple>> {
-        &self.chunk_triples
+    /// Every indexed chunk's normalised triples as rows of the fact store ([`fact`](Self::fact)), in
+    /// extraction order (a triple a chunk holds twice: its row twice).
+    pub fn chunk_facts(&self) -> &BTreeMap<ChunkId, Vec<u32>> {
+        &self.chunk_facts
+    }
+
+    /// The normalised triples of the indexed chunk `chunk`, in extraction order (`None` when it is not
+    /// indexed).
+    pub fn chunk_triples<'a>(
+        &'a self,
+        chunk: &ChunkId,
+    ) -> Option<impl Iterator<Item = &'a Triple> + 'a> {
+        let rows = self.chunk_facts.get(chunk)?;
+        Some(
+            rows.iter()
+                .filter_map(move |&r| self.fact_triples.get(r as usize)),
+        )
     }
 
     /// Removes chunks (spec §4.6 delete): each passage vertex with its context edges; the chunk's fact
@@ -299,7 +360,7 @@ impl HippoIndex {
         let mut stats = DeleteStats::default();
         let mut gone: BTreeSet<ChunkId> = BTreeSet::new();
         for c in chunks {
-            if self.graph.find(c.as_str()).is_some() && self.chunk_triples.contains_key(c) {
+            if self.graph.find(c.as_str()).is_some() && self.chunk_facts.contains_key(c) {
                 gone.insert(c.clone());
             } else {
                 stats.unknown += 1;
@@ -311,10 +372,13 @@ impl HippoIndex {
         let mut graph = self.graph.clone();
         let mut orphan_phrases: BTreeSet<NodeIndex> = BTreeSet::new();
         for c in &gone {
-            let triples = self.chunk_triples.get(c).map_or(&[][..], Vec::as_slice);
+            let rows = self.chunk_facts.get(c).map_or(&[][..], Vec::as_slice);
             let mut pairs: BTreeSet<(NodeIndex, NodeIndex)> = BTreeSet::new();
             let mut phrases: BTreeSet<NodeIndex> = BTreeSet::new();
-            for t in triples {
+            for t in rows
+                .iter()
+                .filter_map(|&r| self.fact_triples.get(r as usize))
+            {
                 let (Some(s), Some(o)) = (
                     graph.find(&phrase_key(t.subject())),
                     graph.find(&phrase_key(t.object())),
@@ -352,46 +416,53 @@ impl HippoIndex {
         }
         stats.phrases = gone_phrase_keys.len();
 
-        let mut chunk_triples = self.chunk_triples.clone();
+        let mut chunk_facts = self.chunk_facts.clone();
         for c in &gone {
-            chunk_triples.remove(c);
+            chunk_facts.remove(c);
         }
         // Facts in order of first occurrence over the remaining chunks in corpus order (the passage
         // store's row order), as a build without the deleted chunks orders them: a fact first seen in a
         // deleted chunk moves to where it is first seen now.
         let gone_keys: HashSet<&str> = gone.iter().map(ChunkId::as_str).collect();
-        let mut corpus_order: Vec<&ChunkId> = Vec::with_capacity(chunk_triples.len());
+        let mut corpus_order: Vec<&ChunkId> = Vec::with_capacity(chunk_facts.len());
         let mut placed: HashSet<&ChunkId> = HashSet::new();
         for key in self.passages.keys() {
-            if gone_keys.contains(key.as_str()) {
+            if gone_keys.contains(key) {
                 continue;
             }
             let Ok(id) = ChunkId::parse(key) else {
                 continue;
             };
-            if let Some((c, _)) = chunk_triples.get_key_value(&id) {
+            if let Some((c, _)) = chunk_facts.get_key_value(&id) {
                 if placed.insert(c) {
                     corpus_order.push(c);
                 }
             }
         }
-        for c in chunk_triples.keys() {
+        for c in chunk_facts.keys() {
             if placed.insert(c) {
                 corpus_order.push(c);
             }
         }
+        // Old row → new row of each fact a remaining chunk holds.
+        let mut new_row: Vec<Option<u32>> = vec![None; self.fact_triples.len()];
         let mut fact_rows: Vec<usize> = Vec::new();
-        let mut seen_facts: HashSet<String> = HashSet::new();
         for c in corpus_order {
-            for t in chunk_triples.get(c).map_or(&[][..], Vec::as_slice) {
-                let key = FactId::from_triple(t).as_str().to_owned();
-                if let Some(row) = self.facts.row(&key) {
-                    if seen_facts.insert(key) {
-                        fact_rows.push(row);
-                    }
+            for &r in chunk_facts.get(c).map_or(&[][..], Vec::as_slice) {
+                if let Some(slot @ None) = new_row.get_mut(r as usize) {
+                    *slot = Some(u32::try_from(fact_rows.len()).unwrap_or(u32::MAX));
+                    fact_rows.push(r as usize);
                 }
             }
         }
+        for rows in chunk_facts.values_mut() {
+            for r in rows.iter_mut() {
+                *r = new_row.get(*r as usize).copied().flatten().ok_or_else(|| {
+                    HippoError::Invalid(format!("fact row {r} is not in the fact store"))
+                })?;
+            }
+        }
+        drop(new_row);
         let facts = self.facts.select_rows(&fact_rows)?;
         let fact_triples: Vec<Triple> = fact_rows
             .iter()
@@ -413,7 +484,7 @@ impl HippoIndex {
         passages.remove_where(|k| gone_keys.contains(k));
 
         self.graph = graph;
-        self.chunk_triples = chunk_triples;
+        self.chunk_facts = chunk_facts;
         self.facts = facts;
         self.fact_triples = fact_triples;
         self.phrases = phrases;
@@ -609,30 +680,47 @@ impl HippoIndex {
                 (FactId::from_content(&text).as_str().to_owned(), text)
             })
             .collect();
-        // Each new fact at its first occurrence; its key and text move out of `rendered`.
+        // Each new fact at its first occurrence (its key and text move out of `rendered`), and the fact
+        // row of every triple: a known fact's row, or the row the new fact gets (new facts are appended
+        // in order).
+        let first_new_fact = self.facts.len();
         let mut first: Vec<usize> = Vec::new();
+        let mut triple_rows: Vec<u32> = Vec::with_capacity(rendered.len());
         {
-            let mut pending: HashSet<&str> = HashSet::new();
+            let mut pending: HashMap<&str, u32> = HashMap::new();
             for (i, (key, _)) in rendered.iter().enumerate() {
-                if self.facts.row(key).is_none() && pending.insert(key) {
-                    first.push(i);
-                }
+                let row = match self.facts.row(key) {
+                    Some(row) => row,
+                    None => *pending.entry(key).or_insert_with(|| {
+                        first.push(i);
+                        fact_row(first_new_fact + first.len() - 1)
+                    }) as usize,
+                };
+                triple_rows.push(fact_row(row));
             }
         }
-        let fact_new: Vec<Triple> = first.iter().map(|&i| triples[i].clone()).collect();
         let fact_items: Vec<(String, String)> = first
             .iter()
             .map(|&i| std::mem::take(&mut rendered[i]))
             .collect();
-        drop((rendered, first, triples));
+        drop((rendered, triples));
         stats.new_facts = fact_items.len();
         let t = Instant::now();
         progress.start("embed_facts", fact_items.len());
         let mut facts = self.facts.clone();
-        facts
+        let rows = facts
             .insert(&fact_items, embedder, batch, |n| progress.advance(n))
             .await?;
-        drop(fact_items);
+        if rows
+            .iter()
+            .enumerate()
+            .any(|(j, &row)| row != first_new_fact + j)
+        {
+            return Err(HippoError::Invalid(
+                "the fact store did not append the new facts in order".into(),
+            ));
+        }
+        drop((fact_items, rows));
         finish(progress, &mut stats, "embed_facts", t.elapsed());
 
         // The graph's stage counts its builder's time (beside the embedding) and the look-ups below.
@@ -684,25 +772,56 @@ impl HippoIndex {
         }
         self.phrases = phrases;
         self.facts = facts;
-        self.fact_triples.extend(fact_new);
-        // The builder thread has ended, so the chunks are this function's alone: their triples move.
-        match Arc::try_unwrap(fresh) {
-            Ok(fresh) => {
-                for c in fresh {
-                    self.chunk_triples.insert(c.chunk, c.triples);
+        // The builder thread has ended, so the chunks are this function's alone: each new fact's triple
+        // moves out of the chunk where it first occurs (`first` is ascending), and every chunk keeps
+        // only the rows of its triples.
+        self.fact_triples.reserve(first.len());
+        let mut next_first = first.iter().copied().peekable();
+        let fresh = Arc::try_unwrap(fresh).unwrap_or_else(|shared| shared.as_ref().clone());
+        let mut offset = 0usize;
+        for c in fresh {
+            let n = c.triples.len();
+            for (k, t) in c.triples.into_iter().enumerate() {
+                if next_first.next_if_eq(&(offset + k)).is_some() {
+                    self.fact_triples.push(t);
                 }
             }
-            Err(fresh) => {
-                for c in fresh.iter() {
-                    self.chunk_triples
-                        .insert(c.chunk.clone(), c.triples.clone());
-                }
-            }
+            let rows = triple_rows.get(offset..offset + n).unwrap_or_default();
+            self.chunk_facts.insert(c.chunk, rows.to_vec());
+            offset += n;
         }
         self.graph = graph;
         self.phrase_nodes = phrase_nodes;
         Ok(stats)
     }
+}
+
+/// A fact row as held in [`HippoIndex`]'s chunk lists (a store holds fewer than 2³² rows).
+fn fact_row(row: usize) -> u32 {
+    u32::try_from(row).unwrap_or(u32::MAX)
+}
+
+/// Each chunk's triples as rows of `facts` (keys `fact-<md5>` of the rendered triple): what an index
+/// saved with the triples themselves holds. Fails naming a triple without a row.
+fn rows_of_triples(
+    facts: &EmbeddingStore,
+    chunk_triples: BTreeMap<ChunkId, Vec<Triple>>,
+) -> std::result::Result<BTreeMap<ChunkId, Vec<u32>>, String> {
+    chunk_triples
+        .into_iter()
+        .map(|(chunk, triples)| {
+            let rows = triples
+                .iter()
+                .map(|t| {
+                    facts
+                        .row(FactId::from_triple(t).as_str())
+                        .map(fact_row)
+                        .ok_or_else(|| format!("chunk {chunk}'s triple {t:?} has no fact row"))
+                })
+                .collect::<std::result::Result<Vec<u32>, String>>()?;
+            Ok((chunk, rows))
+        })
+        .collect()
 }
 
 fn finish(

@@ -147,7 +147,6 @@ impl HippoRetriever {
         let passages = index.passages();
         let passage_vertex: Vec<Option<usize>> = passages
             .keys()
-            .iter()
             .map(|k| graph.find(k).and_then(|n| csr.dense_id(n)))
             .collect();
         let reader_tokens = ReaderTokens::new(index.passages().len());

@@ -1,6 +1,7 @@
 //! The fact store's precision (`fact_vectors`): an f16 store holds the f32 store's rows rounded, is saved
-//! and read back as f16, and an index saved before the key existed (meta format 1) reads back with its
-//! f32 facts and ranks as before.
+//! and read back as f16, an index saved before the key existed (meta format 1) reads back with its
+//! f32 facts and ranks as before, and one saved with each chunk's triples (format 2) reads back with
+//! the same fact rows.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
@@ -68,7 +69,7 @@ async fn f16_facts_are_the_f32_facts_rounded_and_survive_a_reload() {
     assert_eq!(full.facts().precision(), Precision::F32);
     assert_eq!(half.facts().precision(), Precision::F16);
     // Only the fact store differs: the same keys, and the f32 rows rounded.
-    assert_eq!(full.facts().keys(), half.facts().keys());
+    assert!(full.facts().keys().eq(half.facts().keys()));
     assert_eq!(
         &full
             .facts()
@@ -103,12 +104,44 @@ impl serde::Serialize for Raw {
     }
 }
 
-type Meta = (
+/// Meta format 2's parts: the configuration, phrase nodes, fact triples and each chunk's triples.
+type MetaTriples = (
     HippoConfig,
     Vec<u32>,
     Vec<Triple>,
     BTreeMap<ChunkId, Vec<Triple>>,
 );
+
+/// The meta file of `index` saved in `dir`, with each chunk's triples written out (formats 1 and 2
+/// held them; format 3 holds fact rows).
+fn saved_meta_with_triples(index: &HippoIndex, dir: &std::path::Path) -> MetaTriples {
+    let (config, nodes, facts, rows): (
+        HippoConfig,
+        Vec<u32>,
+        Vec<Triple>,
+        BTreeMap<ChunkId, Vec<u32>>,
+    ) = persist::load(&dir.join(INDEX_FILES[3]), "hipporag2-index", 3).unwrap();
+    let chunks: BTreeMap<ChunkId, Vec<Triple>> = rows
+        .into_iter()
+        .map(|(c, rows)| {
+            let triples = rows
+                .iter()
+                .map(|&r| facts[r as usize].clone())
+                .collect::<Vec<_>>();
+            assert_eq!(
+                index
+                    .chunk_triples(&c)
+                    .unwrap()
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                triples
+            );
+            (c, triples)
+        })
+        .collect();
+    assert_eq!(chunks.len(), index.chunk_facts().len());
+    (config, nodes, facts, chunks)
+}
 
 #[tokio::test]
 async fn an_index_saved_before_fact_vectors_reads_back_with_f32_facts() {
@@ -118,8 +151,7 @@ async fn an_index_saved_before_fact_vectors_reads_back_with_f32_facts() {
     let passages = index.passages().clone();
     let meta_path = dir.join(INDEX_FILES[3]);
     // Format 1: the configuration without its last field (`fact_vectors`, one byte: variant 0).
-    let (saved_config, nodes, facts, chunks): Meta =
-        persist::load(&meta_path, "hipporag2-index", 2).unwrap();
+    let (saved_config, nodes, facts, chunks) = saved_meta_with_triples(&index, &dir);
     assert_eq!(saved_config, config);
     let mut bytes = postcard::to_allocvec(&saved_config).unwrap();
     assert_eq!(bytes.pop(), Some(0));
@@ -131,7 +163,73 @@ async fn an_index_saved_before_fact_vectors_reads_back_with_f32_facts() {
     assert_eq!(back.config(), &config);
     assert_eq!(back.config().fact_vectors, Precision::F32);
     assert_eq!(back.facts(), index.facts());
+    assert_eq!(back.chunk_facts(), index.chunk_facts());
     let before = rankings(index, &config).await;
     assert_eq!(rankings(back, &config).await, before);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn an_index_saved_with_each_chunks_triples_reads_back_with_fact_rows() {
+    let (index, config) = fixture_index(Precision::F16).await;
+    let dir = temp_dir("triples");
+    index.save(&dir).unwrap();
+    let passages = index.passages().clone();
+    let meta_path = dir.join(INDEX_FILES[3]);
+    let meta = saved_meta_with_triples(&index, &dir);
+    persist::save(&meta_path, "hipporag2-index", 2, &meta).unwrap();
+    let back = HippoIndex::load(&dir, passages.clone()).unwrap();
+    assert_eq!(back.chunk_facts(), index.chunk_facts());
+    assert_eq!(back.facts(), index.facts());
+    let before = rankings(index, &config).await;
+    assert_eq!(rankings(back, &config).await, before);
+
+    // A chunk's triple that is no fact of the store: the file is corrupt, and the error names it.
+    let (c, mut nodes_facts) = (meta.0, (meta.1, meta.2, meta.3));
+    let first = nodes_facts.2.keys().next().cloned().unwrap();
+    nodes_facts
+        .2
+        .get_mut(&first)
+        .unwrap()
+        .push(Triple::new("no such", "fact", "anywhere"));
+    persist::save(
+        &meta_path,
+        "hipporag2-index",
+        2,
+        &(c, nodes_facts.0, nodes_facts.1, nodes_facts.2),
+    )
+    .unwrap();
+    let err = HippoIndex::load(&dir, passages.clone())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("no such") && err.contains(first.as_str()),
+        "{err}"
+    );
+
+    // Format 3 naming a fact row past the store.
+    let (config, nodes, facts, mut rows): (
+        HippoConfig,
+        Vec<u32>,
+        Vec<Triple>,
+        BTreeMap<ChunkId, Vec<u32>>,
+    ) = {
+        let fresh = fixture_index(Precision::F16).await.0;
+        fresh.save(&dir).unwrap();
+        persist::load(&meta_path, "hipporag2-index", 3).unwrap()
+    };
+    rows.get_mut(&first).unwrap().push(facts.len() as u32);
+    persist::save(
+        &meta_path,
+        "hipporag2-index",
+        3,
+        &(config, nodes, facts, rows),
+    )
+    .unwrap();
+    let err = HippoIndex::load(&dir, passages).unwrap_err().to_string();
+    assert!(
+        err.contains("fact row") && err.contains(first.as_str()),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

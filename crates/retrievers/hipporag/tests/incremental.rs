@@ -91,7 +91,7 @@ async fn two_inserts_equal_one() {
     );
 
     // Same stores (rows may come in another order), same chunk counts n(p), same edges.
-    let keys = |s: &EmbeddingStore| s.keys().iter().cloned().collect::<BTreeSet<_>>();
+    let keys = |s: &EmbeddingStore| s.keys().map(str::to_owned).collect::<BTreeSet<_>>();
     assert_eq!(keys(parts.passages()), keys(whole.passages()));
     assert_eq!(keys(parts.phrases()), keys(whole.phrases()));
     assert_eq!(keys(parts.facts()), keys(whole.facts()));
@@ -202,7 +202,7 @@ async fn an_owned_insert_builds_what_an_insert_builds() {
     assert_eq!(a2.skipped_chunks, 16);
     assert_eq!(by_ref.phrases(), by_value.phrases());
     assert_eq!(by_ref.facts(), by_value.facts());
-    assert_eq!(by_ref.chunk_triples(), by_value.chunk_triples());
+    assert_eq!(by_ref.chunk_facts(), by_value.chunk_facts());
     assert_eq!(edges(by_ref.graph()), edges(by_value.graph()));
     assert_eq!(by_ref.graph().counts(), by_value.graph().counts());
 }

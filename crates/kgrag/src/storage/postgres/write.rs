@@ -129,17 +129,11 @@ impl PgStore {
                 vector_type.clone(),
             ], "writing the passages", secrets).await?;
             let data = new.passages.index().map(|i| i.values()).unwrap_or_default();
-            for (row, (key, text)) in new
-                .passages
-                .keys()
-                .iter()
-                .zip(new.passages.texts())
-                .enumerate()
-            {
+            for (row, (key, text)) in new.passages.keys().zip(new.passages.texts()).enumerate() {
                 let v = Vector::from(data[row * dim..(row + 1) * dim].to_vec());
                 let ord = row as i32;
                 let body: &str = text;
-                copy.row(&[&g, &ord, key, &body, &v]).await?;
+                copy.row(&[&g, &ord, &key, &body, &v]).await?;
             }
             copy.finish().await?;
         }
@@ -325,7 +319,7 @@ pub(super) fn check_storable(new: &NewGeneration<'_>) -> Result<()> {
             return bad(format!("the title of document {:?}", d.id));
         }
     }
-    for (key, text) in new.passages.keys().iter().zip(new.passages.texts()) {
+    for (key, text) in new.passages.keys().zip(new.passages.texts()) {
         if text.contains('\0') {
             return bad(format!("chunk {key}"));
         }
