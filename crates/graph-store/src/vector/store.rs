@@ -26,6 +26,9 @@ const KIND: &str = "embedding-store";
 // is still written as 2.
 const FORMAT: u32 = 2;
 const FORMAT_F16: u32 = 3;
+// 4: a store that keeps no texts ([`EmbeddingStore::without_texts`]; its vectors f32 or f16 as the
+// `index` field's variant says), so that a build that reads only 2 and 3 says so.
+const FORMAT_NO_TEXTS: u32 = 4;
 
 /// Texts embedded without instruction, one row per distinct key, rows in first-insertion order, cosine
 /// similarity (rows L2-normalised). Inserting a key that is already present embeds nothing: rerunning an
@@ -43,6 +46,8 @@ pub struct EmbeddingStore {
     /// The precision of the vectors (of the index once there is one).
     precision: Precision,
     rows: KeyRows,
+    /// Whether `texts` holds a text per row (else it is empty: see [`EmbeddingStore::without_texts`]).
+    keeps_texts: bool,
 }
 
 /// The row of each key: row numbers in a table found by the key's hash and checked against the store's
@@ -158,6 +163,7 @@ impl From<StoreRepr> for EmbeddingStore {
             index,
             precision,
             rows: KeyRows::default(),
+            keeps_texts: true,
         }
     }
 }
@@ -188,6 +194,7 @@ impl PartialEq for EmbeddingStore {
             && self.texts == other.texts
             && self.index == other.index
             && self.precision == other.precision
+            && self.keeps_texts == other.keeps_texts
     }
 }
 
@@ -207,7 +214,28 @@ impl EmbeddingStore {
             index: None,
             precision,
             rows: KeyRows::default(),
+            keeps_texts: true,
         }
+    }
+
+    /// This store keeping keys and vectors only: texts are embedded on insert but not held, and
+    /// [`text`](Self::text) is `None` — for rows whose text the owner can make again (HippoRAG 2's facts
+    /// are their triples rendered: holding both cost ~1 MB per 1,000 passages). Texts already held are
+    /// dropped.
+    pub fn without_texts(mut self) -> Self {
+        self.drop_texts();
+        self
+    }
+
+    /// Drops the texts held (see [`without_texts`](Self::without_texts)); later inserts hold none.
+    pub fn drop_texts(&mut self) {
+        self.texts = Vec::new();
+        self.keeps_texts = false;
+    }
+
+    /// Whether the store holds the text of each row.
+    pub fn keeps_texts(&self) -> bool {
+        self.keeps_texts
     }
 
     /// How the vectors are held.
@@ -249,6 +277,7 @@ impl EmbeddingStore {
             index,
             precision: Precision::F32,
             rows,
+            keeps_texts: true,
         })
     }
 
@@ -277,7 +306,7 @@ impl EmbeddingStore {
         self.keys.iter()
     }
 
-    /// The texts, in row order.
+    /// The texts, in row order (empty for a store [`without_texts`](Self::without_texts)).
     pub fn texts(&self) -> &[Arc<str>] {
         &self.texts
     }
@@ -287,7 +316,7 @@ impl EmbeddingStore {
         self.keys.get(row)
     }
 
-    /// The text of row `row`.
+    /// The text of row `row` (`None` in a store [`without_texts`](Self::without_texts)).
     pub fn text(&self, row: usize) -> Option<&str> {
         self.texts.get(row).map(|t| &**t)
     }
@@ -471,10 +500,14 @@ impl EmbeddingStore {
         }
         self.keys
             .reserve(missing.len(), missing.iter().map(|(k, _)| k.len()).sum());
-        self.texts.reserve(missing.len());
+        if self.keeps_texts {
+            self.texts.reserve(missing.len());
+        }
         for (key, text) in missing {
             self.keys.push(key);
-            self.texts.push(text.clone().into());
+            if self.keeps_texts {
+                self.texts.push(text.clone().into());
+            }
             self.rows.insert(&self.keys, self.keys.len() - 1);
         }
         Ok(items
@@ -493,13 +526,14 @@ impl EmbeddingStore {
                 .map(str::len)
                 .sum(),
         );
-        let mut texts = Vec::with_capacity(rows.len());
+        let mut texts = Vec::with_capacity(if self.keeps_texts { rows.len() } else { 0 });
         for &r in rows {
             match (self.keys.get(r), self.texts.get(r)) {
-                (Some(k), Some(t)) => {
+                (Some(k), Some(t)) if self.keeps_texts => {
                     keys.push(k);
                     texts.push(t.clone());
                 }
+                (Some(k), _) if !self.keeps_texts => keys.push(k),
                 _ => {
                     return Err(invalid(format!(
                         "row {r} of the {} store of {} rows",
@@ -526,6 +560,7 @@ impl EmbeddingStore {
             index,
             precision: self.precision,
             rows: rows_of,
+            keeps_texts: self.keeps_texts,
         })
     }
 
@@ -565,9 +600,10 @@ impl EmbeddingStore {
 
     /// Saves the store atomically to `path`.
     pub fn save(&self, path: &Path) -> Result<()> {
-        let format = match self.precision {
-            Precision::F32 => FORMAT,
-            Precision::F16 => FORMAT_F16,
+        let format = match (self.keeps_texts, self.precision) {
+            (false, _) => FORMAT_NO_TEXTS,
+            (true, Precision::F32) => FORMAT,
+            (true, Precision::F16) => FORMAT_F16,
         };
         persist::save(path, KIND, format, self)
     }
@@ -575,8 +611,9 @@ impl EmbeddingStore {
     /// Loads a store saved by [`save`](Self::save).
     pub fn load(path: &Path) -> Result<Self> {
         let frame = persist::read_frame(path)?;
-        frame.expect(&[KIND], &[FORMAT, FORMAT_F16])?;
+        frame.expect(&[KIND], &[FORMAT, FORMAT_F16, FORMAT_NO_TEXTS])?;
         let mut out: Self = frame.decode()?;
+        out.keeps_texts = frame.version() != FORMAT_NO_TEXTS;
         if let Some(reason) = out.index.as_ref().and_then(ExactIndex::check_layout) {
             return Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
@@ -584,7 +621,8 @@ impl EmbeddingStore {
             });
         }
         let rows = out.index.as_ref().map_or(0, ExactIndex::len);
-        if out.keys.len() != out.texts.len() || out.keys.len() != rows {
+        let texts = if out.keeps_texts { out.keys.len() } else { 0 };
+        if out.texts.len() != texts || out.keys.len() != rows {
             return Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
                 reason: format!(
@@ -655,6 +693,67 @@ mod tests {
             postcard::to_stdvec(&shared).unwrap(),
             postcard::to_stdvec(&owned).unwrap()
         );
+    }
+
+    #[tokio::test]
+    async fn a_store_without_texts_is_the_store_with_them_less_its_texts() {
+        let e = HashingEmbedder::new(32);
+        let items: Vec<(String, String)> = (0..30)
+            .map(|i| (format!("fact-{i}"), format!("('s{i}', 'p', 'o{}')", i % 5)))
+            .collect();
+        let mut with = EmbeddingStore::with_precision("facts", Precision::F16);
+        let mut without = EmbeddingStore::with_precision("facts", Precision::F16).without_texts();
+        for part in [&items[..12], &items[12..]] {
+            with.insert(part, &e, 4, |_| {}).await.unwrap();
+            without.insert(part, &e, 4, |_| {}).await.unwrap();
+        }
+        assert!(with.keeps_texts() && !without.keeps_texts());
+        assert_eq!(without.text(3), None);
+        assert!(without.texts().is_empty());
+        assert!(with.keys().eq(without.keys()));
+        assert_eq!(with.index(), without.index());
+        assert_eq!(without.row("fact-17"), Some(17));
+        let mut dropped = with.clone();
+        dropped.drop_texts();
+        assert_eq!(dropped, without);
+        assert_ne!(with, without);
+
+        // Selecting and removing rows: the same rows as the store with texts, still without texts.
+        let picked = without.select_rows(&[7, 2, 29]).unwrap();
+        assert!(picked.keys().eq(["fact-7", "fact-2", "fact-29"]));
+        assert_eq!(picked, with.select_rows(&[7, 2, 29]).unwrap().without_texts());
+        assert!(without.select_rows(&[30]).is_err());
+        let mut cut = without.clone();
+        let map = cut.remove_where(|k| k.ends_with('1'));
+        let mut cut_with = with.clone();
+        assert_eq!(cut_with.remove_where(|k| k.ends_with('1')), map);
+        assert_eq!(cut, cut_with.without_texts());
+
+        // Saved as format 4 and read back without texts; a format-4 file holding texts is corrupt.
+        let dir = std::env::temp_dir().join(format!("kgrag-store-notexts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("facts.store");
+        without.save(&path).unwrap();
+        assert_eq!(persist::read_frame(&path).unwrap().version(), FORMAT_NO_TEXTS);
+        let back = EmbeddingStore::load(&path).unwrap();
+        assert_eq!(back, without);
+        let with_len = {
+            with.save(&path).unwrap();
+            std::fs::metadata(&path).unwrap().len()
+        };
+        without.save(&path).unwrap();
+        assert!(std::fs::metadata(&path).unwrap().len() < with_len);
+        persist::save(&path, KIND, FORMAT_NO_TEXTS, &with).unwrap();
+        let err = EmbeddingStore::load(&path).unwrap_err().to_string();
+        assert!(err.contains("30 texts"), "{err}");
+        // Texts inserted later are not held either.
+        let mut grown = back;
+        grown
+            .insert(&[("fact-new".to_owned(), "('a', 'b', 'c')".to_owned())], &e, 4, |_| {})
+            .await
+            .unwrap();
+        assert_eq!((grown.len(), grown.texts().len()), (31, 0));
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[tokio::test]

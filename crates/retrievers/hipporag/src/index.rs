@@ -219,7 +219,8 @@ impl HippoIndex {
             passages,
             phrases: EmbeddingStore::new("phrases"),
             phrase_nodes: Vec::new(),
-            facts: EmbeddingStore::with_precision("facts", config.fact_vectors),
+            // A fact's text is its triple rendered: the store keeps keys and vectors only.
+            facts: EmbeddingStore::with_precision("facts", config.fact_vectors).without_texts(),
             fact_triples: Vec::new(),
             chunk_facts: BTreeMap::new(),
             config,
@@ -253,7 +254,8 @@ impl HippoIndex {
     pub fn load(dir: &Path, passages: Arc<EmbeddingStore>) -> Result<Self> {
         let graph = KnowledgeGraph::load(&dir.join(INDEX_FILES[0]))?;
         let phrases = EmbeddingStore::load(&dir.join(INDEX_FILES[1]))?;
-        let facts = EmbeddingStore::load(&dir.join(INDEX_FILES[2]))?;
+        // An index saved with the fact texts: they are the triples rendered, so they are not kept.
+        let facts = EmbeddingStore::load(&dir.join(INDEX_FILES[2]))?.without_texts();
         let frame = kgrag_graph_store::persist::read_frame(&dir.join(INDEX_FILES[3]))?;
         frame.expect(
             &[META_KIND],
@@ -518,7 +520,8 @@ impl HippoIndex {
         self.phrase_nodes.get(row).copied()
     }
 
-    /// The fact store (keys `fact-<md5>`, texts the rendered triples).
+    /// The fact store (keys `fact-<md5>` of the rendered triples; it keeps no texts: a row's text is
+    /// [`fact`](Self::fact)`(row)` rendered).
     pub fn facts(&self) -> &EmbeddingStore {
         &self.facts
     }
