@@ -131,9 +131,30 @@ impl KnowledgeGraph {
         self.by_name.get(name).map_or(&[], Vec::as_slice)
     }
 
-    /// The edge between `a` and `b`, if any.
+    /// The edge between `a` and `b`, if any. Walks the two endpoints' edge lists in turn, so it costs
+    /// at most twice the smaller degree (a walk of `a`'s list alone, as `find_edge` does, costs `a`'s
+    /// degree: a frequent phrase's thousands for each fact added to it).
     pub fn edge_between(&self, a: NodeIndex, b: NodeIndex) -> Option<EdgeIndex> {
-        self.g.find_edge(a, b)
+        let other = |e: &petgraph::stable_graph::EdgeReference<'_, Edge>, of: NodeIndex| {
+            if e.source() == of {
+                e.target()
+            } else {
+                e.source()
+            }
+        };
+        let (mut from_a, mut from_b) = (self.g.edges(a), self.g.edges(b));
+        loop {
+            // An edge between the two is in both lists: the first list to end without it proves it
+            // absent.
+            let e = from_a.next()?;
+            if other(&e, a) == b {
+                return Some(e.id());
+            }
+            let e = from_b.next()?;
+            if other(&e, b) == a {
+                return Some(e.id());
+            }
+        }
     }
 
     /// The edge's endpoints, lower index first.
@@ -326,7 +347,7 @@ impl KnowledgeGraph {
                 self.g[a].key
             )));
         }
-        let e = match self.g.find_edge(a, b) {
+        let e = match self.edge_between(a, b) {
             Some(e) => e,
             None => self.g.add_edge(a, b, Edge::default()),
         };
@@ -436,7 +457,7 @@ impl KnowledgeGraph {
     /// Removes the fact occurrences that `chunk` contributed between `a` and `b`; drops the edge when no
     /// facet is left.
     pub fn remove_fact_chunk(&mut self, a: NodeIndex, b: NodeIndex, chunk: &ChunkId) {
-        if let Some(e) = self.g.find_edge(a, b) {
+        if let Some(e) = self.edge_between(a, b) {
             self.g[e].fact_by_chunk.remove(chunk);
             if self.g[e].is_empty() {
                 self.g.remove_edge(e);
@@ -464,6 +485,42 @@ mod tests {
 
     fn chunk(s: &str) -> ChunkId {
         ChunkId::from_content(s)
+    }
+
+    #[test]
+    fn edge_between_finds_what_find_edge_finds() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let mut g = KnowledgeGraph::new();
+        let nodes: Vec<NodeIndex> = (0..60)
+            .map(|i| g.add_entity(&format!("k{i}"), &format!("n{i}")))
+            .collect();
+        // Two hubs linked to most nodes, and random pairs.
+        let c = chunk("c");
+        for &n in &nodes[2..] {
+            for hub in [nodes[0], nodes[1]] {
+                if rng.gen_bool(0.8) {
+                    g.add_fact(hub, n, &c).unwrap();
+                }
+            }
+        }
+        for _ in 0..300 {
+            let (a, b) = (nodes[rng.gen_range(0..60)], nodes[rng.gen_range(0..60)]);
+            g.add_fact(a, b, &c).unwrap();
+        }
+        g.remove_node(nodes[5]);
+        g.remove_node(nodes[1]);
+        let mut found = 0;
+        for &a in &nodes {
+            for &b in &nodes {
+                let want = g.g.find_edge(a, b);
+                assert_eq!(g.edge_between(a, b), want, "{a:?} {b:?}");
+                found += usize::from(want.is_some());
+            }
+        }
+        assert!(found > 200, "{found}");
+        // An index past the nodes has no edge.
+        assert_eq!(g.edge_between(nodes[0], NodeIndex::new(999)), None);
     }
 
     #[test]

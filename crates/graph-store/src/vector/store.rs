@@ -721,7 +721,10 @@ mod tests {
         // Selecting and removing rows: the same rows as the store with texts, still without texts.
         let picked = without.select_rows(&[7, 2, 29]).unwrap();
         assert!(picked.keys().eq(["fact-7", "fact-2", "fact-29"]));
-        assert_eq!(picked, with.select_rows(&[7, 2, 29]).unwrap().without_texts());
+        assert_eq!(
+            picked,
+            with.select_rows(&[7, 2, 29]).unwrap().without_texts()
+        );
         assert!(without.select_rows(&[30]).is_err());
         let mut cut = without.clone();
         let map = cut.remove_where(|k| k.ends_with('1'));
@@ -734,7 +737,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("facts.store");
         without.save(&path).unwrap();
-        assert_eq!(persist::read_frame(&path).unwrap().version(), FORMAT_NO_TEXTS);
+        assert_eq!(
+            persist::read_frame(&path).unwrap().version(),
+            FORMAT_NO_TEXTS
+        );
         let back = EmbeddingStore::load(&path).unwrap();
         assert_eq!(back, without);
         let with_len = {
@@ -749,7 +755,12 @@ mod tests {
         // Texts inserted later are not held either.
         let mut grown = back;
         grown
-            .insert(&[("fact-new".to_owned(), "('a', 'b', 'c')".to_owned())], &e, 4, |_| {})
+            .insert(
+                &[("fact-new".to_owned(), "('a', 'b', 'c')".to_owned())],
+                &e,
+                4,
+                |_| {},
+            )
             .await
             .unwrap();
         assert_eq!((grown.len(), grown.texts().len()), (31, 0));
