@@ -60,6 +60,19 @@ pub fn prepare_triples(
         .collect()
 }
 
+/// The distinct phrases (subjects and objects) of `chunks`' triples, sorted as the reference's
+/// `np.unique` sorts them: the order phrase nodes are created and phrases embedded in.
+pub fn sorted_phrases<'a>(chunks: impl IntoIterator<Item = &'a HippoChunk>) -> Vec<&'a str> {
+    let mut phrases: Vec<&str> = chunks
+        .into_iter()
+        .flat_map(|c| c.triples.iter())
+        .flat_map(|t| [t.subject(), t.object()])
+        .collect();
+    phrases.sort_unstable();
+    phrases.dedup();
+    phrases
+}
+
 /// The node key of a (normalised) phrase.
 pub fn phrase_key(phrase: &str) -> String {
     EntityId::from_content(phrase).as_str().to_owned()
@@ -96,13 +109,7 @@ pub fn insert_chunks(graph: &mut KnowledgeGraph, chunks: &[HippoChunk]) -> Resul
     }
     // The phrases in sorted order (their nodes are created in it), looked up by hash below: a tree
     // compared strings ~20 times per look-up, two look-ups per triple.
-    let mut phrases: Vec<&str> = fresh
-        .iter()
-        .flat_map(|c| c.triples.iter())
-        .flat_map(|t| [t.subject(), t.object()])
-        .collect();
-    phrases.sort_unstable();
-    phrases.dedup();
+    let phrases = sorted_phrases(fresh.iter().copied());
     let mut node_of: HashMap<&str, NodeIndex> = HashMap::with_capacity(phrases.len());
     for p in phrases {
         let key = phrase_key(p);

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kgrag_graph_store::hippo::{insert_chunks, phrase_key, HippoChunk};
+use kgrag_graph_store::hippo::{insert_chunks, phrase_key, sorted_phrases, HippoChunk};
 use kgrag_graph_store::synonymy::{add_synonymy_edges, SynonymyStats};
 use kgrag_graph_store::{EmbeddingStore, KnowledgeGraph, NodeIndex};
 use kgrag_types::{ChunkId, Embedder, Extraction, FactId, Triple};
@@ -374,13 +374,9 @@ impl HippoIndex {
         let mut graph = self.graph.clone();
         let mut orphan_phrases: BTreeSet<NodeIndex> = BTreeSet::new();
         for c in &gone {
-            let rows = self.chunk_facts.get(c).map_or(&[][..], Vec::as_slice);
             let mut pairs: BTreeSet<(NodeIndex, NodeIndex)> = BTreeSet::new();
             let mut phrases: BTreeSet<NodeIndex> = BTreeSet::new();
-            for t in rows
-                .iter()
-                .filter_map(|&r| self.fact_triples.get(r as usize))
-            {
+            for t in self.chunk_triples(c).into_iter().flatten() {
                 let (Some(s), Some(o)) = (
                     graph.find(&phrase_key(t.subject())),
                     graph.find(&phrase_key(t.object())),
@@ -452,7 +448,7 @@ impl HippoIndex {
         for c in corpus_order {
             for &r in chunk_facts.get(c).map_or(&[][..], Vec::as_slice) {
                 if let Some(slot @ None) = new_row.get_mut(r as usize) {
-                    *slot = Some(u32::try_from(fact_rows.len()).unwrap_or(u32::MAX));
+                    *slot = Some(fact_row(fact_rows.len()));
                     fact_rows.push(r as usize);
                 }
             }
@@ -651,13 +647,7 @@ impl HippoIndex {
         };
 
         // Phrases, sorted like the reference's np.unique, embedded if new (their md5 keys in parallel).
-        let mut phrase_list: Vec<&str> = fresh
-            .iter()
-            .flat_map(|c| c.triples.iter())
-            .flat_map(|t| [t.subject(), t.object()])
-            .collect();
-        phrase_list.sort_unstable();
-        phrase_list.dedup();
+        let phrase_list = sorted_phrases(fresh.iter());
         let items: Vec<(String, String)> = phrase_list
             .par_iter()
             .map(|p| (phrase_key(p), (*p).to_owned()))
