@@ -90,7 +90,9 @@ fn hierarchy(c: &mut Criterion) {
         return;
     };
     let dim = 384;
-    let values = m.phrase_index.values();
+    let Ok(values) = m.phrase_index.values() else {
+        return;
+    };
     let rows: Vec<&[f32]> = values.chunks(dim).collect();
     let t = Instant::now();
     let Ok(points) = reduce(&rows, Reduction::Pca(2)) else {

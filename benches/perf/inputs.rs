@@ -232,7 +232,7 @@ pub(crate) async fn embed(dir: &Path) -> Result<Value> {
             .insert(&items(list), embedder.as_ref(), batch, |_| {})
             .await?;
         let index = store.index().ok_or_else(|| anyhow!("no {name} vectors"))?;
-        all.extend_from_slice(&index.values());
+        all.extend_from_slice(&index.values()?);
     }
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let n = passages.len() + phrases.len() + facts.len();
@@ -440,7 +440,7 @@ pub(crate) async fn derive(dir: &Path) -> Result<Value> {
         entity.iter().copied(),
     )?;
     let dim = m.phrase_index.dim();
-    let values = m.phrase_index.values();
+    let values = m.phrase_index.values()?;
     let rows: Vec<&[f32]> = values.chunks(dim).collect();
     let points =
         kgrag_hierarchy::reduce::reduce(&rows, kgrag_hierarchy::reduce::Reduction::Pca(2))?;

@@ -327,7 +327,10 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// [`write_atomic`] with the content written by `fill` into the temporary file (an error leaves the target
 /// as it was and removes the temporary file).
-fn write_atomic_with(path: &Path, fill: impl FnOnce(&mut File) -> Result<()>) -> Result<()> {
+pub(crate) fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut File) -> Result<()>,
+) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),

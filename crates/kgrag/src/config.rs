@@ -154,6 +154,11 @@ pub struct IndexSection {
     /// `encoding`, `size`, `overlap`; or `strategy = "passage"`: one chunk per document). The bench always
     /// uses `passage`: its datasets are passages already.
     pub chunking: kgrag_text::ChunkerConfig,
+    /// Keep HippoRAG 2's fact vectors (f16, the largest part of its index) in files instead of memory:
+    /// unnamed scratch files under `<cache_dir>/vectors` while the index is built or changed, the
+    /// index's own file once it is saved. Each query screens the facts in memory and reads only the
+    /// rows it cannot decide, so rankings are unchanged. Default `true`; `false` holds them in memory.
+    pub fact_vectors_on_disk: bool,
 }
 
 impl Default for IndexSection {
@@ -161,6 +166,7 @@ impl Default for IndexSection {
         Self {
             methods: METHOD_NAMES.iter().map(|m| (*m).to_owned()).collect(),
             chunking: kgrag_text::ChunkerConfig::hirag(),
+            fact_vectors_on_disk: true,
         }
     }
 }

@@ -9,6 +9,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::join::{push_both, upper_block_pairs, JoinCodes};
+use super::rows::RowFile;
 use super::{check_rows, dot, normalise_rows, Hit, Metric, TopK, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result};
@@ -45,10 +46,34 @@ pub enum Precision {
 }
 
 /// The stored values, row-major.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 enum Values {
     F32(Vec<f32>),
     F16(Vec<f16>),
+    /// f16 values in a file ([`ExactIndex::rows_on_disk`]).
+    F16File(RowFile),
+}
+
+impl PartialEq for Values {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Values::F32(a), Values::F32(b)) => a == b,
+            (Values::F16(a), Values::F16(b)) => a == b,
+            (Values::F16File(a), Values::F16(b)) | (Values::F16(b), Values::F16File(a)) => {
+                a.same_values(b)
+            }
+            (Values::F16File(a), Values::F16File(b)) => a.same_as(b),
+            _ => false,
+        }
+    }
+}
+
+/// An I/O error reading or writing a file of rows.
+fn rows_io(rows: &RowFile, source: std::io::Error) -> crate::StoreError {
+    crate::StoreError::Io {
+        path: rows.dir().to_path_buf(),
+        source,
+    }
 }
 
 impl Values {
@@ -70,7 +95,7 @@ impl Values {
     fn precision(&self) -> Precision {
         match self {
             Values::F32(_) => Precision::F32,
-            Values::F16(_) => Precision::F16,
+            Values::F16(_) | Values::F16File(_) => Precision::F16,
         }
     }
 
@@ -79,6 +104,7 @@ impl Values {
         match self {
             Values::F32(v) => v.len(),
             Values::F16(v) => v.len(),
+            Values::F16File(v) => v.len(),
         }
     }
 
@@ -86,40 +112,57 @@ impl Values {
         self.len() == 0
     }
 
-    /// Values `start..end` as f32: borrowed, or widened from f16.
-    fn range(&self, start: usize, end: usize) -> Cow<'_, [f32]> {
-        match self {
+    /// Values `start..end` as f32: borrowed, or widened from f16 (read from the file first).
+    fn range(&self, start: usize, end: usize) -> Result<Cow<'_, [f32]>> {
+        Ok(match self {
             Values::F32(v) => Cow::Borrowed(&v[start..end]),
             Values::F16(v) => {
                 let mut out = vec![0.0f32; end - start];
                 v[start..end].convert_to_f32_slice(&mut out);
                 Cow::Owned(out)
             }
-        }
+            Values::F16File(v) => {
+                let mut out = vec![0.0f32; end - start];
+                v.read_f32(start, &mut out).map_err(|e| rows_io(v, e))?;
+                Cow::Owned(out)
+            }
+        })
     }
 
     /// Values `start..end` as f32, widened into `scratch` when they are f16.
-    fn range_in<'a>(&'a self, start: usize, end: usize, scratch: &'a mut Vec<f32>) -> &'a [f32] {
-        match self {
+    fn range_in<'a>(
+        &'a self,
+        start: usize,
+        end: usize,
+        scratch: &'a mut Vec<f32>,
+    ) -> Result<&'a [f32]> {
+        Ok(match self {
             Values::F32(v) => &v[start..end],
             Values::F16(v) => {
                 scratch.resize(end - start, 0.0);
                 v[start..end].convert_to_f32_slice(scratch);
                 scratch
             }
-        }
+            Values::F16File(v) => {
+                scratch.resize(end - start, 0.0);
+                v.read_f32(start, scratch).map_err(|e| rows_io(v, e))?;
+                scratch
+            }
+        })
     }
 
     /// Appends values already normalised.
-    fn extend(&mut self, data: &[f32]) {
+    fn extend(&mut self, data: &[f32]) -> Result<()> {
         match self {
             Values::F32(v) => v.extend_from_slice(data),
             Values::F16(v) => v.extend(data.iter().map(|&x| f16::from_f32(x))),
+            Values::F16File(v) => v.append(&to_f16(data))?,
         }
+        Ok(())
     }
 
     /// The rows `rows` (of `dim` values), in that order, copied unchanged.
-    fn select(&self, rows: &[usize], dim: usize) -> Self {
+    fn select(&self, rows: &[usize], dim: usize) -> Result<Self> {
         fn pick<T: Copy>(v: &[T], rows: &[usize], dim: usize) -> Vec<T> {
             let mut out = Vec::with_capacity(rows.len() * dim);
             for &r in rows {
@@ -127,13 +170,14 @@ impl Values {
             }
             out
         }
-        match self {
+        Ok(match self {
             Values::F32(v) => Values::F32(pick(v, rows, dim)),
             Values::F16(v) => Values::F16(pick(v, rows, dim)),
-        }
+            Values::F16File(v) => Values::F16File(v.select(rows, dim)?),
+        })
     }
 
-    fn retain(&mut self, dim: usize, mut keep: impl FnMut(usize) -> bool) {
+    fn retain(&mut self, dim: usize, mut keep: impl FnMut(usize) -> bool) -> Result<()> {
         fn keep_rows<T: Copy>(v: &mut Vec<T>, dim: usize, keep: &mut impl FnMut(usize) -> bool) {
             let mut out = Vec::with_capacity(v.len());
             for (row, values) in v.chunks_exact(dim).enumerate() {
@@ -146,7 +190,9 @@ impl Values {
         match self {
             Values::F32(v) => keep_rows(v, dim, &mut keep),
             Values::F16(v) => keep_rows(v, dim, &mut keep),
+            Values::F16File(v) => *v = v.retain(dim, keep)?,
         }
+        Ok(())
     }
 }
 
@@ -208,13 +254,13 @@ pub(super) struct F32Ref<'a> {
     data: &'a [f32],
 }
 
-/// [`F16Layout`] borrowed, for writing.
+/// [`F16Layout`] borrowed (or read from the file of an index whose rows are on disk), for writing.
 #[derive(Serialize)]
 pub(super) struct F16Ref<'a> {
     dim: usize,
     metric: Metric,
-    #[serde(with = "le_bytes")]
-    data: &'a [f16],
+    #[serde(serialize_with = "le_bytes::serialize_cow")]
+    data: Cow<'a, [f16]>,
 }
 
 /// An index's saved form, borrowed.
@@ -224,13 +270,96 @@ pub(super) enum LayoutRef<'a> {
 }
 
 impl ExactIndex {
-    /// The saved form of the index, borrowing its values.
-    pub(super) fn layout(&self) -> LayoutRef<'_> {
+    /// The saved form of the index, borrowing its values (reading them when they are in a file).
+    pub(super) fn layout(&self) -> Result<LayoutRef<'_>> {
         let (dim, metric) = (self.dim, self.metric);
-        match &self.values {
+        Ok(match &self.values {
             Values::F32(data) => LayoutRef::F32(F32Ref { dim, metric, data }),
-            Values::F16(data) => LayoutRef::F16(F16Ref { dim, metric, data }),
+            Values::F16(data) => LayoutRef::F16(F16Ref {
+                dim,
+                metric,
+                data: Cow::Borrowed(data),
+            }),
+            Values::F16File(rows) => LayoutRef::F16(F16Ref {
+                dim,
+                metric,
+                data: Cow::Owned(rows.to_vec()?),
+            }),
+        })
+    }
+
+    /// The file holding the rows, when they are on disk.
+    pub(super) fn row_file(&self) -> Option<&RowFile> {
+        match &self.values {
+            Values::F16File(rows) => Some(rows),
+            _ => None,
         }
+    }
+
+    /// An f16 index over rows in a file (not checked: see [`check_layout`](Self::check_layout)).
+    pub(super) fn from_row_file(dim: usize, metric: Metric, rows: RowFile) -> Self {
+        Self {
+            dim,
+            metric,
+            values: Values::F16File(rows),
+        }
+    }
+
+    /// Moves an f16 index's rows into an unnamed scratch file in `dir` (created if missing), read back
+    /// per query as needed instead of held in memory; an index already on disk keeps its file and makes
+    /// later copies in `dir`. Scores and rankings are unchanged: the file holds the same f16 values. An
+    /// f32 index is refused.
+    pub fn rows_on_disk(&mut self, dir: &Path) -> Result<()> {
+        self.values = match &self.values {
+            Values::F32(_) => {
+                return Err(invalid(
+                    "only an f16 index keeps its rows on disk".to_owned(),
+                ))
+            }
+            Values::F16(v) => Values::F16File(RowFile::with_values(dir, v)?),
+            Values::F16File(rows) => Values::F16File(rows.with_dir(dir)),
+        };
+        Ok(())
+    }
+
+    /// Reads an index's rows back into memory (nothing to do when they are there).
+    pub fn rows_in_memory(&mut self) -> Result<()> {
+        if let Values::F16File(rows) = &self.values {
+            self.values = Values::F16(rows.to_vec()?);
+        }
+        Ok(())
+    }
+
+    /// Whether the rows are in a file ([`rows_on_disk`](Self::rows_on_disk)).
+    pub fn is_on_disk(&self) -> bool {
+        matches!(self.values, Values::F16File(_))
+    }
+
+    /// Starts appending `rows` f16 rows (normalised for cosine, finite) written in any order with
+    /// [`F16Rows::put`] and added by [`F16Rows::finish`]: an append of many rows that never holds them
+    /// all in memory when the index is on disk. Dropped unfinished, the index is unchanged.
+    pub(crate) fn append_f16(&mut self, rows: usize) -> Result<F16Rows<'_>> {
+        let dim = self.dim;
+        let first = self.len();
+        let target = match &mut self.values {
+            Values::F32(_) => {
+                return Err(invalid(
+                    "f16 rows given to an index that holds f32 values".to_owned(),
+                ))
+            }
+            Values::F16(v) => {
+                v.reserve_exact(rows * dim);
+                v.resize(v.len() + rows * dim, f16::ZERO);
+                AppendTarget::Memory(v)
+            }
+            Values::F16File(file) => AppendTarget::File(file.begin_append()?),
+        };
+        Ok(F16Rows {
+            dim,
+            first,
+            rows,
+            target: Some(target),
+        })
     }
 
     /// The index a saved f32 layout describes (not checked: see [`check_layout`](Self::check_layout)).
@@ -269,10 +398,11 @@ impl ExactIndex {
 /// [`EmbeddingStore`](super::EmbeddingStore) keep f16 values as f16.
 impl Serialize for ExactIndex {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        match self.layout() {
+        use serde::ser::Error;
+        match self.layout().map_err(S::Error::custom)? {
             LayoutRef::F32(l) => l.serialize(s),
             LayoutRef::F16(l) => {
-                let data = self.values();
+                let data = self.values().map_err(S::Error::custom)?;
                 F32Ref {
                     dim: l.dim,
                     metric: l.metric,
@@ -345,6 +475,18 @@ mod le_bytes {
         s.serialize_bytes(&bytes)
     }
 
+    /// [`serialize`] of a `Cow` field (serde's `serialize_with` passes the field's own type).
+    #[allow(clippy::ptr_arg)]
+    pub(super) fn serialize_cow<T: LeValue, S: Serializer>(
+        v: &std::borrow::Cow<'_, [T]>,
+        s: S,
+    ) -> Result<S::Ok, S::Error>
+    where
+        [T]: ToOwned,
+    {
+        serialize(v, s)
+    }
+
     struct Values<T>(PhantomData<T>);
 
     impl<T: LeValue> Visitor<'_> for Values<T> {
@@ -413,6 +555,7 @@ impl ExactIndex {
         match &mut self.values {
             Values::F16(v) if v.is_empty() => *v = rows,
             Values::F16(v) => v.extend_from_slice(&rows),
+            Values::F16File(v) => v.append(&rows)?,
             Values::F32(_) => {
                 return Err(invalid(
                     "f16 rows given to an index that holds f32 values".to_owned(),
@@ -444,11 +587,12 @@ impl ExactIndex {
         self.values.precision()
     }
 
-    /// Bytes held by the values.
+    /// Bytes the values hold in memory (none when they are on disk).
     pub fn value_bytes(&self) -> usize {
         match &self.values {
             Values::F32(v) => v.len() * 4,
             Values::F16(v) => v.len() * 2,
+            Values::F16File(_) => 0,
         }
     }
 
@@ -469,8 +613,8 @@ impl ExactIndex {
     }
 
     /// The stored matrix, row-major (rows normalised for cosine): borrowed when the values are f32, widened
-    /// to f32 (a copy) when they are f16.
-    pub fn values(&self) -> Cow<'_, [f32]> {
+    /// to f32 (a copy) when they are f16. Fails only when the rows are on disk and cannot be read.
+    pub fn values(&self) -> Result<Cow<'_, [f32]>> {
         self.values.range(0, self.values.len())
     }
 
@@ -478,7 +622,7 @@ impl ExactIndex {
     pub fn as_f32(&self) -> Option<&[f32]> {
         match &self.values {
             Values::F32(v) => Some(v),
-            Values::F16(_) => None,
+            Values::F16(_) | Values::F16File(_) => None,
         }
     }
 
@@ -488,7 +632,7 @@ impl ExactIndex {
         if precision == self.precision() {
             return Ok(self.clone());
         }
-        let values = self.values();
+        let values = self.values()?;
         if precision == Precision::F16 {
             fits_f16(&values, self.dim)?;
         }
@@ -500,13 +644,16 @@ impl ExactIndex {
     }
 
     /// [`dot`] of `query` with row `row`, widening an f16 row into `scratch`.
-    pub(crate) fn row_dot(&self, query: &[f32], row: usize, scratch: &mut Vec<f32>) -> f32 {
+    pub(crate) fn row_dot(&self, query: &[f32], row: usize, scratch: &mut Vec<f32>) -> Result<f32> {
         let d = self.dim;
-        dot(query, self.values.range_in(row * d, (row + 1) * d, scratch))
+        Ok(dot(
+            query,
+            self.values.range_in(row * d, (row + 1) * d, scratch)?,
+        ))
     }
 
     /// Rows `start..end` as f32 (borrowed, or widened from f16).
-    pub(crate) fn rows(&self, start: usize, end: usize) -> Cow<'_, [f32]> {
+    pub(crate) fn rows(&self, start: usize, end: usize) -> Result<Cow<'_, [f32]>> {
         self.values.range(start * self.dim, end * self.dim)
     }
 
@@ -533,13 +680,14 @@ impl ExactIndex {
         let mut out = vec![0.0f32; n];
         out.par_chunks_mut(ROW_BLOCK)
             .enumerate()
-            .for_each(|(b, o)| {
+            .try_for_each(|(b, o)| {
                 let start = b * ROW_BLOCK;
-                let rows = self.rows(start, start + o.len());
+                let rows = self.rows(start, start + o.len())?;
                 for (s, row) in o.iter_mut().zip(rows.chunks_exact(self.dim)) {
                     *s = dot(&q, row);
                 }
-            });
+                Ok::<_, crate::StoreError>(())
+            })?;
         Ok(out)
     }
 
@@ -557,13 +705,13 @@ impl ExactIndex {
         let mut out: Vec<Vec<Hit>> = vec![Vec::new(); nq];
         out.par_chunks_mut(QUERY_BLOCK)
             .zip(q.par_chunks(QUERY_BLOCK * dim))
-            .for_each(|(res, qb)| {
+            .try_for_each(|(res, qb)| {
                 let m = qb.len() / dim;
                 let mut tops: Vec<TopK> = (0..m).map(|_| TopK::new(k)).collect();
                 let mut scores = vec![0.0f32; m * ROW_BLOCK];
                 for start in (0..n).step_by(ROW_BLOCK) {
                     let nb = ROW_BLOCK.min(n - start);
-                    let rows = self.rows(start, start + nb);
+                    let rows = self.rows(start, start + nb)?;
                     let rows = &rows[..];
                     gemm_abt(qb, rows, dim, m, nb, &mut scores[..m * nb]);
                     for (qi, top) in tops.iter_mut().enumerate() {
@@ -590,7 +738,8 @@ impl ExactIndex {
                 for (r, t) in res.iter_mut().zip(tops) {
                     *r = t.into_sorted();
                 }
-            });
+                Ok::<_, crate::StoreError>(())
+            })?;
         Ok(out)
     }
 
@@ -602,7 +751,7 @@ impl ExactIndex {
     pub fn self_join_min_score(&self, k: usize, min_score: f32) -> Result<Vec<Vec<Hit>>> {
         let dim = self.dim;
         let n = self.len();
-        let data = self.values();
+        let data = self.values()?;
         let q = self.prepare_queries(&data)?;
         // An 8-bit screen where the CPU has AVX2 (32 byte products per instruction against 8 f32
         // multiply-adds), else the blocked f32 product; both keep every pair whose exact score can reach
@@ -623,14 +772,15 @@ impl ExactIndex {
         Ok(Self {
             dim: self.dim,
             metric: self.metric,
-            values: self.values.select(rows, self.dim),
+            values: self.values.select(rows, self.dim)?,
         })
     }
 
     /// Keeps only the rows whose `keep(row)` is true, in their order; the stored values are copied
     /// unchanged (no re-normalisation), so the result equals an index built from the kept rows alone.
-    pub fn retain_rows(&mut self, keep: impl FnMut(usize) -> bool) {
-        self.values.retain(self.dim, keep);
+    /// Fails only when the rows are on disk and cannot be copied (the index is then unchanged).
+    pub fn retain_rows(&mut self, keep: impl FnMut(usize) -> bool) -> Result<()> {
+        self.values.retain(self.dim, keep)
     }
 
     /// Loads an index saved by [`VectorIndex::save`] (f32 or f16).
@@ -650,6 +800,100 @@ impl ExactIndex {
             });
         }
         Ok(out)
+    }
+}
+
+/// Where an append of f16 rows goes.
+enum AppendTarget<'a> {
+    /// The index's vector, already grown by the new rows (zeros until written).
+    Memory(&'a mut Vec<f16>),
+    File(super::rows::Append<'a>),
+}
+
+/// An append of f16 rows under way ([`ExactIndex::append_f16`]).
+pub(crate) struct F16Rows<'a> {
+    dim: usize,
+    /// The first new row.
+    first: usize,
+    /// How many rows are appended.
+    rows: usize,
+    /// `None` once finished.
+    target: Option<AppendTarget<'a>>,
+}
+
+impl F16Rows<'_> {
+    /// Writes row `i` of the appended rows (`dim` values, normalised for cosine).
+    pub(crate) fn put(&mut self, i: usize, row: &[f16]) -> Result<()> {
+        if i >= self.rows || row.len() != self.dim {
+            return Err(invalid(format!(
+                "row {i} of {} appended rows given {} values, not {}",
+                self.rows,
+                row.len(),
+                self.dim
+            )));
+        }
+        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
+            return Err(invalid(format!(
+                "vectors: row {} holds a non-finite value at {j}",
+                self.first + i
+            )));
+        }
+        let at = (self.first + i) * self.dim;
+        match &mut self.target {
+            Some(AppendTarget::Memory(v)) => {
+                v[at..at + self.dim].copy_from_slice(row);
+                Ok(())
+            }
+            Some(AppendTarget::File(f)) => f.put(at, row),
+            None => Err(invalid("an append written after it finished".to_owned())),
+        }
+    }
+
+    /// Writes rows `i..` of the appended rows from `rows` (a whole number of rows): one write when the
+    /// index is on disk.
+    pub(crate) fn put_rows(&mut self, i: usize, rows: &[f16]) -> Result<()> {
+        let n = rows.len() / self.dim.max(1);
+        if !rows.len().is_multiple_of(self.dim) || i + n > self.rows {
+            return Err(invalid(format!(
+                "rows {i}..{} of {} appended rows given {} values of dimension {}",
+                i + n,
+                self.rows,
+                rows.len(),
+                self.dim
+            )));
+        }
+        if let Some(j) = rows.iter().position(|v| !v.is_finite()) {
+            return Err(invalid(format!(
+                "vectors: row {} holds a non-finite value",
+                self.first + i + j / self.dim
+            )));
+        }
+        let at = (self.first + i) * self.dim;
+        match &mut self.target {
+            Some(AppendTarget::Memory(v)) => {
+                v[at..at + rows.len()].copy_from_slice(rows);
+                Ok(())
+            }
+            Some(AppendTarget::File(f)) => f.put(at, rows),
+            None => Err(invalid("an append written after it finished".to_owned())),
+        }
+    }
+
+    /// Adds the rows (each must have been written); returns the first new row.
+    pub(crate) fn finish(mut self) -> usize {
+        if let Some(AppendTarget::File(f)) = self.target.take() {
+            f.finish(self.rows * self.dim);
+        }
+        self.first
+    }
+}
+
+impl Drop for F16Rows<'_> {
+    fn drop(&mut self) {
+        // Unfinished: the rows added to memory are taken off again (a file's are never made visible).
+        if let Some(AppendTarget::Memory(v)) = &mut self.target {
+            v.truncate(self.first * self.dim);
+        }
     }
 }
 
@@ -801,12 +1045,12 @@ impl VectorIndex for ExactIndex {
                     block.clear();
                     block.extend_from_slice(part);
                     normalise_rows(&mut block, self.dim);
-                    values.extend(&block);
+                    values.extend(&block)?;
                 }
             }
             (values, Metric::InnerProduct) => {
                 fits_f16(vectors, self.dim)?;
-                values.extend(vectors)
+                values.extend(vectors)?
             }
         }
         Ok(first)
@@ -843,11 +1087,14 @@ impl VectorIndex for ExactIndex {
     }
 
     fn vector(&self, id: usize) -> Option<Cow<'_, [f32]>> {
-        (id < self.len()).then(|| self.rows(id, id + 1))
+        // A row on disk that cannot be read is no row.
+        (id < self.len())
+            .then(|| self.rows(id, id + 1).ok())
+            .flatten()
     }
 
     fn save(&self, path: &Path) -> Result<()> {
-        match self.layout() {
+        match self.layout()? {
             LayoutRef::F32(l) => persist::save(path, KIND, FORMAT, &l),
             LayoutRef::F16(l) => persist::save(path, KIND_F16, FORMAT_F16, &l),
         }
@@ -905,7 +1152,7 @@ mod tests {
             for precision in [Precision::F32, Precision::F16] {
                 let mut index = ExactIndex::with_precision(dim, Metric::Cosine, precision).unwrap();
                 index.add(&rows).unwrap();
-                let data = index.values();
+                let data = index.values().unwrap();
                 let q = index.prepare_queries(&data).unwrap();
                 for (k, min) in [(2047, 0.8), (7, 0.8), (50, 0.95), (3, -1.0)] {
                     let want = index.search_batch_min_score(&data, k, min).unwrap();
@@ -951,10 +1198,11 @@ mod tests {
             let full = ExactIndex::from_rows(dim, metric, &rows).unwrap();
             let rounded: Vec<f32> = full
                 .values()
+                .unwrap()
                 .iter()
                 .map(|&v| f16::from_f32(v).to_f32())
                 .collect();
-            assert_eq!(&half.values()[..], &rounded[..]);
+            assert_eq!(&half.values().unwrap()[..], &rounded[..]);
             assert_eq!(full.to_precision(Precision::F16).unwrap(), half);
             let twin = ExactIndex::from_stored(dim, metric, rounded.clone()).unwrap();
             assert_eq!(half.to_precision(Precision::F32).unwrap(), twin);
@@ -975,8 +1223,8 @@ mod tests {
                     twin.self_join_min_score(50, 0.9).unwrap()
                 );
                 let (sh, st) = (
-                    super::super::ScreenedIndex::new(&half),
-                    super::super::ScreenedIndex::new(&twin),
+                    super::super::ScreenedIndex::new(&half).unwrap(),
+                    super::super::ScreenedIndex::new(&twin).unwrap(),
                 );
                 for q in queries.chunks(dim) {
                     assert_eq!(
@@ -994,8 +1242,8 @@ mod tests {
                 twin.select_rows(&picked).unwrap()
             );
             let (mut a, mut b) = (half.clone(), twin.clone());
-            a.retain_rows(|r| r % 3 == 1);
-            b.retain_rows(|r| r % 3 == 1);
+            a.retain_rows(|r| r % 3 == 1).unwrap();
+            b.retain_rows(|r| r % 3 == 1).unwrap();
             assert_eq!(a.precision(), Precision::F16);
             assert_eq!(a.to_precision(Precision::F32).unwrap(), b);
         }
@@ -1013,7 +1261,7 @@ mod tests {
         // Cosine rows are normalised first: any finite row fits.
         let mut cos = ExactIndex::with_precision(2, Metric::Cosine, Precision::F16).unwrap();
         cos.add(&[1e30, 1e30]).unwrap();
-        assert!(cos.values().iter().all(|v| v.is_finite()));
+        assert!(cos.values().unwrap().iter().all(|v| v.is_finite()));
     }
 
     #[test]

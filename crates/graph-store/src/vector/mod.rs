@@ -15,6 +15,7 @@ mod exact;
 mod hnsw;
 mod join;
 mod keys;
+mod rows;
 mod screen;
 mod store;
 

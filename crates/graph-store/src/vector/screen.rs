@@ -45,8 +45,8 @@ pub struct ScreenedIndex {
 }
 
 impl ScreenedIndex {
-    /// The int8 copy of `index`.
-    pub fn new(index: &ExactIndex) -> Self {
+    /// The int8 copy of `index` (fails only when its rows are on disk and cannot be read).
+    pub fn new(index: &ExactIndex) -> Result<Self> {
         let dim = index.dim();
         let n = index.len();
         let mut codes = vec![0i8; n * dim];
@@ -63,7 +63,7 @@ impl ScreenedIndex {
             .enumerate()
             .map(|(b, (codes, (scales, l1s)))| {
                 let start = b * SCREEN_ROWS;
-                let data = index.rows(start, start + scales.len());
+                let data = index.rows(start, start + scales.len())?;
                 let finite = data.iter().all(|v| v.is_finite());
                 for ((c, (s, l1)), row) in codes
                     .chunks_exact_mut(dim)
@@ -80,16 +80,16 @@ impl ScreenedIndex {
                     }
                     *l1 = scale * sum as f32;
                 }
-                finite
+                Ok(finite)
             })
-            .reduce(|| true, |a, b| a && b);
-        Self {
+            .try_reduce(|| true, |a, b| Ok(a && b))?;
+        Ok(Self {
             dim,
             codes,
             scales,
             code_l1,
             finite,
-        }
+        })
     }
 
     /// The `k` best rows of `index` for `query` with their exact scores, and the exact minimum and maximum
@@ -178,14 +178,16 @@ impl ScreenedIndex {
         }
         let mut top: Vec<Hit> = candidates
             .iter()
-            .map(|&r| Hit {
-                id: r,
-                score: exact(r),
+            .map(|&r| {
+                Ok(Hit {
+                    id: r,
+                    score: exact(r)?,
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         let mut min = top.iter().map(|h| h.score).fold(f32::INFINITY, f32::min);
         for &r in &lows {
-            min = min.min(exact(r));
+            min = min.min(exact(r)?);
         }
         top.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
         let max = top.first().map_or(f32::NEG_INFINITY, |h| h.score);
@@ -301,10 +303,10 @@ mod tests {
             data[b..b + dim].copy_from_slice(&copy);
         }
         let index = ExactIndex::from_rows(dim, Metric::Cosine, &data).unwrap();
-        let screened = ScreenedIndex::new(&index);
+        let screened = ScreenedIndex::new(&index).unwrap();
         for t in 0..30 {
             let query: Vec<f32> = if t < 10 {
-                index.values()[t * dim..(t + 1) * dim].to_vec()
+                index.values().unwrap()[t * dim..(t + 1) * dim].to_vec()
             } else {
                 (0..dim).map(|_| lcg(&mut seed)).collect()
             };
@@ -362,12 +364,13 @@ mod tests {
     #[test]
     fn small_and_empty_indexes_fall_back() {
         let index = ExactIndex::from_rows(2, Metric::Cosine, &[1.0, 0.0, 0.0, 1.0]).unwrap();
-        let s = ScreenedIndex::new(&index);
+        let s = ScreenedIndex::new(&index).unwrap();
         let got = s.top_k_range(&index, &[1.0, 0.2], 5).unwrap();
         assert_eq!(got.top.len(), 2);
         assert_eq!(got.top[0].id, 0);
         let empty = ExactIndex::new(2, Metric::Cosine).unwrap();
         let got = ScreenedIndex::new(&empty)
+            .unwrap()
             .top_k_range(&empty, &[1.0, 0.0], 3)
             .unwrap();
         assert!(got.top.is_empty());

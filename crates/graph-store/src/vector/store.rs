@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, RandomState};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use futures_util::StreamExt;
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use super::exact::{F16Layout, F32Layout, LayoutRef};
 use super::keys::KeyList;
+use super::rows::RowFile;
 use super::{normalise, ExactIndex, Metric, Precision, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result, StoreError};
@@ -29,13 +30,21 @@ const FORMAT_F16: u32 = 3;
 // 4: a store that keeps no texts ([`EmbeddingStore::without_texts`]; its vectors f32 or f16 as the
 // `index` field's variant says), so that a build that reads only 2 and 3 says so.
 const FORMAT_NO_TEXTS: u32 = 4;
+// 5: a store whose f16 rows are saved in a file of their own beside it ([`EmbeddingStore::rows_path`];
+// the `index` field's variant 4 names their count and the file's digest), texts kept or not as
+// `keeps_texts` (a flag after the index).
+const FORMAT_ROWS: u32 = 5;
+
+/// Rows embedded and written together when a store keeps its rows on disk (16 MiB of f16 rows at 256
+/// dimensions, 48 MiB at 384). An insert of no more rows is embedded in the same batches as in memory.
+const DISK_WINDOW_ROWS: usize = 32_768;
 
 /// Texts embedded without instruction, one row per distinct key, rows in first-insertion order, cosine
 /// similarity (rows L2-normalised). Inserting a key that is already present embeds nothing: rerunning an
 /// index build only embeds what is new. The vectors are held at the store's [`Precision`] (f32 unless
 /// made [`with_precision`](Self::with_precision)).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(from = "StoreRepr")]
+#[serde(try_from = "StoreRepr")]
 pub struct EmbeddingStore {
     name: String,
     keys: KeyList,
@@ -48,6 +57,8 @@ pub struct EmbeddingStore {
     rows: KeyRows,
     /// Whether `texts` holds a text per row (else it is empty: see [`EmbeddingStore::without_texts`]).
     keeps_texts: bool,
+    /// Where the vectors are kept when they are on disk ([`EmbeddingStore::rows_on_disk`]).
+    rows_dir: Option<PathBuf>,
 }
 
 /// The row of each key: row numbers in a table found by the key's hash and checked against the store's
@@ -127,6 +138,19 @@ enum StoredIndex {
     F16(F16Layout),
     /// No vectors yet, in a store that holds them as f16.
     NoneF16,
+    /// f16 vectors in the store's rows file (format 5).
+    F16Rows(RowsLayout),
+}
+
+/// What a store saved with its rows in a file of their own records of them.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct RowsLayout {
+    dim: usize,
+    metric: Metric,
+    /// Number of values (rows × dimension).
+    values: u64,
+    /// The rows file's digest: the file saved with this store, no other.
+    digest: [u8; 32],
 }
 
 /// [`StoredIndex`] borrowed, for writing.
@@ -136,6 +160,7 @@ enum StoredIndexRef<'a> {
     F32(super::exact::F32Ref<'a>),
     F16(super::exact::F16Ref<'a>),
     NoneF16,
+    F16Rows(RowsLayout),
 }
 
 /// What a store's file holds (its key map is rebuilt on reading).
@@ -147,16 +172,34 @@ struct StoreRepr {
     index: StoredIndex,
 }
 
-impl From<StoreRepr> for EmbeddingStore {
-    fn from(r: StoreRepr) -> Self {
+/// A format-5 file: the fields of [`StoreRepr`], then whether the store keeps its texts.
+#[derive(Deserialize)]
+struct StoreRowsRepr {
+    name: String,
+    keys: KeyList,
+    texts: Vec<Arc<str>>,
+    index: StoredIndex,
+    keeps_texts: bool,
+}
+
+impl TryFrom<StoreRepr> for EmbeddingStore {
+    type Error = String;
+
+    fn try_from(r: StoreRepr) -> std::result::Result<Self, String> {
         let (index, precision) = match r.index {
             StoredIndex::None => (None, Precision::F32),
             StoredIndex::NoneF16 => (None, Precision::F16),
             StoredIndex::F32(l) => (Some(ExactIndex::from_f32_layout(l)), Precision::F32),
             StoredIndex::F16(l) => (Some(ExactIndex::from_f16_layout(l)), Precision::F16),
+            StoredIndex::F16Rows(_) => {
+                return Err(format!(
+                    "the {} store keeps its rows in a file: read it with EmbeddingStore::load",
+                    r.name
+                ))
+            }
         };
         // The key map is built by `load`, which also checks the parts against each other.
-        Self {
+        Ok(Self {
             name: r.name,
             keys: r.keys,
             texts: r.texts,
@@ -164,25 +207,61 @@ impl From<StoreRepr> for EmbeddingStore {
             precision,
             rows: KeyRows::default(),
             keeps_texts: true,
-        }
+            rows_dir: None,
+        })
     }
 }
 
+/// Serialised (e.g. inside another structure), a store holds its vectors inline, read from their file
+/// when they are on disk; [`EmbeddingStore::save`] writes such a store's rows to a file of their own.
 impl Serialize for EmbeddingStore {
     fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::Error;
         let index = match (&self.index, self.precision) {
             (None, Precision::F32) => StoredIndexRef::None,
             (None, Precision::F16) => StoredIndexRef::NoneF16,
-            (Some(index), _) => match index.layout() {
+            (Some(index), _) => match index.layout().map_err(S::Error::custom)? {
                 LayoutRef::F32(l) => StoredIndexRef::F32(l),
                 LayoutRef::F16(l) => StoredIndexRef::F16(l),
             },
         };
-        let mut st = s.serialize_struct("EmbeddingStore", 4)?;
+        self.serialize_with(s, &index, None)
+    }
+}
+
+/// A store whose rows were saved to their own file, as [`EmbeddingStore::save`] writes it (format 5).
+struct SavedWithRows<'a> {
+    store: &'a EmbeddingStore,
+    rows: RowsLayout,
+}
+
+impl Serialize for SavedWithRows<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.store.serialize_with(
+            s,
+            &StoredIndexRef::F16Rows(self.rows),
+            Some(self.store.keeps_texts),
+        )
+    }
+}
+
+impl EmbeddingStore {
+    /// The store's fields with `index` for its vectors (and, in format 5, the texts flag).
+    fn serialize_with<S: Serializer>(
+        &self,
+        s: S,
+        index: &StoredIndexRef<'_>,
+        keeps_texts: Option<bool>,
+    ) -> std::result::Result<S::Ok, S::Error> {
+        let mut st =
+            s.serialize_struct("EmbeddingStore", 4 + usize::from(keeps_texts.is_some()))?;
         st.serialize_field("name", &self.name)?;
         st.serialize_field("keys", &self.keys)?;
         st.serialize_field("texts", &self.texts)?;
-        st.serialize_field("index", &index)?;
+        st.serialize_field("index", index)?;
+        if let Some(k) = keeps_texts {
+            st.serialize_field("keeps_texts", &k)?;
+        }
         st.end()
     }
 }
@@ -215,7 +294,58 @@ impl EmbeddingStore {
             precision,
             rows: KeyRows::default(),
             keeps_texts: true,
+            rows_dir: None,
         }
+    }
+
+    /// Keeps this f16 store's vectors in unnamed scratch files under `dir` (created if missing) instead
+    /// of memory: rows already held are moved there, later inserts write theirs there as they are
+    /// embedded, and a query reads only the rows it needs ([`ScreenedIndex`](super::ScreenedIndex)
+    /// screens in memory). Scores are unchanged; [`save`](Self::save) writes the rows to a file of their
+    /// own beside the store ([`rows_path`](Self::rows_path)), and [`load`](Self::load) reads such a
+    /// store with its rows left in that file. An f32 store is refused.
+    pub fn rows_on_disk(&mut self, dir: &Path) -> Result<()> {
+        if self.precision != Precision::F16 {
+            return Err(invalid(format!(
+                "the {} store holds f32 vectors; only an f16 store keeps them on disk",
+                self.name
+            )));
+        }
+        if let Some(index) = &mut self.index {
+            index.rows_on_disk(dir)?;
+        }
+        self.rows_dir = Some(dir.to_path_buf());
+        Ok(())
+    }
+
+    /// Whether new rows go to disk (the store keeps its rows there, or holds rows in a file).
+    fn on_disk(&self) -> bool {
+        self.rows_dir.is_some() || self.rows_are_on_disk()
+    }
+
+    /// Reads the vectors back into memory and keeps later ones there (undoes
+    /// [`rows_on_disk`](Self::rows_on_disk)).
+    pub fn rows_in_memory(&mut self) -> Result<()> {
+        if let Some(index) = &mut self.index {
+            index.rows_in_memory()?;
+        }
+        self.rows_dir = None;
+        Ok(())
+    }
+
+    /// Whether the vectors are in a file ([`rows_on_disk`](Self::rows_on_disk), or a store loaded with
+    /// its rows in one): [`save`](Self::save) then also writes [`rows_path`](Self::rows_path). False
+    /// while the store holds no vectors.
+    pub fn rows_are_on_disk(&self) -> bool {
+        self.index.as_ref().is_some_and(ExactIndex::is_on_disk)
+    }
+
+    /// The file [`save`](Self::save) writes a store's on-disk rows to, beside the store's `path`:
+    /// `<path>.rows`.
+    pub fn rows_path(path: &Path) -> PathBuf {
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(".rows");
+        path.with_file_name(name)
     }
 
     /// This store keeping keys and vectors only: texts are embedded on insert but not held, and
@@ -278,6 +408,7 @@ impl EmbeddingStore {
             precision: Precision::F32,
             rows,
             keeps_texts: true,
+            rows_dir: None,
         })
     }
 
@@ -391,35 +522,89 @@ impl EmbeddingStore {
             )));
         }
         // Embed in order of text length, so that each batch pads to similar lengths (transformer cost grows
-        // with the longest text of a batch); rows are stored in input order.
+        // with the longest text of a batch); rows are stored in input order. Rows kept on disk are
+        // embedded a window of rows at a time (each window's texts by length), so that each window is
+        // written to the file at once, in order: rows written one by one at scattered places made the
+        // kernel read back and rewrite pages of a file larger than the page cache (a million passages).
+        let window = self.on_disk().then_some(DISK_WINDOW_ROWS);
         let mut order: Vec<usize> = (0..missing.len()).collect();
-        order.sort_by_key(|&i| (missing[i].1.as_ref().len(), i));
-        let mut dim = self.dim();
-        // The new rows in item order, written in place batch by batch (sized once the dimension is known):
-        // as they come for an f32 store (normalised with the index's rows), normalised and rounded at
-        // once for an f16 store (no f32 copy of the whole insert is held).
-        let mut vectors: Vec<f32> = Vec::new();
-        let mut halves: Vec<f16> = Vec::new();
-        let mut row_buf: Vec<f32> = Vec::new();
+        order.sort_by_key(|&i| (window.map_or(0, |w| i / w), missing[i].1.as_ref().len(), i));
+        let had = self.dim();
+        // The index is taken out while the rows are written into it (an f16 append borrows it across
+        // the embedder's calls) and always put back; a failed insert leaves it as it was.
+        let mut index = self.index.take();
+        let embedded = self
+            .embed_rows(
+                &missing,
+                &order,
+                window,
+                embedder,
+                batch,
+                &mut progress,
+                &mut index,
+            )
+            .await;
+        if embedded.is_err() && had.is_none() {
+            index = None;
+        }
+        self.index = index;
+        if let (Some(vectors), Some(index)) = (embedded?, &mut self.index) {
+            index.add_owned(vectors)?;
+        }
+        self.keys
+            .reserve(missing.len(), missing.iter().map(|(k, _)| k.len()).sum());
+        if self.keeps_texts {
+            self.texts.reserve(missing.len());
+        }
+        for (key, text) in missing {
+            self.keys.push(key);
+            if self.keeps_texts {
+                self.texts.push(text.clone().into());
+            }
+            self.rows.insert(&self.keys, self.keys.len() - 1);
+        }
+        Ok(items
+            .iter()
+            .filter_map(|(key, _)| self.row(key.as_ref()))
+            .collect())
+    }
+
+    /// Embeds the texts of `missing` in the batches of `order` into `index` (made at the first batch
+    /// when there is none, on disk when the store keeps its rows there): an f16 store's rows are
+    /// written as each batch comes (normalised, rounded), an f32 store's are returned in item order for
+    /// the caller to add. With `window`, `order` runs through the rows a window of that many rows at a
+    /// time, and an f16 store's rows are written a window at a time.
+    #[allow(clippy::too_many_arguments)]
+    async fn embed_rows<T: AsRef<str>>(
+        &self,
+        missing: &[(&str, &T)],
+        order: &[usize],
+        window: Option<usize>,
+        embedder: &dyn Embedder,
+        batch: usize,
+        progress: &mut impl FnMut(usize),
+        index: &mut Option<ExactIndex>,
+    ) -> Result<Option<Vec<f32>>> {
         // Up to `calls_in_flight` calls at once (a provider over the network), taken back in order.
         let calls: Vec<_> = order
             .chunks(batch.max(1))
-            .map(|part| {
-                let missing = &missing;
-                async move {
-                    // The texts are copied when the call goes out, not all at once.
-                    let texts: Vec<String> = part
-                        .iter()
-                        .map(|&i| missing[i].1.as_ref().to_owned())
-                        .collect();
-                    let e = embedder.embed(&texts, &EmbedKind::Document).await;
-                    (part, texts, e)
-                }
+            .map(|part| async move {
+                // The texts are copied when the call goes out, not all at once.
+                let texts: Vec<String> = part
+                    .iter()
+                    .map(|&i| missing[i].1.as_ref().to_owned())
+                    .collect();
+                let e = embedder.embed(&texts, &EmbedKind::Document).await;
+                (part, texts, e)
             })
             .collect();
         let mut done =
             futures_util::stream::iter(calls).buffered(embedder.calls_in_flight().max(1));
-        while let Some((part, texts, e)) = done.next().await {
+        let dim = index.as_ref().map(ExactIndex::dim);
+        // Each batch checked: as many vectors as texts, the store's dimension, finite values.
+        let check = |texts: &[String],
+                     e: std::result::Result<kgrag_types::Embeddings, kgrag_types::Error>,
+                     dim: Option<usize>| {
             let e = e.map_err(|source| StoreError::Embedding {
                 what: format!("{} texts of the {} store", texts.len(), self.name),
                 source,
@@ -440,80 +625,112 @@ impl EmbeddingStore {
                         self.name
                     )))
                 }
-                _ => dim = Some(e.dim()),
-            }
-            let d = e.dim();
-            if d == 0 {
-                return Err(invalid(format!(
-                    "the embedder returned 0-dimensional vectors for the {} store",
-                    self.name
-                )));
+                _ if e.dim() == 0 => {
+                    return Err(invalid(format!(
+                        "the embedder returned 0-dimensional vectors for the {} store",
+                        self.name
+                    )))
+                }
+                _ => {}
             }
             if let Some(i) = e.as_slice().iter().position(|v| !v.is_finite()) {
                 return Err(invalid(format!(
                     "the embedder returned a non-finite value for the {} text {:?}",
                     self.name,
-                    texts.get(i / d).map(String::as_str).unwrap_or_default()
+                    texts
+                        .get(i / e.dim())
+                        .map(String::as_str)
+                        .unwrap_or_default()
                 )));
             }
-            match self.precision {
-                Precision::F32 => {
-                    if vectors.is_empty() {
-                        vectors = vec![0.0; missing.len() * d];
-                    }
+            Ok(e)
+        };
+        let Some((part, texts, e)) = done.next().await else {
+            return Ok(None);
+        };
+        let e = check(&texts, e, dim)?;
+        let d = e.dim();
+        let index = match index {
+            Some(index) => index,
+            slot => {
+                let mut made = ExactIndex::with_precision(d, Metric::Cosine, self.precision)?;
+                if let Some(dir) = &self.rows_dir {
+                    made.rows_on_disk(dir)?;
+                }
+                slot.insert(made)
+            }
+        };
+        match self.precision {
+            Precision::F32 => {
+                // As they come; normalised with the index's rows when added.
+                let mut vectors = vec![0.0f32; missing.len() * d];
+                let mut put = |part: &[usize], e: &kgrag_types::Embeddings| {
                     for (&i, row) in part.iter().zip(e.rows()) {
                         vectors[i * d..(i + 1) * d].copy_from_slice(row);
                     }
+                };
+                put(part, &e);
+                progress(part.len());
+                while let Some((part, texts, e)) = done.next().await {
+                    let e = check(&texts, e, Some(d))?;
+                    put(part, &e);
+                    progress(part.len());
                 }
-                Precision::F16 => {
-                    if halves.is_empty() {
-                        halves = vec![f16::ZERO; missing.len() * d];
-                    }
+                Ok(Some(vectors))
+            }
+            Precision::F16 => {
+                // Normalised and rounded at once, written where they belong: no f32 copy of the insert
+                // is held, nor an f16 one when the rows are on disk.
+                let n = missing.len();
+                let mut rows = index.append_f16(n)?;
+                let mut row_buf: Vec<f32> = Vec::with_capacity(d);
+                let mut half: Vec<f16> = vec![f16::ZERO; d];
+                // The window being filled (its first row) and its rows; each window's rows all come
+                // before the next window's (`order`).
+                let mut staged: Vec<f16> = Vec::new();
+                let mut current = 0usize;
+                let mut put = |part: &[usize],
+                               e: &kgrag_types::Embeddings,
+                               rows: &mut super::exact::F16Rows<'_>|
+                 -> Result<()> {
                     for (&i, row) in part.iter().zip(e.rows()) {
                         row_buf.clear();
                         row_buf.extend_from_slice(row);
                         normalise(&mut row_buf);
-                        for (h, &v) in halves[i * d..(i + 1) * d].iter_mut().zip(&row_buf) {
+                        for (h, &v) in half.iter_mut().zip(&row_buf) {
                             *h = f16::from_f32(v);
                         }
+                        let Some(w) = window else {
+                            rows.put(i, &half)?;
+                            continue;
+                        };
+                        let start = i / w * w;
+                        if start != current || staged.is_empty() {
+                            if !staged.is_empty() {
+                                rows.put_rows(current, &staged)?;
+                            }
+                            current = start;
+                            staged.clear();
+                            staged.resize(w.min(n - start) * d, f16::ZERO);
+                        }
+                        staged[(i - start) * d..(i - start + 1) * d].copy_from_slice(&half);
                     }
+                    Ok(())
+                };
+                put(part, &e, &mut rows)?;
+                progress(part.len());
+                while let Some((part, texts, e)) = done.next().await {
+                    let e = check(&texts, e, Some(d))?;
+                    put(part, &e, &mut rows)?;
+                    progress(part.len());
                 }
-            }
-            progress(part.len());
-        }
-        drop(done);
-        if let Some(d) = dim {
-            if !missing.is_empty() {
-                let index = match &mut self.index {
-                    Some(index) => index,
-                    slot => slot.insert(ExactIndex::with_precision(
-                        d,
-                        Metric::Cosine,
-                        self.precision,
-                    )?),
-                };
-                match self.precision {
-                    Precision::F32 => index.add_owned(vectors)?,
-                    Precision::F16 => index.add_normalised_f16(halves)?,
-                };
+                if !staged.is_empty() {
+                    rows.put_rows(current, &staged)?;
+                }
+                rows.finish();
+                Ok(None)
             }
         }
-        self.keys
-            .reserve(missing.len(), missing.iter().map(|(k, _)| k.len()).sum());
-        if self.keeps_texts {
-            self.texts.reserve(missing.len());
-        }
-        for (key, text) in missing {
-            self.keys.push(key);
-            if self.keeps_texts {
-                self.texts.push(text.clone().into());
-            }
-            self.rows.insert(&self.keys, self.keys.len() - 1);
-        }
-        Ok(items
-            .iter()
-            .filter_map(|(key, _)| self.row(key.as_ref()))
-            .collect())
     }
 
     /// A store of the rows `rows` (indices into this one, each at most once), in that order.
@@ -561,13 +778,18 @@ impl EmbeddingStore {
             precision: self.precision,
             rows: rows_of,
             keeps_texts: self.keeps_texts,
+            rows_dir: self.rows_dir.clone(),
         })
     }
 
     /// Removes the rows whose key `remove` returns true for; the other rows keep their order and values
     /// (so the store equals one into which the removed keys were never inserted). Returns, for every old
-    /// row, its new row (`None` when removed).
-    pub fn remove_where(&mut self, mut remove: impl FnMut(&str) -> bool) -> Vec<Option<usize>> {
+    /// row, its new row (`None` when removed). Fails only when the rows are on disk and cannot be copied
+    /// (the store is then unchanged).
+    pub fn remove_where(
+        &mut self,
+        mut remove: impl FnMut(&str) -> bool,
+    ) -> Result<Vec<Option<usize>>> {
         let mut map = Vec::with_capacity(self.keys.len());
         let mut next = 0usize;
         for k in self.keys.iter() {
@@ -579,10 +801,10 @@ impl EmbeddingStore {
             }
         }
         if next == self.keys.len() {
-            return map;
+            return Ok(map);
         }
         if let Some(index) = &mut self.index {
-            index.retain_rows(|row| map[row].is_some());
+            index.retain_rows(|row| map[row].is_some())?;
         }
         self.keys.retain_rows(|row| map[row].is_some());
         let mut row = 0usize;
@@ -595,11 +817,30 @@ impl EmbeddingStore {
         }
         // The kept keys were distinct before.
         self.rows = KeyRows::of(&self.keys).unwrap_or_default();
-        map
+        Ok(map)
     }
 
-    /// Saves the store atomically to `path`.
+    /// Saves the store atomically to `path`; a store whose rows are on disk writes them first to
+    /// [`rows_path`](Self::rows_path)`(path)` (streamed, never all in memory), and `path` names that
+    /// file's digest.
     pub fn save(&self, path: &Path) -> Result<()> {
+        if let Some(index) = &self.index {
+            if let Some(rows) = index.row_file() {
+                let digest = rows.save(&Self::rows_path(path))?;
+                let rows = RowsLayout {
+                    dim: index.dim(),
+                    metric: index.metric(),
+                    values: rows.len() as u64,
+                    digest,
+                };
+                return persist::save(
+                    path,
+                    KIND,
+                    FORMAT_ROWS,
+                    &SavedWithRows { store: self, rows },
+                );
+            }
+        }
         let format = match (self.keeps_texts, self.precision) {
             (false, _) => FORMAT_NO_TEXTS,
             (true, Precision::F32) => FORMAT,
@@ -608,12 +849,49 @@ impl EmbeddingStore {
         persist::save(path, KIND, format, self)
     }
 
-    /// Loads a store saved by [`save`](Self::save).
+    /// Loads a store saved by [`save`](Self::save). A store saved with its rows on disk keeps them in
+    /// their file, opened read-only and checked (its digest, and that it is the file saved with this
+    /// store); rows added later go to scratch files in the system's temporary folder unless
+    /// [`rows_on_disk`](Self::rows_on_disk) names another.
     pub fn load(path: &Path) -> Result<Self> {
         let frame = persist::read_frame(path)?;
-        frame.expect(&[KIND], &[FORMAT, FORMAT_F16, FORMAT_NO_TEXTS])?;
-        let mut out: Self = frame.decode()?;
-        out.keeps_texts = frame.version() != FORMAT_NO_TEXTS;
+        frame.expect(&[KIND], &[FORMAT, FORMAT_F16, FORMAT_NO_TEXTS, FORMAT_ROWS])?;
+        let mut out: Self = if frame.version() == FORMAT_ROWS {
+            let r: StoreRowsRepr = frame.decode()?;
+            let StoredIndex::F16Rows(layout) = r.index else {
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: "a format-5 store without a rows file".to_owned(),
+                });
+            };
+            let dir = std::env::temp_dir();
+            let rows = RowFile::open_saved(&Self::rows_path(path), &layout.digest, &dir)?;
+            if rows.len() as u64 != layout.values {
+                return Err(StoreError::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "its rows file holds {} values, the store names {}",
+                        rows.len(),
+                        layout.values
+                    ),
+                });
+            }
+            let index = ExactIndex::from_row_file(layout.dim, layout.metric, rows);
+            Self {
+                name: r.name,
+                keys: r.keys,
+                texts: r.texts,
+                index: Some(index),
+                precision: Precision::F16,
+                rows: KeyRows::default(),
+                keeps_texts: r.keeps_texts,
+                rows_dir: None,
+            }
+        } else {
+            let mut out: Self = frame.decode()?;
+            out.keeps_texts = frame.version() != FORMAT_NO_TEXTS;
+            out
+        };
         if let Some(reason) = out.index.as_ref().and_then(ExactIndex::check_layout) {
             return Err(StoreError::Corrupt {
                 path: path.to_path_buf(),
@@ -727,9 +1005,9 @@ mod tests {
         );
         assert!(without.select_rows(&[30]).is_err());
         let mut cut = without.clone();
-        let map = cut.remove_where(|k| k.ends_with('1'));
+        let map = cut.remove_where(|k| k.ends_with('1')).unwrap();
         let mut cut_with = with.clone();
-        assert_eq!(cut_with.remove_where(|k| k.ends_with('1')), map);
+        assert_eq!(cut_with.remove_where(|k| k.ends_with('1')).unwrap(), map);
         assert_eq!(cut, cut_with.without_texts());
 
         // Saved as format 4 and read back without texts; a format-4 file holding texts is corrupt.
@@ -814,7 +1092,7 @@ mod tests {
         assert_eq!(empty.index().unwrap().precision(), Precision::F16);
         // Removing and selecting rows keep the precision.
         let mut cut = half.clone();
-        cut.remove_where(|k| k.ends_with('1'));
+        cut.remove_where(|k| k.ends_with('1')).unwrap();
         assert_eq!(cut.index().unwrap().precision(), Precision::F16);
         assert_eq!(
             half.select_rows(&[3, 1]).unwrap().precision(),
@@ -859,7 +1137,7 @@ mod tests {
             index: Some(OldIndex {
                 dim: 8,
                 metric: Metric::Cosine,
-                data: now.index().unwrap().values().into_owned(),
+                data: now.index().unwrap().values().unwrap().into_owned(),
             }),
         };
         let bytes = postcard::to_allocvec(&old).unwrap();
@@ -931,6 +1209,180 @@ mod tests {
             .unwrap();
         assert!(err.contains("facts store"), "{err}");
         assert!(s.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_store_with_its_rows_on_disk_is_the_store_in_memory() {
+        let e = HashingEmbedder::new(48);
+        let items: Vec<(String, String)> = (0..700)
+            .map(|i| {
+                (
+                    format!("fact-{i}"),
+                    format!("('s{i}', 'p{}', 'o{}')", i % 7, i % 13),
+                )
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("kgrag-store-disk-{}", std::process::id()));
+        let scratch = dir.join("scratch");
+        let mut mem = EmbeddingStore::with_precision("facts", Precision::F16).without_texts();
+        let mut disk = EmbeddingStore::with_precision("facts", Precision::F16).without_texts();
+        disk.rows_on_disk(&scratch).unwrap();
+        assert!(!disk.rows_are_on_disk(), "no vectors yet");
+        // Two inserts (the second appends), batches out of row order (texts sorted by length).
+        for part in [&items[..400], &items[400..]] {
+            mem.insert(part, &e, 32, |_| {}).await.unwrap();
+            disk.insert(part, &e, 32, |_| {}).await.unwrap();
+        }
+        assert!(disk.rows_are_on_disk() && !mem.rows_are_on_disk());
+        assert_eq!(disk.index().unwrap().value_bytes(), 0, "nothing in memory");
+        assert_eq!(disk, mem);
+        // Scores, a full scan and the screened top k with its range: the same numbers.
+        let q = e
+            .embed(&["('s3', 'p3', 'o3')".to_owned()], &EmbedKind::Document)
+            .await
+            .unwrap();
+        let q = q.rows().next().unwrap().to_vec();
+        assert_eq!(disk.scores(&q).unwrap(), mem.scores(&q).unwrap());
+        let (di, mi) = (disk.index().unwrap(), mem.index().unwrap());
+        use super::super::ScreenedIndex;
+        let (ds, ms) = (
+            ScreenedIndex::new(di).unwrap(),
+            ScreenedIndex::new(mi).unwrap(),
+        );
+        assert_eq!(
+            ds.top_k_range(di, &q, 10).unwrap(),
+            ms.top_k_range(mi, &q, 10).unwrap()
+        );
+        assert_eq!(di.search(&q, 5).unwrap(), mi.search(&q, 5).unwrap());
+        // Selecting and removing rows.
+        let rows = [5, 699, 0, 321];
+        assert_eq!(
+            disk.select_rows(&rows).unwrap(),
+            mem.select_rows(&rows).unwrap()
+        );
+        assert!(disk.select_rows(&rows).unwrap().rows_are_on_disk());
+        let (mut dcut, mut mcut) = (disk.clone(), mem.clone());
+        let gone = |k: &str| k.ends_with('3');
+        assert_eq!(
+            dcut.remove_where(gone).unwrap(),
+            mcut.remove_where(gone).unwrap()
+        );
+        assert_eq!(dcut, mcut);
+        assert_eq!(disk, mem, "the clone's cut left the original as it was");
+
+        // Saved as format 5 with a rows file; read back with the rows left in that file.
+        let path = dir.join("facts.store");
+        disk.save(&path).unwrap();
+        assert_eq!(persist::read_frame(&path).unwrap().version(), FORMAT_ROWS);
+        let rows_file = EmbeddingStore::rows_path(&path);
+        assert_eq!(rows_file, dir.join("facts.store.rows"));
+        let saved = std::fs::read(&rows_file).unwrap();
+        let back = EmbeddingStore::load(&path).unwrap();
+        assert!(back.rows_are_on_disk() && !back.keeps_texts());
+        assert_eq!(back, mem);
+        // Growing the loaded store leaves the saved files as they were.
+        let mut grown = back.clone();
+        grown.rows_on_disk(&scratch).unwrap();
+        let more = [("fact-new".to_owned(), "('x', 'y', 'z')".to_owned())];
+        grown.insert(&more, &e, 8, |_| {}).await.unwrap();
+        mem.insert(&more, &e, 8, |_| {}).await.unwrap();
+        assert_eq!(grown, mem);
+        assert_eq!(std::fs::read(&rows_file).unwrap(), saved);
+        assert_eq!(EmbeddingStore::load(&path).unwrap(), back);
+        // Into memory again: the same store, saved as before (format 4).
+        let mut held = grown.clone();
+        held.rows_in_memory().unwrap();
+        assert!(!held.rows_are_on_disk());
+        assert_eq!(held, mem);
+        held.save(&dir.join("held.store")).unwrap();
+        assert_eq!(
+            persist::read_frame(&dir.join("held.store"))
+                .unwrap()
+                .version(),
+            FORMAT_NO_TEXTS
+        );
+        // Serialised inside another structure, the rows are written inline, as an in-memory store's.
+        assert_eq!(
+            postcard::to_stdvec(&grown).unwrap(),
+            postcard::to_stdvec(&mem).unwrap()
+        );
+
+        // A rows file that is not the one saved with the store is refused.
+        disk.select_rows(&[1, 2])
+            .unwrap()
+            .save(&dir.join("other.store"))
+            .unwrap();
+        std::fs::copy(
+            EmbeddingStore::rows_path(&dir.join("other.store")),
+            &rows_file,
+        )
+        .unwrap();
+        let err = EmbeddingStore::load(&path).unwrap_err().to_string();
+        assert!(err.contains("another generation"), "{err}");
+        // An f32 store cannot keep its rows on disk.
+        assert!(EmbeddingStore::new("passages")
+            .rows_on_disk(&scratch)
+            .is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn a_large_insert_on_disk_is_written_a_window_at_a_time_in_place() {
+        // Over two windows, with texts whose lengths run against the row order.
+        let n = DISK_WINDOW_ROWS * 2 + 1_000;
+        let items: Vec<(String, String)> = (0..n)
+            .map(|i| {
+                (
+                    format!("k{i}"),
+                    "w ".repeat(1 + (n - i) % 17) + &i.to_string(),
+                )
+            })
+            .collect();
+        let e = HashingEmbedder::new(8);
+        let dir = std::env::temp_dir().join(format!("kgrag-store-window-{}", std::process::id()));
+        let mut disk = EmbeddingStore::with_precision("facts", Precision::F16);
+        disk.rows_on_disk(&dir).unwrap();
+        let mut mem = EmbeddingStore::with_precision("facts", Precision::F16);
+        // A first insert within one window, then one that crosses two (windows count from its first row).
+        for part in [&items[..5_000], &items[5_000..]] {
+            disk.insert(part, &e, 64, |_| {}).await.unwrap();
+            mem.insert(part, &e, 64, |_| {}).await.unwrap();
+        }
+        assert!(disk.rows_are_on_disk());
+        assert_eq!(disk.len(), n);
+        assert_eq!(disk, mem);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
+    async fn a_failed_insert_into_a_store_on_disk_adds_nothing() {
+        let dir =
+            std::env::temp_dir().join(format!("kgrag-store-disk-fail-{}", std::process::id()));
+        let ok = HashingEmbedder::new(8);
+        let mut s = EmbeddingStore::with_precision("facts", Precision::F16);
+        s.rows_on_disk(&dir).unwrap();
+        s.insert(&items(&[("a", "x")]), &ok, 1, |_| {})
+            .await
+            .unwrap();
+        let before = s.clone();
+        let failing = HashingEmbedder::new(8).fail_after(1);
+        let err = s
+            .insert(&items(&[("b", "yy"), ("c", "zzz")]), &failing, 1, |_| {})
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("facts store"), "{err}");
+        assert_eq!(s, before);
+        assert_eq!(s.len(), 1);
+        // The next insert writes where the failed one had begun.
+        s.insert(&items(&[("b", "yy")]), &ok, 1, |_| {})
+            .await
+            .unwrap();
+        let mut mem = EmbeddingStore::with_precision("facts", Precision::F16);
+        mem.insert(&items(&[("a", "x"), ("b", "yy")]), &ok, 1, |_| {})
+            .await
+            .unwrap();
+        assert_eq!(s.index(), mem.index());
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     /// An embedder over the network: it takes several calls at once, each answered after a pause.

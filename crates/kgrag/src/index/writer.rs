@@ -823,7 +823,7 @@ impl IndexWriter {
             .collect();
         let mut stages = Stages::new(self.env().progress, true);
         let mut store = self.work.corpus.passages.as_ref().clone();
-        store.remove_where(|k| ChunkId::parse(k).is_ok_and(|c| removed.contains(&c)));
+        store.remove_where(|k| ChunkId::parse(k).is_ok_and(|c| removed.contains(&c)))?;
         self.work.corpus.passages = Arc::new(store);
         self.work
             .corpus

@@ -22,6 +22,19 @@ pub(crate) struct Index {
     stats: serde_json::Value,
 }
 
+/// Where HippoRAG 2's fact vectors are kept (`[index] fact_vectors_on_disk`): scratch files under the
+/// cache folder, or memory.
+fn place_fact_vectors(index: &mut HippoIndex, env: &Env) -> Result<()> {
+    let dir = env.cache_dir.join("vectors");
+    index.set_fact_vectors_dir(
+        env.config
+            .index
+            .fact_vectors_on_disk
+            .then_some(dir.as_path()),
+    )?;
+    Ok(())
+}
+
 /// What an insert (or the first build) added, for `kgrag stats`.
 fn insert_stats(change: &str, s: &kgrag_hipporag::InsertStats) -> serde_json::Value {
     serde_json::json!({
@@ -76,6 +89,7 @@ impl Method for Hipporag2 {
         let (index, stats) = match (previous, change) {
             (Some(prev), Change::Insert(added)) => {
                 let mut index = prev.as_ref().clone();
+                place_fact_vectors(&mut index, env)?;
                 index.set_passages(corpus.passages.clone());
                 let (held, asked) = (index.facts().precision(), env.config.hipporag.fact_vectors);
                 if held != asked {
@@ -104,6 +118,7 @@ impl Method for Hipporag2 {
             }
             (Some(prev), Change::Delete(removed)) => {
                 let mut index = prev.as_ref().clone();
+                place_fact_vectors(&mut index, env)?;
                 let s = index.delete(removed)?;
                 index.set_passages(corpus.passages.clone());
                 let stats = serde_json::json!({
@@ -118,6 +133,7 @@ impl Method for Hipporag2 {
             _ => {
                 let mut index =
                     HippoIndex::new(corpus.passages.clone(), env.config.hipporag.clone());
+                place_fact_vectors(&mut index, env)?;
                 let chunks = index.chunks_from_extractions(&corpus.chunks, &corpus.triples);
                 let s = index
                     .insert_owned(chunks, env.embedder.as_ref(), &mut stages)
@@ -145,8 +161,9 @@ impl Method for Hipporag2 {
         })
     }
 
-    fn load(&self, dir: &Path, _env: &Env, corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
-        let index = HippoIndex::load(dir, corpus.passages.clone())?;
+    fn load(&self, dir: &Path, env: &Env, corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
+        let mut index = HippoIndex::load(dir, corpus.passages.clone())?;
+        place_fact_vectors(&mut index, env)?;
         let stats =
             kgrag_graph_store::persist::load::<String>(&dir.join("stats.json.kg"), "stats", 1)
                 .ok()
@@ -177,10 +194,7 @@ impl MethodIndex for Index {
             1,
             &self.stats.to_string(),
         )?;
-        let mut files: Vec<String> = kgrag_hipporag::INDEX_FILES
-            .iter()
-            .map(|f| (*f).to_owned())
-            .collect();
+        let mut files = self.index.files();
         files.push("stats.json.kg".into());
         Ok(files)
     }

@@ -335,3 +335,59 @@ fn reload_policies_in_memory() {
         "the older searcher keeps its generation"
     );
 }
+
+#[test]
+fn fact_vectors_on_disk_are_a_file_of_the_generation_and_rank_as_in_memory() {
+    let (docs, questions) = fixture_docs();
+    let questions: Vec<String> = questions.into_iter().take(3).collect();
+    let rt = runtime();
+    let build = |name: &str, on_disk: bool| {
+        let cache = tmp(&format!("api-facts-{name}-cache"));
+        let root = tmp(&format!("api-facts-{name}-index"));
+        let mut c = config(&cache);
+        c.index.fact_vectors_on_disk = on_disk;
+        let index = Index::options()
+            .config(c)
+            .models(embedder(64), None)
+            .cache_dir(&cache)
+            .create(&root)
+            .unwrap();
+        let mut w = index.writer().unwrap();
+        rt.block_on(w.add_documents(docs[..8].to_vec())).unwrap();
+        rt.block_on(w.commit()).unwrap();
+        rt.block_on(w.delete_documents(&[docs[2].id.clone()]))
+            .unwrap();
+        rt.block_on(w.add_documents(docs[8..10].to_vec())).unwrap();
+        assert_eq!(rt.block_on(w.commit()).unwrap(), 2);
+        drop(w);
+        (index, root, cache)
+    };
+    assert!(kgrag::config::Config::default().index.fact_vectors_on_disk);
+    let (disk, disk_root, _) = build("disk", true);
+    let (mem, mem_root, _) = build("mem", false);
+    let rows = |root: &Path| {
+        root.join(kgrag::index_dir::generation_dir(2))
+            .join("hipporag2/facts.store.rows")
+    };
+    assert!(rows(&disk_root).is_file());
+    assert!(!rows(&mem_root).exists());
+    let manifest = std::fs::read_to_string(disk_root.join("manifest.json")).unwrap();
+    assert!(manifest.contains("facts.store.rows"), "{manifest}");
+    let (ds, ms) = (
+        disk.reader().unwrap().searcher(),
+        mem.reader().unwrap().searcher(),
+    );
+    assert_eq!(
+        all_rankings(&rt, &ds, &questions),
+        all_rankings(&rt, &ms, &questions)
+    );
+    // Reopened from disk (the facts read from the generation's rows file): the same rankings.
+    let cache = tmp("api-facts-reopen-cache");
+    let again = reopen(&disk_root, &cache).reader().unwrap().searcher();
+    assert_eq!(
+        all_rankings(&rt, &again, &questions),
+        all_rankings(&rt, &ms, &questions)
+    );
+    let _ = std::fs::remove_dir_all(&disk_root);
+    let _ = std::fs::remove_dir_all(&mem_root);
+}

@@ -141,6 +141,7 @@ impl HippoRetriever {
             || index.facts().index().map(ScreenedIndex::new),
         );
         let (csr, solver) = snapshot?;
+        let fact_screen = fact_screen.transpose()?;
         let phrase_vertex = (0..index.phrases().len())
             .map(|row| index.phrase_node(row).and_then(|n| csr.dense_id(n)))
             .collect();

@@ -1,7 +1,8 @@
 //! The fact store's precision (`fact_vectors`): an f16 store holds the f32 store's rows rounded, is saved
 //! and read back as f16, an index saved before the key existed (meta format 1) reads back with its
 //! f32 facts and ranks as before, and one saved with each chunk's triples (format 2) reads back with
-//! the same fact rows.
+//! the same fact rows. Fact vectors kept on disk rank exactly as those in memory, through a save, a
+//! reload, an insert and a delete.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
@@ -231,5 +232,67 @@ async fn an_index_saved_with_each_chunks_triples_reads_back_with_fact_rows() {
         err.contains("fact row") && err.contains(first.as_str()),
         "{err}"
     );
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
+async fn facts_on_disk_rank_as_facts_in_memory_through_save_insert_and_delete() {
+    let (_, passages, extractions) = common::fixture();
+    let (mem, config) = fixture_index(Precision::F16).await;
+    let dir = temp_dir("disk");
+    let scratch = dir.join("scratch");
+    // Built with its fact vectors on disk from the start: the same index.
+    let mut disk = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
+    assert!(disk.set_fact_vectors_dir(Some(&scratch)).unwrap());
+    let chunks = disk.chunks_from_extractions(&passages, &extractions);
+    disk.insert(&chunks, &HashingEmbedder::new(256), &mut NoProgress)
+        .await
+        .unwrap();
+    assert!(disk.facts().rows_are_on_disk());
+    assert_eq!(disk.facts(), mem.facts());
+    assert_eq!(disk.facts().index().unwrap().value_bytes(), 0);
+    let want = rankings(mem.clone(), &config).await;
+    assert_eq!(rankings(disk.clone(), &config).await, want);
+
+    // Saved: the rows file is one of the index's files; read back, the rows stay in it.
+    let saved = dir.join("index");
+    disk.save(&saved).unwrap();
+    assert_eq!(disk.files().len(), INDEX_FILES.len() + 1);
+    for f in disk.files() {
+        assert!(saved.join(&f).is_file(), "{f}");
+    }
+    assert_eq!(mem.files().len(), INDEX_FILES.len());
+    let back = HippoIndex::load(&saved, disk.passages().clone()).unwrap();
+    assert!(back.facts().rows_are_on_disk());
+    assert_eq!(rankings(back.clone(), &config).await, want);
+
+    // Delete then re-insert a passage's chunk, on disk and in memory: the same index and rankings.
+    let gone = vec![passages[3].0.clone()];
+    let (mut d2, mut m2) = (back.clone(), mem.clone());
+    d2.set_fact_vectors_dir(Some(&scratch)).unwrap();
+    d2.delete(&gone).unwrap();
+    m2.delete(&gone).unwrap();
+    assert_eq!(d2.facts(), m2.facts());
+    assert_eq!(d2.chunk_facts(), m2.chunk_facts());
+    let again = d2.chunks_from_extractions(&passages[3..4], &extractions);
+    let e = HashingEmbedder::new(256);
+    d2.insert(&again, &e, &mut NoProgress).await.unwrap();
+    m2.insert(&again, &e, &mut NoProgress).await.unwrap();
+    assert!(d2.facts().rows_are_on_disk());
+    assert_eq!(d2.facts(), m2.facts());
+    assert_eq!(rankings(d2, &config).await, rankings(m2, &config).await);
+    // The saved index was not touched by the changes of its copy.
+    let reread = HippoIndex::load(&saved, disk.passages().clone()).unwrap();
+    assert_eq!(reread.facts(), mem.facts());
+
+    // Back into memory: the same facts, saved without a rows file.
+    let mut held = back;
+    assert!(!held.set_fact_vectors_dir(None).unwrap());
+    assert!(!held.facts().rows_are_on_disk());
+    assert_eq!(held.facts(), mem.facts());
+    // An f32 fact store stays in memory.
+    let (mut full, _) = fixture_index(Precision::F32).await;
+    assert!(!full.set_fact_vectors_dir(Some(&scratch)).unwrap());
+    assert!(!full.facts().rows_are_on_disk());
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -175,9 +175,10 @@ pub fn export_reference(index: &HiragIndex, dir: &Path) -> Result<ExportFiles> {
 
     let store = index.entity_vectors();
     let dim = store.dim().unwrap_or(0);
-    let data = store
-        .index()
-        .map_or(std::borrow::Cow::Borrowed(&[][..]), |i| i.values());
+    let data = match store.index() {
+        Some(i) => i.values()?,
+        None => std::borrow::Cow::Borrowed(&[][..]),
+    };
     write(
         &files.vectors,
         &kgrag_graph_store::persist::npy_f32(store.len(), dim, &data),

@@ -128,7 +128,10 @@ impl PgStore {
                 Type::TEXT,
                 vector_type.clone(),
             ], "writing the passages", secrets).await?;
-            let data = new.passages.index().map(|i| i.values()).unwrap_or_default();
+            let data = match new.passages.index() {
+                Some(i) => i.values()?,
+                None => Default::default(),
+            };
             for (row, (key, text)) in new.passages.keys().zip(new.passages.texts()).enumerate() {
                 let v = Vector::from(data[row * dim..(row + 1) * dim].to_vec());
                 let ord = row as i32;
