@@ -71,7 +71,7 @@ impl PartialEq for Values {
 /// An I/O error reading or writing a file of rows.
 fn rows_io(rows: &RowFile, source: std::io::Error) -> crate::StoreError {
     crate::StoreError::Io {
-        path: rows.dir().to_path_buf(),
+        path: rows.origin().to_path_buf(),
         source,
     }
 }
@@ -1038,6 +1038,19 @@ impl VectorIndex for ExactIndex {
                     normalise_rows(&mut data[start..], self.dim);
                 }
             }
+            (Values::F16File(file), Metric::Cosine) => {
+                // Normalised, rounded and written in blocks, made visible together (an error adds none).
+                let mut app = file.begin_append()?;
+                let first = app.first();
+                let mut block = Vec::new();
+                for (k, part) in vectors.chunks(self.dim * 4096).enumerate() {
+                    block.clear();
+                    block.extend_from_slice(part);
+                    normalise_rows(&mut block, self.dim);
+                    app.put(first + k * self.dim * 4096, &to_f16(&block))?;
+                }
+                app.finish(vectors.len());
+            }
             (values, Metric::Cosine) => {
                 // Normalised in f32, then rounded: in blocks, so that a large batch is not copied whole.
                 let mut block = Vec::new();
@@ -1292,6 +1305,51 @@ mod tests {
         let mut f32_index = ExactIndex::new(dim, Metric::Cosine).unwrap();
         assert!(f32_index.add_normalised_f16(vec![f16::ONE; dim]).is_err());
         assert!(given.add(&[f32::INFINITY; 24]).is_err());
+    }
+
+    #[test]
+    fn an_index_on_disk_adds_selects_and_cuts_rows_as_one_in_memory() {
+        let dim = 24;
+        let rows = clustered(9_000, dim, 5);
+        let dir = std::env::temp_dir().join(format!("kgrag-exact-disk-{}", std::process::id()));
+        let mut mem = ExactIndex::with_precision(dim, Metric::Cosine, Precision::F16).unwrap();
+        let mut disk = mem.clone();
+        disk.rows_on_disk(&dir).unwrap();
+        assert!(disk.is_on_disk() && !mem.is_on_disk());
+        // More than one block of 4,096 rows per add, and an add after the first.
+        for part in [&rows[..100 * dim], &rows[100 * dim..]] {
+            assert_eq!(mem.add(part).unwrap(), disk.add(part).unwrap());
+        }
+        assert_eq!(disk, mem);
+        assert_eq!(disk.values().unwrap(), mem.values().unwrap());
+        let q = &rows[17 * dim..18 * dim];
+        assert_eq!(disk.search(q, 7).unwrap(), mem.search(q, 7).unwrap());
+        assert_eq!(
+            disk.search_batch_min_score(&rows[..5 * dim], 4, 0.2)
+                .unwrap(),
+            mem.search_batch_min_score(&rows[..5 * dim], 4, 0.2)
+                .unwrap()
+        );
+        assert_eq!(disk.vector(8_999), mem.vector(8_999));
+        let pick = [8_000, 3, 4_100];
+        assert_eq!(
+            disk.select_rows(&pick).unwrap(),
+            mem.select_rows(&pick).unwrap()
+        );
+        let (mut dcut, mut mcut) = (disk.clone(), mem.clone());
+        dcut.retain_rows(|r| r % 4 == 1).unwrap();
+        mcut.retain_rows(|r| r % 4 == 1).unwrap();
+        assert_eq!(dcut, mcut);
+        assert_eq!(disk, mem, "the copy's cut left the original as it was");
+        let mut back = disk.clone();
+        back.rows_in_memory().unwrap();
+        assert!(!back.is_on_disk());
+        assert_eq!(back, mem);
+        assert!(ExactIndex::new(dim, Metric::Cosine)
+            .unwrap()
+            .rows_on_disk(&dir)
+            .is_err());
+        std::fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! LE), and the SHA-256 of everything before it.
 
 use std::fs::File;
-use std::io::{BufReader, Read, Write};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -41,6 +41,8 @@ pub(crate) struct RowFile {
 
 struct Shared {
     file: File,
+    /// What errors name: the saved file, or the folder of a scratch file (which has no name).
+    origin: PathBuf,
     /// Bytes before the first value.
     start: u64,
     /// Where this holder's scratch files go.
@@ -54,9 +56,9 @@ impl std::fmt::Debug for RowFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "RowFile({} values in a file under {})",
+            "RowFile({} values in {})",
             self.values,
-            self.shared.dir.display()
+            self.shared.origin.display()
         )
     }
 }
@@ -123,6 +125,7 @@ impl RowFile {
         Ok(Self {
             shared: Arc::new(Shared {
                 file,
+                origin: dir.to_path_buf(),
                 start: 0,
                 dir: dir.to_path_buf(),
                 tail: Mutex::new(Some(0)),
@@ -143,9 +146,9 @@ impl RowFile {
         self.values
     }
 
-    /// The folder of this holder's scratch files.
-    pub(crate) fn dir(&self) -> &Path {
-        &self.shared.dir
+    /// What errors about this file name: the saved file, or the folder of a scratch file.
+    pub(crate) fn origin(&self) -> &Path {
+        &self.shared.origin
     }
 
     /// The same values, with later scratch files in `dir`.
@@ -159,6 +162,7 @@ impl RowFile {
             Ok(file) => Self {
                 shared: Arc::new(Shared {
                     file,
+                    origin: self.shared.origin.clone(),
                     start: self.shared.start,
                     dir: dir.to_path_buf(),
                     tail: Mutex::new(None),
@@ -226,10 +230,10 @@ impl RowFile {
         while at < self.values {
             let n = BLOCK_VALUES.min(self.values - at);
             self.read(at, &mut block[..n])
-                .map_err(|e| io_err(&self.shared.dir, e))?;
+                .map_err(|e| io_err(&self.shared.origin, e))?;
             to_bytes(&block[..n], &mut bytes);
             write_at(&copy.shared.file, &bytes, at as u64 * 2)
-                .map_err(|e| io_err(&copy.shared.dir, e))?;
+                .map_err(|e| io_err(&copy.shared.origin, e))?;
             at += n;
         }
         copy.values = self.values;
@@ -246,11 +250,13 @@ impl RowFile {
             .unwrap_or_else(PoisonError::into_inner) = Some(self.values);
     }
 
-    /// Appends `values`.
+    /// Appends `values` (written a block at a time: no byte copy of them all is made).
     pub(crate) fn append(&mut self, values: &[f16]) -> Result<()> {
         let mut app = self.begin_append()?;
         let first = app.first();
-        app.put(first, values)?;
+        for (k, part) in values.chunks(BLOCK_VALUES).enumerate() {
+            app.put(first + k * BLOCK_VALUES, part)?;
+        }
         app.finish(values.len());
         Ok(())
     }
@@ -262,14 +268,19 @@ impl RowFile {
         Ok(Append { rows: self })
     }
 
-    /// Every value, in order, a block at a time.
-    fn for_each_block(&self, mut f: impl FnMut(usize, &[f16]) -> Result<()>) -> Result<()> {
-        let mut block = vec![f16::ZERO; BLOCK_VALUES.min(self.values)];
+    /// Every value, in order, `step` values at a time (a whole number of rows where rows matter).
+    fn for_each_block(
+        &self,
+        step: usize,
+        mut f: impl FnMut(usize, &[f16]) -> Result<()>,
+    ) -> Result<()> {
+        let step = step.max(1);
+        let mut block = vec![f16::ZERO; step.min(self.values)];
         let mut at = 0;
         while at < self.values {
-            let n = BLOCK_VALUES.min(self.values - at);
+            let n = step.min(self.values - at);
             self.read(at, &mut block[..n])
-                .map_err(|e| io_err(&self.shared.dir, e))?;
+                .map_err(|e| io_err(&self.shared.origin, e))?;
             f(at, &block[..n])?;
             at += n;
         }
@@ -280,16 +291,25 @@ impl RowFile {
     pub(crate) fn retain(&self, dim: usize, mut keep: impl FnMut(usize) -> bool) -> Result<Self> {
         let mut out = Self::scratch(&self.shared.dir)?;
         let mut kept = Vec::new();
-        self.for_each_block(|at, block| {
-            let first_row = at / dim.max(1);
+        let dim = dim.max(1);
+        // Blocks of whole rows: a block of 2^20 values is not one at 384 dimensions.
+        let step = (BLOCK_VALUES / dim).max(1) * dim;
+        let mut app = out.begin_append()?;
+        let mut end = app.first();
+        self.for_each_block(step, |at, block| {
+            let first_row = at / dim;
             kept.clear();
-            for (i, row) in block.chunks_exact(dim.max(1)).enumerate() {
+            for (i, row) in block.chunks_exact(dim).enumerate() {
                 if keep(first_row + i) {
                     kept.extend_from_slice(row);
                 }
             }
-            out.append(&kept)
+            app.put(end, &kept)?;
+            end += kept.len();
+            Ok(())
         })?;
+        let count = end - app.first();
+        app.finish(count);
         Ok(out)
     }
 
@@ -299,15 +319,20 @@ impl RowFile {
         let per = (BLOCK_VALUES / dim.max(1)).max(1);
         let mut picked = Vec::with_capacity(per.min(rows.len()) * dim);
         let mut row = vec![f16::ZERO; dim];
+        let mut app = out.begin_append()?;
+        let mut end = app.first();
         for part in rows.chunks(per) {
             picked.clear();
             for &r in part {
                 self.read(r * dim, &mut row)
-                    .map_err(|e| io_err(&self.shared.dir, e))?;
+                    .map_err(|e| io_err(&self.shared.origin, e))?;
                 picked.extend_from_slice(&row);
             }
-            out.append(&picked)?;
+            app.put(end, &picked)?;
+            end += picked.len();
         }
+        let count = end - app.first();
+        app.finish(count);
         Ok(out)
     }
 
@@ -315,7 +340,7 @@ impl RowFile {
     pub(crate) fn to_vec(&self) -> Result<Vec<f16>> {
         let mut out = vec![f16::ZERO; self.values];
         self.read(0, &mut out)
-            .map_err(|e| io_err(&self.shared.dir, e))?;
+            .map_err(|e| io_err(&self.shared.origin, e))?;
         Ok(out)
     }
 
@@ -324,7 +349,7 @@ impl RowFile {
         if other.len() != self.values {
             return false;
         }
-        self.for_each_block(|at, block| {
+        self.for_each_block(BLOCK_VALUES, |at, block| {
             if block == &other[at..at + block.len()] {
                 Ok(())
             } else {
@@ -340,11 +365,11 @@ impl RowFile {
             return false;
         }
         let mut theirs = vec![f16::ZERO; BLOCK_VALUES.min(self.values)];
-        self.for_each_block(|at, block| {
+        self.for_each_block(BLOCK_VALUES, |at, block| {
             let theirs = &mut theirs[..block.len()];
             other
                 .read(at, theirs)
-                .map_err(|e| io_err(&other.shared.dir, e))?;
+                .map_err(|e| io_err(&other.shared.origin, e))?;
             if block == &theirs[..] {
                 Ok(())
             } else {
@@ -367,7 +392,7 @@ impl RowFile {
             hasher.update(&header);
             out.write_all(&header).map_err(|e| io_err(path, e))?;
             let mut bytes = Vec::new();
-            self.for_each_block(|_, block| {
+            self.for_each_block(BLOCK_VALUES, |_, block| {
                 to_bytes(block, &mut bytes);
                 hasher.update(&bytes);
                 out.write_all(&bytes).map_err(|e| io_err(path, e))
@@ -418,6 +443,10 @@ impl RowFile {
             .map_err(|_| corrupt(format!("{values} values do not fit this machine")))?;
         // The digest over the whole file, streamed.
         let mut hasher = Sha256::new();
+        // From the start: where the header's read left the cursor differs between platforms.
+        (&file)
+            .seek(SeekFrom::Start(0))
+            .map_err(|e| io_err(path, e))?;
         let mut reader = BufReader::with_capacity(1 << 20, &file);
         let mut left = size - DIGEST;
         let mut buf = vec![0u8; 1 << 20];
@@ -446,6 +475,7 @@ impl RowFile {
         Ok(Self {
             shared: Arc::new(Shared {
                 file,
+                origin: path.to_path_buf(),
                 start: HEADER,
                 dir: dir.to_path_buf(),
                 tail: Mutex::new(None),
@@ -481,7 +511,7 @@ impl Append<'_> {
             &bytes,
             self.rows.shared.start + at as u64 * 2,
         )
-        .map_err(|e| io_err(&self.rows.shared.dir, e))
+        .map_err(|e| io_err(&self.rows.shared.origin, e))
     }
 
     /// Makes `count` values past the old end visible (each must have been written).
@@ -583,6 +613,19 @@ mod tests {
         assert_eq!(all(&picked), want);
         assert!(picked.same_values(&want) && !picked.same_values(&want[4..]));
         assert!(rows.same_as(&rows.clone()) && !rows.same_as(&picked));
+        // Rows across the copy's blocks (2^20 values: not a whole number of 384-value rows).
+        let dim = 384;
+        let n = BLOCK_VALUES / dim * 2 + 7;
+        let v = halves(n * dim, 11);
+        let rows = RowFile::with_values(&d, &v).unwrap();
+        let kept = rows.retain(dim, |r| r % 5 != 2).unwrap();
+        let want: Vec<f16> = v
+            .chunks(dim)
+            .enumerate()
+            .filter(|(r, _)| r % 5 != 2)
+            .flat_map(|(_, x)| x.to_vec())
+            .collect();
+        assert!(kept.same_values(&want));
         std::fs::remove_dir_all(&d).ok();
     }
 

@@ -530,24 +530,24 @@ impl EmbeddingStore {
         let mut order: Vec<usize> = (0..missing.len()).collect();
         order.sort_by_key(|&i| (window.map_or(0, |w| i / w), missing[i].1.as_ref().len(), i));
         let had = self.dim();
-        // The index is taken out while the rows are written into it (an f16 append borrows it across
-        // the embedder's calls) and always put back; a failed insert leaves it as it was.
-        let mut index = self.index.take();
-        let embedded = self
-            .embed_rows(
-                &missing,
-                &order,
-                window,
-                embedder,
-                batch,
-                &mut progress,
-                &mut index,
-            )
-            .await;
+        // An f16 append borrows the index across the embedder's calls; dropped unfinished (an error,
+        // or the insert cancelled), it takes its rows back, so the index is as it was.
+        let embedded = Self::embed_rows(
+            &self.name,
+            self.precision,
+            self.rows_dir.as_deref(),
+            &missing,
+            &order,
+            window,
+            embedder,
+            batch,
+            &mut progress,
+            &mut self.index,
+        )
+        .await;
         if embedded.is_err() && had.is_none() {
-            index = None;
+            self.index = None;
         }
-        self.index = index;
         if let (Some(vectors), Some(index)) = (embedded?, &mut self.index) {
             index.add_owned(vectors)?;
         }
@@ -576,7 +576,9 @@ impl EmbeddingStore {
     /// time, and an f16 store's rows are written a window at a time.
     #[allow(clippy::too_many_arguments)]
     async fn embed_rows<T: AsRef<str>>(
-        &self,
+        name: &str,
+        precision: Precision,
+        rows_dir: Option<&Path>,
         missing: &[(&str, &T)],
         order: &[usize],
         window: Option<usize>,
@@ -606,7 +608,7 @@ impl EmbeddingStore {
                      e: std::result::Result<kgrag_types::Embeddings, kgrag_types::Error>,
                      dim: Option<usize>| {
             let e = e.map_err(|source| StoreError::Embedding {
-                what: format!("{} texts of the {} store", texts.len(), self.name),
+                what: format!("{} texts of the {} store", texts.len(), name),
                 source,
             })?;
             if e.len() != texts.len() {
@@ -614,7 +616,7 @@ impl EmbeddingStore {
                     "the embedder returned {} vectors for {} {} texts",
                     e.len(),
                     texts.len(),
-                    self.name
+                    name
                 )));
             }
             match dim {
@@ -622,13 +624,13 @@ impl EmbeddingStore {
                     return Err(invalid(format!(
                         "the embedder returned {}-d vectors, the {} store holds {d}-d vectors",
                         e.dim(),
-                        self.name
+                        name
                     )))
                 }
                 _ if e.dim() == 0 => {
                     return Err(invalid(format!(
                         "the embedder returned 0-dimensional vectors for the {} store",
-                        self.name
+                        name
                     )))
                 }
                 _ => {}
@@ -636,7 +638,7 @@ impl EmbeddingStore {
             if let Some(i) = e.as_slice().iter().position(|v| !v.is_finite()) {
                 return Err(invalid(format!(
                     "the embedder returned a non-finite value for the {} text {:?}",
-                    self.name,
+                    name,
                     texts
                         .get(i / e.dim())
                         .map(String::as_str)
@@ -653,14 +655,14 @@ impl EmbeddingStore {
         let index = match index {
             Some(index) => index,
             slot => {
-                let mut made = ExactIndex::with_precision(d, Metric::Cosine, self.precision)?;
-                if let Some(dir) = &self.rows_dir {
+                let mut made = ExactIndex::with_precision(d, Metric::Cosine, precision)?;
+                if let Some(dir) = rows_dir {
                     made.rows_on_disk(dir)?;
                 }
                 slot.insert(made)
             }
         };
-        match self.precision {
+        match precision {
             Precision::F32 => {
                 // As they come; normalised with the index's rows when added.
                 let mut vectors = vec![0.0f32; missing.len() * d];
