@@ -824,7 +824,7 @@ pub(crate) struct F16Rows<'a> {
 impl F16Rows<'_> {
     /// Writes row `i` of the appended rows (`dim` values, normalised for cosine).
     pub(crate) fn put(&mut self, i: usize, row: &[f16]) -> Result<()> {
-        if i >= self.rows || row.len() != self.dim {
+        if row.len() != self.dim {
             return Err(invalid(format!(
                 "row {i} of {} appended rows given {} values, not {}",
                 self.rows,
@@ -832,21 +832,7 @@ impl F16Rows<'_> {
                 self.dim
             )));
         }
-        if let Some(j) = row.iter().position(|v| !v.is_finite()) {
-            return Err(invalid(format!(
-                "vectors: row {} holds a non-finite value at {j}",
-                self.first + i
-            )));
-        }
-        let at = (self.first + i) * self.dim;
-        match &mut self.target {
-            Some(AppendTarget::Memory(v)) => {
-                v[at..at + self.dim].copy_from_slice(row);
-                Ok(())
-            }
-            Some(AppendTarget::File(f)) => f.put(at, row),
-            None => Err(invalid("an append written after it finished".to_owned())),
-        }
+        self.put_rows(i, row)
     }
 
     /// Writes rows `i..` of the appended rows from `rows` (a whole number of rows): one write when the
