@@ -868,7 +868,7 @@ impl F16Rows<'_> {
     /// Adds the rows (each must have been written); returns the first new row.
     pub(crate) fn finish(mut self) -> usize {
         if let Some(AppendTarget::File(f)) = self.target.take() {
-            f.finish(self.rows * self.dim);
+            f.finish();
         }
         self.first
     }
@@ -1027,15 +1027,14 @@ impl VectorIndex for ExactIndex {
             (Values::F16File(file), Metric::Cosine) => {
                 // Normalised, rounded and written in blocks, made visible together (an error adds none).
                 let mut app = file.begin_append()?;
-                let first = app.first();
                 let mut block = Vec::new();
-                for (k, part) in vectors.chunks(self.dim * 4096).enumerate() {
+                for part in vectors.chunks(self.dim * 4096) {
                     block.clear();
                     block.extend_from_slice(part);
                     normalise_rows(&mut block, self.dim);
-                    app.put(first + k * self.dim * 4096, &to_f16(&block))?;
+                    app.push(&to_f16(&block))?;
                 }
-                app.finish(vectors.len());
+                app.finish();
             }
             (values, Metric::Cosine) => {
                 // Normalised in f32, then rounded: in blocks, so that a large batch is not copied whole.

@@ -174,7 +174,7 @@ impl RowFile {
         }
     }
 
-    /// Values `start..end` into `out` (of `end - start` values).
+    /// Values `start..start + out.len()` into `out`.
     pub(crate) fn read(&self, start: usize, out: &mut [f16]) -> std::io::Result<()> {
         let end = start + out.len();
         if end > self.values {
@@ -218,27 +218,12 @@ impl RowFile {
             }
         }
         let mut copy = Self::scratch(&self.shared.dir)?;
-        // The copy's tail is claimed by construction: nobody else holds it.
-        *copy
-            .shared
-            .tail
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner) = None;
-        let mut block = vec![f16::ZERO; BLOCK_VALUES.min(self.values)];
-        let mut bytes = Vec::new();
-        let mut at = 0;
-        while at < self.values {
-            let n = BLOCK_VALUES.min(self.values - at);
-            self.read(at, &mut block[..n])
-                .map_err(|e| io_err(&self.shared.origin, e))?;
-            to_bytes(&block[..n], &mut bytes);
-            write_at(&copy.shared.file, &bytes, at as u64 * 2)
-                .map_err(|e| io_err(&copy.shared.origin, e))?;
-            at += n;
-        }
-        copy.values = self.values;
+        let mut app = copy.begin_append()?;
+        self.for_each_block(BLOCK_VALUES, |_, block| app.push(block))?;
+        app.finish();
         *self = copy;
-        Ok(())
+        // Nobody else holds the copy: its tail is this holder's.
+        self.claim_tail()
     }
 
     /// Gives the tail back after an append (or an abandoned one).
@@ -253,19 +238,20 @@ impl RowFile {
     /// Appends `values` (written a block at a time: no byte copy of them all is made).
     pub(crate) fn append(&mut self, values: &[f16]) -> Result<()> {
         let mut app = self.begin_append()?;
-        let first = app.first();
-        for (k, part) in values.chunks(BLOCK_VALUES).enumerate() {
-            app.put(first + k * BLOCK_VALUES, part)?;
+        for part in values.chunks(BLOCK_VALUES) {
+            app.push(part)?;
         }
-        app.finish(values.len());
+        app.finish();
         Ok(())
     }
 
     /// Starts an append: values are placed at any position past the current end with
-    /// [`Append::put`], then made visible with [`Append::finish`]; dropped unfinished, nothing changes.
+    /// [`Append::put`] (or after the last written with [`Append::push`]), then made visible with
+    /// [`Append::finish`]; dropped unfinished, nothing changes.
     pub(crate) fn begin_append(&mut self) -> Result<Append<'_>> {
         self.claim_tail()?;
-        Ok(Append { rows: self })
+        let end = self.values;
+        Ok(Append { rows: self, end })
     }
 
     /// Every value, in order, `step` values at a time (a whole number of rows where rows matter).
@@ -295,7 +281,6 @@ impl RowFile {
         // Blocks of whole rows: a block of 2^20 values is not one at 384 dimensions.
         let step = (BLOCK_VALUES / dim).max(1) * dim;
         let mut app = out.begin_append()?;
-        let mut end = app.first();
         self.for_each_block(step, |at, block| {
             let first_row = at / dim;
             kept.clear();
@@ -304,12 +289,9 @@ impl RowFile {
                     kept.extend_from_slice(row);
                 }
             }
-            app.put(end, &kept)?;
-            end += kept.len();
-            Ok(())
+            app.push(&kept)
         })?;
-        let count = end - app.first();
-        app.finish(count);
+        app.finish();
         Ok(out)
     }
 
@@ -320,7 +302,6 @@ impl RowFile {
         let mut picked = Vec::with_capacity(per.min(rows.len()) * dim);
         let mut row = vec![f16::ZERO; dim];
         let mut app = out.begin_append()?;
-        let mut end = app.first();
         for part in rows.chunks(per) {
             picked.clear();
             for &r in part {
@@ -328,11 +309,9 @@ impl RowFile {
                     .map_err(|e| io_err(&self.shared.origin, e))?;
                 picked.extend_from_slice(&row);
             }
-            app.put(end, &picked)?;
-            end += picked.len();
+            app.push(&picked)?;
         }
-        let count = end - app.first();
-        app.finish(count);
+        app.finish();
         Ok(out)
     }
 
@@ -488,14 +467,11 @@ impl RowFile {
 /// An append under way ([`RowFile::begin_append`]).
 pub(crate) struct Append<'a> {
     rows: &'a mut RowFile,
+    /// Past the last value written.
+    end: usize,
 }
 
 impl Append<'_> {
-    /// The position of the first new value.
-    pub(crate) fn first(&self) -> usize {
-        self.rows.values
-    }
-
     /// Writes `values` at value position `at` (at or past [`first`](Self::first)).
     pub(crate) fn put(&mut self, at: usize, values: &[f16]) -> Result<()> {
         if at < self.rows.values {
@@ -511,12 +487,19 @@ impl Append<'_> {
             &bytes,
             self.rows.shared.start + at as u64 * 2,
         )
-        .map_err(|e| io_err(&self.rows.shared.origin, e))
+        .map_err(|e| io_err(&self.rows.shared.origin, e))?;
+        self.end = self.end.max(at + values.len());
+        Ok(())
     }
 
-    /// Makes `count` values past the old end visible (each must have been written).
-    pub(crate) fn finish(self, count: usize) {
-        self.rows.values += count;
+    /// Writes `values` after the last value written.
+    pub(crate) fn push(&mut self, values: &[f16]) -> Result<()> {
+        self.put(self.end, values)
+    }
+
+    /// Makes the values up to the last one written visible (each before it must have been written).
+    pub(crate) fn finish(self) {
+        self.rows.values = self.end;
         // `Drop` gives the tail back at the new end.
     }
 }
@@ -576,9 +559,9 @@ mod tests {
         // An append dropped unfinished shows nothing, and the next one takes its place.
         let before = all(&second);
         {
+            let at = second.len();
             let mut app = second.begin_append().unwrap();
-            let at = app.first();
-            app.put(at, &halves(50, 4)).unwrap();
+            app.push(&halves(50, 4)).unwrap();
             assert!(app.put(at - 1, &halves(1, 4)).is_err(), "before the end");
         }
         assert_eq!(all(&second), before);
