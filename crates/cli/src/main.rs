@@ -578,6 +578,7 @@ fn limit_malloc_arenas() {}
 
 fn main() -> ExitCode {
     limit_malloc_arenas();
+    kgrag::memory::return_freed_memory_in_background();
     let cli = Cli::parse();
     init_tracing();
     kgrag::progress::set_quiet(cli.quiet);

@@ -185,12 +185,13 @@ pub(crate) async fn hirag_inputs(
     Ok(match hc.base {
         BaseSource::OpenieCache => {
             let chunks = chunk_passages(&corpus.chunks, ChunkerConfig::hipporag())?;
-            let triples: Vec<(ChunkId, Vec<kgrag_types::Triple>)> = corpus
-                .triples
-                .iter()
-                .map(|e| (e.chunk_id.clone(), e.triples.clone()))
-                .collect();
-            (chunks, kgrag_hirag::openie_extractions(&triples))
+            let extractions = kgrag_hirag::openie_extractions_of(
+                corpus
+                    .triples
+                    .iter()
+                    .map(|e| (&e.chunk_id, e.triples.as_slice())),
+            );
+            (chunks, extractions)
         }
         BaseSource::Extract => {
             let chunks = hirag_chunks(&env.config, &corpus.chunks)?;

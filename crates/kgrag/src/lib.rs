@@ -60,7 +60,7 @@ pub mod estimate;
 pub(crate) mod graphs;
 pub mod index;
 pub mod index_dir;
-pub(crate) mod memory;
+pub mod memory;
 pub mod methods;
 pub mod pipeline;
 pub mod progress;

@@ -49,7 +49,7 @@ pub use index::{
 };
 pub use kgrag_community::report::Report as CommunityReport;
 pub use kgrag_types::{CountingChat, StageUsage};
-pub use openie::{fact_sentence_aliases, openie_extractions};
+pub use openie::{fact_sentence_aliases, openie_extractions, openie_extractions_of};
 pub use retrieve::{HiragRetriever, FAIL_RESPONSE};
 pub use summarize::LlmDescriptionSummarizer;
 

@@ -21,8 +21,16 @@ use kgrag_types::{ChunkId, Entity, Extraction, Normalisation, Relation, Triple, 
 /// The index's merge then gives one entity per phrase and one relation per fact pair; descriptions are
 /// kept within `openie_description_tokens` there.
 pub fn openie_extractions(chunks: &[(ChunkId, Vec<Triple>)]) -> Vec<Extraction> {
+    openie_extractions_of(chunks.iter().map(|(c, t)| (c, t.as_slice())))
+}
+
+/// [`openie_extractions`] of chunks whose triples are borrowed (a corpus's extractions, say), so that no
+/// copy of every triple is made to build the records.
+pub fn openie_extractions_of<'a>(
+    chunks: impl IntoIterator<Item = (&'a ChunkId, &'a [Triple])>,
+) -> Vec<Extraction> {
     chunks
-        .iter()
+        .into_iter()
         .map(|(chunk, raw)| {
             let mut seen = std::collections::HashSet::new();
             let raw: Vec<&Triple> = raw.iter().filter(|t| seen.insert(*t)).collect();

@@ -1,7 +1,6 @@
 //! HiRAG's base graph records: the extracted records merged (spec §4.3–§4.4) and their long descriptions
 //! summarised or shortened (§4.5).
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
@@ -68,10 +67,13 @@ pub fn merge_records(
             BaseSource::OpenieCache => s.to_owned(),
         }
     };
-    // The records as merged: the extraction's own where normalising leaves them as they are (always under
-    // `openie_cache`), else a normalised copy.
-    let mut entity_records: Vec<Cow<'_, Entity>> = Vec::new();
-    let mut relation_records: Vec<Cow<'_, Relation>> = Vec::new();
+    // The records as merged, in order: the extraction's own where normalising leaves them as they are
+    // (always under `openie_cache`), else a normalised copy kept aside (a list of whole records would be
+    // ~120 bytes a relation, and a relation is ~15 a passage).
+    let mut entity_records: Vec<Record<'_, Entity>> = Vec::new();
+    let mut relation_records: Vec<Record<'_, Relation>> = Vec::new();
+    let mut changed_entities: Vec<Entity> = Vec::new();
+    let mut changed_relations: Vec<Relation> = Vec::new();
     let mut done_chunks = HashSet::new();
     for c in chunks {
         if !done_chunks.insert(&c.id) {
@@ -97,13 +99,14 @@ pub fn merge_records(
                 .or_insert_with(|| r.description.clone());
             let entity_type = normalise(&r.entity_type);
             entity_records.push(if name == r.name && entity_type == r.entity_type {
-                Cow::Borrowed(r)
+                Record::Kept(r)
             } else {
-                Cow::Owned(Entity {
+                changed_entities.push(Entity {
                     name,
                     entity_type,
                     ..r.clone()
-                })
+                });
+                Record::Changed(changed_entities.len() - 1)
             });
         }
         out.last_first.extend(first_here);
@@ -114,23 +117,43 @@ pub fn merge_records(
                 continue;
             }
             relation_records.push(if s == r.source && t == r.target {
-                Cow::Borrowed(r)
+                Record::Kept(r)
             } else {
-                Cow::Owned(Relation {
+                changed_relations.push(Relation {
                     source: s,
                     target: t,
                     ..r.clone()
-                })
+                });
+                Record::Changed(changed_relations.len() - 1)
             });
         }
     }
-    out.entities = merge_entities(entity_records.iter().map(Cow::as_ref));
-    drop(entity_records);
-    out.relations = merge_relations(relation_records.iter().map(Cow::as_ref));
-    drop(relation_records);
+    out.entities = merge_entities(entity_records.iter().map(|r| r.get(&changed_entities)));
+    drop((entity_records, changed_entities));
+    out.relations = merge_relations(relation_records.iter().map(|r| r.get(&changed_relations)));
+    drop((relation_records, changed_relations));
     out.record_names = out.entities.iter().map(|e| e.name.clone()).collect();
     out.unknown_endpoints = add_missing_endpoints(&mut out.entities, &out.relations);
     out
+}
+
+/// A record to merge: an extraction's own, or the normalised copy at this position of the changed ones.
+enum Record<'a, T> {
+    Kept(&'a T),
+    Changed(usize),
+}
+
+impl<'a, T> Record<'a, T> {
+    /// The record, `changed` being the normalised copies.
+    fn get<'b>(&self, changed: &'b [T]) -> &'b T
+    where
+        'a: 'b,
+    {
+        match *self {
+            Record::Kept(r) => r,
+            Record::Changed(i) => &changed[i],
+        }
+    }
 }
 
 /// HiRAG's base graph records (spec §4.3–§4.5): [`merge_records`], then every merged description of at least

@@ -269,7 +269,7 @@ impl HiragBase {
         drop(given);
         let MergedRecords {
             entities,
-            relations,
+            mut relations,
             record_names,
             last_first,
             records: record_counts,
@@ -308,7 +308,9 @@ impl HiragBase {
                 kind: Some(NodeKind::Entity),
             })?;
         }
-        for r in &relations {
+        // The relations' keywords and sources move to the graph (the HiIndex reads their endpoints and
+        // descriptions only).
+        for r in &mut relations {
             let key = |n: &str| EntityId::from_content(n).as_str().to_owned();
             let (Some(a), Some(b)) = (kg.find(&key(&r.source)), kg.find(&key(&r.target))) else {
                 return Err(HiragError::Input(format!(
@@ -321,9 +323,9 @@ impl HiragBase {
                 b,
                 RelationFacet {
                     description: r.description.clone(),
-                    keywords: r.keywords.clone(),
+                    keywords: std::mem::take(&mut r.keywords),
                     weight: if r.weight.is_finite() { r.weight } else { 1.0 },
-                    sources: r.source_chunks.clone(),
+                    sources: std::mem::take(&mut r.source_chunks),
                     order: 1,
                 },
             )?;
@@ -421,7 +423,7 @@ impl HiragBase {
             .iter()
             .map(|e| record_names.contains(&e.name))
             .collect();
-        let base_relations: Vec<BaseRelation> = {
+        let mut base_relations: Vec<BaseRelation> = {
             let base_pos: HashMap<&str, usize> = entities
                 .iter()
                 .zip(&is_base)
@@ -440,6 +442,9 @@ impl HiragBase {
                 })
                 .collect()
         };
+        // Collected in place, the list would keep the capacity of the relation records it was made from
+        // (three times its size).
+        base_relations.shrink_to_fit();
         let cluster_texts: Vec<String> = entities
             .iter()
             .zip(&is_base)
