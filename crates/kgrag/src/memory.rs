@@ -20,39 +20,7 @@ pub fn release_free_memory() {
     // SAFETY: `malloc_trim` takes no pointer and only releases pages glibc holds free; it takes the arenas'
     // locks itself, so it may run while other threads allocate.
     unsafe {
-        let dbg = std::env::var_os("KGRAG_MSTATS").is_some();
-        let rss = || {
-            std::fs::read_to_string("/proc/self/status")
-                .unwrap_or_default()
-                .lines()
-                .find(|l| l.starts_with("VmRSS"))
-                .unwrap_or("")
-                .to_string()
-        };
-        if dbg {
-            let m = libc::mallinfo2();
-            eprintln!(
-                "MSTATS before arena {} used {} free {} mmap {} {}",
-                m.arena >> 20,
-                m.uordblks >> 20,
-                m.fordblks >> 20,
-                m.hblkhd >> 20,
-                rss()
-            );
-        }
         libc::malloc_trim(0);
-        if dbg {
-            let m = libc::mallinfo2();
-            eprintln!(
-                "MSTATS after arena {} used {} free {} mmap {} {}",
-                m.arena >> 20,
-                m.uordblks >> 20,
-                m.fordblks >> 20,
-                m.hblkhd >> 20,
-                rss()
-            );
-            libc::malloc_stats();
-        }
     }
 }
 

@@ -123,6 +123,7 @@ pub fn units(text: &str) -> Vec<&str> {
 /// by text. A composed vector sums unit vectors, so half precision (a relative error under 2⁻¹¹ per
 /// component) is far below what moves a mean; it halves the largest thing a hierarchy build holds — one
 /// vector per fact under `openie_cache`.
+///
 /// The memo indexes a sentence by a 128-bit hash of it instead of a copy of its text (a copy was ~60 bytes
 /// and an allocation per sentence, an eighth of the memo): two SipHash-1-3 digests of the sentence behind
 /// different prefixes. The memo lives in memory only, so the digest need not be stable across builds of
@@ -165,8 +166,9 @@ fn memo_key(sentence: &str) -> u128 {
 }
 
 impl Memo {
-    fn get(&self, sentence: &str) -> Option<&[f16]> {
-        let &(block, row) = self.rows.get(&memo_key(sentence))?;
+    /// The vector of the sentence whose [`memo_key`] is `key`.
+    fn get(&self, key: u128) -> Option<&[f16]> {
+        let &(block, row) = self.rows.get(&key)?;
         let (block, row) = (block as usize, row as usize);
         self.blocks
             .get(block)?
@@ -333,21 +335,27 @@ impl SentenceMean {
 
     async fn compose(&self, texts: &[String]) -> kgrag_types::Result<Embeddings> {
         let units: Vec<Vec<&str>> = texts.iter().map(|t| units(t)).collect();
-        let missing: Vec<&str> = {
+        // Each unit's memo key, computed once for the look-ups below.
+        let keys: Vec<Vec<u128>> = units
+            .iter()
+            .map(|u| u.iter().map(|s| memo_key(s)).collect())
+            .collect();
+        let missing: Vec<(&str, u128)> = {
             let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
             let mut seen = std::collections::HashSet::new();
             units
                 .iter()
                 .flatten()
                 .copied()
-                .filter(|s| !memo.rows.contains_key(&memo_key(s)) && seen.insert(*s))
+                .zip(keys.iter().flatten().copied())
+                .filter(|&(_, k)| !memo.rows.contains_key(&k) && seen.insert(k))
                 .collect()
         };
         if !missing.is_empty() {
             // What the inner embedder reads: each sentence, or its alias.
             let embedded: Vec<String> = missing
                 .iter()
-                .map(|s| self.aliases.get(s).unwrap_or(s).to_owned())
+                .map(|&(s, _)| self.aliases.get(s).unwrap_or(s).to_owned())
                 .collect();
             let rows = self.inner.embed(&embedded, &EmbedKind::Document).await?;
             if rows.len() != missing.len() {
@@ -373,10 +381,9 @@ impl SentenceMean {
             // embedding): keep the first vector, store only the new rows.
             let block = memo.blocks.len() as u32;
             let mut data: Vec<f16> = Vec::with_capacity(rows.len() * rows.dim());
-            drop(embedded);
-            for (s, v) in missing.iter().zip(rows.rows()) {
+            for (&(_, key), v) in missing.iter().zip(rows.rows()) {
                 let row = (data.len() / rows.dim()) as u32;
-                if let std::collections::hash_map::Entry::Vacant(e) = memo.rows.entry(memo_key(s)) {
+                if let std::collections::hash_map::Entry::Vacant(e) = memo.rows.entry(key) {
                     e.insert((block, row));
                     let start = data.len();
                     data.resize(start + v.len(), f16::ZERO);
@@ -396,10 +403,14 @@ impl SentenceMean {
         let mut out = vec![0.0f32; texts.len() * dim];
         let mut sum = vec![0.0f64; dim];
         let mut v = vec![0.0f32; dim];
-        for (text_units, row) in units.iter().zip(out.chunks_exact_mut(dim.max(1))) {
+        for ((text_units, text_keys), row) in units
+            .iter()
+            .zip(&keys)
+            .zip(out.chunks_exact_mut(dim.max(1)))
+        {
             sum.iter_mut().for_each(|x| *x = 0.0);
-            for s in text_units {
-                let half = memo.get(s).ok_or_else(|| {
+            for (s, &key) in text_units.iter().zip(text_keys) {
+                let half = memo.get(key).ok_or_else(|| {
                     kgrag_types::Error::InvalidInput(format!("no vector for sentence {s:?}"))
                 })?;
                 half.convert_to_f32_slice(&mut v);
