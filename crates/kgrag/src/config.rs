@@ -159,6 +159,11 @@ pub struct IndexSection {
     /// index's own file once it is saved. Each query screens the facts in memory and reads only the
     /// rows it cannot decide, so rankings are unchanged. Default `true`; `false` holds them in memory.
     pub fact_vectors_on_disk: bool,
+    /// Keep the sentence vectors HiRAG's and LeanRAG's builds compose descriptions from (one per distinct
+    /// fact or source sentence, the largest thing their offline builds hold) in an unnamed scratch file
+    /// under `<cache_dir>/vectors` instead of memory, for the build's duration. The index is the same
+    /// either way. Default `true`; `false` holds them in memory.
+    pub sentence_vectors_on_disk: bool,
 }
 
 impl Default for IndexSection {
@@ -167,6 +172,7 @@ impl Default for IndexSection {
             methods: METHOD_NAMES.iter().map(|m| (*m).to_owned()).collect(),
             chunking: kgrag_text::ChunkerConfig::hirag(),
             fact_vectors_on_disk: true,
+            sentence_vectors_on_disk: true,
         }
     }
 }

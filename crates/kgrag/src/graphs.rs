@@ -207,7 +207,17 @@ pub(crate) fn hirag_models(env: &Env) -> kgrag_hirag::Models {
         embedder: env.embedder.clone(),
         chat: env.chat.clone(),
         cheap_chat: None,
+        scratch_dir: scratch_dir(env),
     }
+}
+
+/// Where HiRAG's and LeanRAG's builds keep their sentence vectors (`[index] sentence_vectors_on_disk`):
+/// a scratch file under the cache folder, or memory.
+fn scratch_dir(env: &Env) -> Option<std::path::PathBuf> {
+    env.config
+        .index
+        .sentence_vectors_on_disk
+        .then(|| env.cache_dir.join("vectors"))
 }
 
 /// Requests the configured chat model keeps in flight (`[chat.limits] concurrency`; `None` without a
@@ -362,6 +372,7 @@ pub(crate) async fn build_leanrag(
     let models = kgrag_leanrag::Models {
         embedder: env.embedder.clone(),
         chat: env.chat.clone(),
+        scratch_dir: scratch_dir(env),
     };
     let index = LeanragIndex::build(g0, &models, lc).await?;
     let s = index.stats();

@@ -26,7 +26,7 @@
 //! # Ok::<(), kgrag_types::Error>(())
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use async_trait::async_trait;
 use kgrag_text::Encoding;
@@ -459,103 +459,186 @@ impl<M: ChatModel> Extractor for GraphRagExtractor<M> {
 }
 
 /// Entities merged across chunks by name: the most frequent type (ties: first seen), descriptions as the
-/// sorted set joined by `<SEP>`, sources united.
+/// sorted set joined by `<SEP>`, sources united. In first-seen order ([`EntityMerger`] with a copy of
+/// each record).
 pub fn merge_entities<'a>(records: impl IntoIterator<Item = &'a Entity>) -> Vec<Entity> {
-    let mut order: Vec<&'a str> = Vec::new();
-    let mut groups: BTreeMap<&'a str, Vec<&'a Entity>> = BTreeMap::new();
+    let mut merger = EntityMerger::new();
     for e in records {
-        groups
-            .entry(&e.name)
-            .or_insert_with(|| {
-                order.push(&e.name);
-                Vec::new()
-            })
-            .push(e);
+        merger.add(e.clone());
     }
-    order
-        .into_iter()
-        .filter_map(|name| {
-            let group = groups.remove(&name)?;
-            let mut counts: Vec<(&str, usize)> = Vec::new();
-            for e in &group {
-                match counts.iter_mut().find(|(t, _)| *t == e.entity_type) {
-                    Some((_, n)) => *n += 1,
-                    None => counts.push((&e.entity_type, 1)),
-                }
+    merger.finish()
+}
+
+/// [`merge_entities`] record by record, owning each: its strings move into the merge, so a caller that
+/// gives records up as it goes never holds them next to the merged entities.
+#[derive(Debug, Default)]
+pub struct EntityMerger {
+    /// Each name's place in `groups` (first-seen order).
+    index: HashMap<String, usize>,
+    groups: Vec<EntityGroup>,
+}
+
+/// One name's records as they are merged.
+#[derive(Debug, Default)]
+struct EntityGroup {
+    /// Types with their record counts, in first-seen order.
+    types: Vec<(String, usize)>,
+    /// The records' non-empty descriptions (split, sorted and deduplicated at the end).
+    descriptions: Vec<String>,
+    sources: VecSet<ChunkId>,
+}
+
+impl EntityMerger {
+    /// An empty merge.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a record.
+    pub fn add(&mut self, e: Entity) {
+        let Entity {
+            name,
+            entity_type,
+            description,
+            source_chunks,
+        } = e;
+        let i = match self.index.get(&name) {
+            Some(&i) => i,
+            None => {
+                self.groups.push(EntityGroup::default());
+                self.index.insert(name, self.groups.len() - 1);
+                self.groups.len() - 1
             }
-            let best = counts.iter().map(|(_, n)| *n).max().unwrap_or(0);
-            let entity_type = counts
-                .iter()
-                .find(|(_, n)| *n == best)
-                .map(|(t, _)| t.to_string())
-                .unwrap_or_default();
-            let descriptions: BTreeSet<&str> = group
-                .iter()
-                .flat_map(|e| e.description.split(MERGE_SEPARATOR))
-                .filter(|d| !d.is_empty())
-                .collect();
-            Some(Entity {
-                name: name.to_owned(),
-                entity_type,
-                description: descriptions
+        };
+        let g = &mut self.groups[i];
+        match g.types.iter_mut().find(|(t, _)| *t == entity_type) {
+            Some((_, n)) => *n += 1,
+            None => g.types.push((entity_type, 1)),
+        }
+        if !description.is_empty() {
+            g.descriptions.push(description);
+        }
+        g.sources.extend(source_chunks);
+    }
+
+    /// The merged entities, in first-seen order.
+    pub fn finish(self) -> Vec<Entity> {
+        let mut names = vec![String::new(); self.groups.len()];
+        for (name, i) in self.index {
+            names[i] = name;
+        }
+        self.groups
+            .into_iter()
+            .zip(names)
+            .map(|(g, name)| {
+                let best = g.types.iter().map(|(_, n)| *n).max().unwrap_or(0);
+                let entity_type = g
+                    .types
                     .into_iter()
-                    .collect::<Vec<_>>()
-                    .join(MERGE_SEPARATOR),
-                source_chunks: group
-                    .iter()
-                    .flat_map(|e| e.source_chunks.iter().cloned())
-                    .collect(),
+                    .find(|(_, n)| *n == best)
+                    .map(|(t, _)| t)
+                    .unwrap_or_default();
+                Entity {
+                    name,
+                    entity_type,
+                    description: sorted_parts(&g.descriptions),
+                    source_chunks: g.sources,
+                }
             })
-        })
-        .collect()
+            .collect()
+    }
+}
+
+/// The distinct non-empty `<SEP>` parts of `descriptions`, sorted, joined by `<SEP>`.
+fn sorted_parts(descriptions: &[String]) -> String {
+    let mut parts: Vec<&str> = descriptions
+        .iter()
+        .flat_map(|d| d.split(MERGE_SEPARATOR))
+        .filter(|d| !d.is_empty())
+        .collect();
+    parts.sort_unstable();
+    parts.dedup();
+    parts.join(MERGE_SEPARATOR)
 }
 
 /// Relations merged across chunks by unordered pair (the graph is undirected; the pair is stored sorted):
-/// weights summed, descriptions as the sorted set joined by `<SEP>`, sources united.
+/// weights summed, descriptions as the sorted set joined by `<SEP>`, sources united; the keywords of the
+/// pair's first record. Sorted by pair ([`RelationMerger`] with a copy of each record).
 pub fn merge_relations<'a>(records: impl IntoIterator<Item = &'a Relation>) -> Vec<Relation> {
-    /// One pair's relation as it is being merged (borrowing the records' texts).
-    struct Merging<'a> {
-        keywords: &'a str,
-        weight: f64,
-        sources: VecSet<ChunkId>,
-        descriptions: Vec<&'a str>,
-    }
-    let mut merged: BTreeMap<(&'a str, &'a str), Merging<'a>> = BTreeMap::new();
+    let mut merger = RelationMerger::new();
     for r in records {
-        let key = if r.source <= r.target {
-            (r.source.as_str(), r.target.as_str())
-        } else {
-            (r.target.as_str(), r.source.as_str())
-        };
-        let entry = merged.entry(key).or_insert_with(|| Merging {
-            keywords: &r.keywords,
-            weight: 0.0,
-            sources: VecSet::new(),
-            descriptions: Vec::new(),
-        });
-        entry.weight += r.weight;
-        entry.sources.extend(r.source_chunks.iter().cloned());
-        entry.descriptions.extend(
-            r.description
-                .split(MERGE_SEPARATOR)
-                .filter(|d| !d.is_empty()),
-        );
+        merger.add(r.clone());
     }
-    merged
-        .into_iter()
-        .map(|((source, target), mut m)| {
-            m.descriptions.sort_unstable();
-            m.descriptions.dedup();
-            Relation {
-                source: source.to_owned(),
-                target: target.to_owned(),
-                keywords: m.keywords.to_owned(),
-                description: m.descriptions.join(MERGE_SEPARATOR),
-                weight: m.weight,
-                source_chunks: m.sources,
-            }
-        })
-        .collect()
+    merger.finish()
+}
+
+/// [`merge_relations`] record by record, owning each (see [`EntityMerger`]).
+#[derive(Debug, Default)]
+pub struct RelationMerger {
+    merged: BTreeMap<(String, String), RelationGroup>,
+}
+
+/// One pair's records as they are merged.
+#[derive(Debug)]
+struct RelationGroup {
+    keywords: String,
+    weight: f64,
+    sources: VecSet<ChunkId>,
+    /// The records' non-empty descriptions (split, sorted and deduplicated at the end).
+    descriptions: Vec<String>,
+}
+
+impl RelationMerger {
+    /// An empty merge.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a record.
+    pub fn add(&mut self, r: Relation) {
+        let Relation {
+            source,
+            target,
+            keywords,
+            description,
+            weight,
+            source_chunks,
+        } = r;
+        let key = if source <= target {
+            (source, target)
+        } else {
+            (target, source)
+        };
+        let g = match self.merged.entry(key) {
+            std::collections::btree_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::btree_map::Entry::Vacant(v) => v.insert(RelationGroup {
+                keywords,
+                weight: 0.0,
+                sources: VecSet::new(),
+                descriptions: Vec::new(),
+            }),
+        };
+        g.weight += weight;
+        g.sources.extend(source_chunks);
+        if !description.is_empty() {
+            g.descriptions.push(description);
+        }
+    }
+
+    /// The merged relations, sorted by pair.
+    pub fn finish(self) -> Vec<Relation> {
+        self.merged
+            .into_iter()
+            .map(|((source, target), g)| Relation {
+                source,
+                target,
+                keywords: g.keywords,
+                description: sorted_parts(&g.descriptions),
+                weight: g.weight,
+                source_chunks: g.sources,
+            })
+            .collect()
+    }
 }
 
 /// Adds an entity of type `UNKNOWN` for every relation endpoint that no entity names, carrying the relation's

@@ -36,7 +36,8 @@ pub mod runner;
 
 pub use graphrag::{
     add_missing_endpoints, merge_entities, merge_relations, normalise_name,
-    summarise_long_descriptions, Gleaning, GraphRagConfig, GraphRagExtractor,
+    summarise_long_descriptions, EntityMerger, Gleaning, GraphRagConfig, GraphRagExtractor,
+    RelationMerger,
 };
 pub use hipporag::HippoOpenIe;
 pub use interop::{read_openie_file, write_openie_file, OpenIeDoc};

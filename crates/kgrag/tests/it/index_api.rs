@@ -346,6 +346,9 @@ fn fact_vectors_on_disk_are_a_file_of_the_generation_and_rank_as_in_memory() {
         let root = tmp(&format!("api-facts-{name}-index"));
         let mut c = config(&cache);
         c.index.fact_vectors_on_disk = on_disk;
+        // HiRAG's and LeanRAG's build-time sentence vectors (the fixture's offline build composes its
+        // descriptions from them) likewise: the same index either way.
+        c.index.sentence_vectors_on_disk = on_disk;
         let index = Index::options()
             .config(c)
             .models(embedder(64), None)
@@ -363,6 +366,11 @@ fn fact_vectors_on_disk_are_a_file_of_the_generation_and_rank_as_in_memory() {
         (index, root, cache)
     };
     assert!(kgrag::config::Config::default().index.fact_vectors_on_disk);
+    assert!(
+        kgrag::config::Config::default()
+            .index
+            .sentence_vectors_on_disk
+    );
     let (disk, disk_root, _) = build("disk", true);
     let (mem, mem_root, _) = build("mem", false);
     let rows = |root: &Path| {

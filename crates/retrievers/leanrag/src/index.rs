@@ -25,6 +25,10 @@ pub struct Models {
     pub embedder: Arc<dyn Embedder>,
     /// Writes aggregate entities and relation sentences (none: extractive, offline).
     pub chat: Option<Arc<dyn ChatModel>>,
+    /// A folder for the build's scratch files: the description composer's sentence vectors
+    /// ([`SentenceMean::with_scratch_dir`](kgrag_text::SentenceMean::with_scratch_dir)) go to an unnamed
+    /// file there instead of memory (`None`: memory). The index is the same either way.
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 /// One aggregation round.
@@ -136,6 +140,7 @@ impl LeanragIndex {
             models.embedder.clone(),
             composes,
             g0.sentence_aliases.clone(),
+            models.scratch_dir.as_deref(),
         );
         let started = Instant::now();
         let texts: Vec<String> = g0

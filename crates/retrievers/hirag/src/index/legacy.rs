@@ -221,6 +221,7 @@ mod tests {
             embedder: Arc::new(HashingEmbedder::new(16)),
             chat: None,
             cheap_chat: None,
+            scratch_dir: None,
         };
         let config = HiragConfig {
             log_layers: false,

@@ -41,6 +41,10 @@ pub struct Models {
     pub chat: Option<Arc<dyn ChatModel>>,
     /// The "cheap" model for long-description summaries (none: `chat`, else extractive).
     pub cheap_chat: Option<Arc<dyn ChatModel>>,
+    /// A folder for the build's scratch files: the description composer's sentence vectors
+    /// ([`SentenceMean::with_scratch_dir`](kgrag_text::SentenceMean::with_scratch_dir)) go to an unnamed
+    /// file there instead of memory (`None`: memory). The index is the same either way.
+    pub scratch_dir: Option<std::path::PathBuf>,
 }
 
 /// A chunk as the index keeps it (the reference's `kv_store_text_chunks` record).
@@ -223,20 +227,19 @@ impl HiragBase {
     /// contributes its text only). Entity names go through HiRAG's normalisation for `base = "extract"`;
     /// `openie_cache` records (from [`openie_extractions`](crate::openie_extractions)) keep HippoRAG's
     /// phrases. Long descriptions are summarised with `models` (spec §4.5). Neither input is kept: the
-    /// caller may drop them once this returns, and extractions given by value (a `Vec`) are dropped as soon
-    /// as they are merged, before the base graph is made.
-    pub async fn new<E: AsRef<[Extraction]>>(
+    /// caller may drop them once this returns, and extractions given by value (a `Vec`) move into the merge
+    /// a chunk at a time ([`merge_records`]), so they are never held beside the merged records.
+    pub async fn new<'e, E: Into<std::borrow::Cow<'e, [Extraction]>>>(
         chunks: &[Chunk],
         extractions: E,
         models: &Models,
         config: &HiragConfig,
     ) -> Result<Self> {
         config.validate()?;
-        let given = extractions;
-        let extractions = given.as_ref();
+        let extractions = extractions.into();
         let mut stats = IndexStats::default();
         let sentence_aliases = Arc::new(match config.base {
-            BaseSource::OpenieCache => crate::openie::fact_sentence_aliases(extractions),
+            BaseSource::OpenieCache => crate::openie::fact_sentence_aliases(&extractions),
             BaseSource::Extract => SentenceAliases::new(),
         });
 
@@ -266,7 +269,6 @@ impl HiragBase {
 
         // §4.3–4.5: records merged, long descriptions summarised.
         let merged = base_records(chunks, extractions, models, config).await?;
-        drop(given);
         let MergedRecords {
             entities,
             mut relations,
@@ -409,8 +411,12 @@ impl HiragBase {
         let composes = config.description_vectors.composes(model_writes);
         let with_name = config.entity_text.with_name(model_writes);
         let composed_entities = config.description_vectors.composes_entities();
-        let descriptions =
-            SentenceMean::wrap_if(models.embedder.clone(), composes, sentence_aliases);
+        let descriptions = SentenceMean::wrap_if(
+            models.embedder.clone(),
+            composes,
+            sentence_aliases,
+            models.scratch_dir.as_deref(),
+        );
         let text = Arc::new(
             ExtractiveSummarizer::new(descriptions.clone(), Encoding::O200kBase)
                 .with_memo(!composes),

@@ -90,6 +90,7 @@ pub async fn build(
         embedder,
         chat: None,
         cheap_chat: None,
+        scratch_dir: None,
     };
     HiragIndex::build(chunks, extractions, &models, config, &HashMap::new())
         .await

@@ -54,6 +54,11 @@ fn openie_cache_adapter_on_musique() {
         .collect();
     let extractions = openie_extractions(&triples);
     let merged = merge_records(&chunks, &extractions, BaseSource::OpenieCache);
+    // Given by value (moved into the merge a chunk at a time): the same records.
+    assert_eq!(
+        merge_records(&chunks, extractions.clone(), BaseSource::OpenieCache),
+        merged
+    );
     // The OpenIE import's phrase nodes (the empty phrase included) and the graph store's fact pairs
     // without self-loops (hipporag2.md §11).
     assert_eq!(merged.record_names.len(), 16_235);

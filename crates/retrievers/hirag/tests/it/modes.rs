@@ -427,6 +427,7 @@ async fn fixture_every_mode_sections_budgets_and_determinism() {
         embedder: embedder.clone(),
         chat: None,
         cheap_chat: None,
+        scratch_dir: None,
     };
     let ds = kgrag_eval::load("kgrag-fixture", Path::new("/nonexistent")).unwrap();
     let chunker = Chunker::new(ChunkerConfig::hirag()).unwrap();
@@ -470,6 +471,7 @@ async fn the_base_layer_is_the_finished_index_layer_zero() {
         embedder: Arc::new(HashingEmbedder::new(64)),
         chat: None,
         cheap_chat: None,
+        scratch_dir: None,
     };
     let config = offline();
     let base = kgrag_hirag::HiragBase::new(&chunks, &extractions, &models, &config)

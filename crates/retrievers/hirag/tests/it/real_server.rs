@@ -46,6 +46,7 @@ async fn fixture_with_smollm2_summaries_reports_and_answer() {
         embedder: embedder.clone(),
         chat: Some(chat.clone()),
         cheap_chat: None,
+        scratch_dir: None,
     };
     let index = HiragIndex::build(&chunks, &extractions, &models, &config, &HashMap::new())
         .await

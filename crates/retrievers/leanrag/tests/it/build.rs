@@ -62,6 +62,7 @@ async fn build(g0: BaseGraph, config: &LeanragConfig) -> LeanragIndex {
     let models = Models {
         embedder: Arc::new(HashingEmbedder::new(64)),
         chat: None,
+        scratch_dir: None,
     };
     LeanragIndex::build(g0, &models, config).await.unwrap()
 }

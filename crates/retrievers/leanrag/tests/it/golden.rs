@@ -166,6 +166,7 @@ async fn the_context_is_the_references_describe_byte_for_byte() {
     let models = Models {
         embedder: Arc::new(keywords()),
         chat: None,
+        scratch_dir: None,
     };
     let index = Arc::new(LeanragIndex::build(g0(), &models, &config).await.unwrap());
     assert!(

@@ -30,6 +30,7 @@ async fn fixture_with_smollm2_aggregates_and_answer() {
     let models = Models {
         embedder: embedder.clone(),
         chat: Some(chat.clone()),
+        scratch_dir: None,
     };
     let index = LeanragIndex::build(fixture_g0(4), &models, &config)
         .await
