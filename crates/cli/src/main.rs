@@ -581,14 +581,14 @@ fn limit_malloc_arenas() {}
 
 /// The program's allocator: mimalloc (feature `mimalloc`, on by default). glibc's, even with one arena per
 /// core and its free memory trimmed while a build runs (below), spends its time searching the holes a
-/// build's freed records leave: HiRAG alone at 30,000 synthetic passages took 1:33 with glibc and 1:12
-/// with mimalloc, its reports stage 36 s and 20 s, in less memory (`docs/perf.md`).
+/// build's freed records leave: HiRAG alone at 30,000 synthetic passages took 1:33–1:36 with glibc and
+/// 1:10 with mimalloc, its reports stage 36 s and 19 s, in less memory (`docs/perf.md`).
 #[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// mimalloc gives freed memory back to the system at once instead of a second later (its purge delay: 0),
-/// unless `MIMALLOC_PURGE_DELAY` says otherwise. With its default a build holds more: every method at
+/// unless `MIMALLOC_PURGE_DELAY` (or its older name `MIMALLOC_RESET_DELAY`) says otherwise. With its default a build holds more: every method at
 /// 10,000 synthetic passages peaked at 612 MB, and at 555 MB with 0, in the same time (`docs/perf.md`).
 #[cfg(feature = "mimalloc")]
 fn purge_freed_memory_at_once() {
@@ -598,7 +598,10 @@ fn purge_freed_memory_at_once() {
     /// it is set: another value means the variable set it, or that the option list changed (then it is
     /// left alone).
     const DEFAULT_PURGE_DELAYS: [libc::c_long; 2] = [1000, 10];
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+    if ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
         return;
     }
     #[allow(unsafe_code)]

@@ -146,13 +146,20 @@ struct Memo {
 /// The block number of a row kept in the scratch file.
 const IN_FILE: u32 = u32::MAX;
 
-/// Sentence occurrences composed per read of the scratch file (bounds the rows read at once: 12 MiB at
-/// 384 dimensions).
+/// Sentence occurrences composed per read window of the scratch file (bounds the rows held at once: 12 MiB
+/// at 384 dimensions).
 const WINDOW: usize = 1 << 14;
 
 /// Rows closer than this in the file are read in one piece (the rows between are cheaper to read than a
 /// second read call).
 const GAP: u32 = 8;
+
+/// The most rows one read spans (a run of close rows is cut there, so that the rows between never make
+/// a read buffer larger than this many rows: 768 KiB at 384 dimensions).
+const MAX_SPAN: u32 = 1 << 10;
+
+/// Bytes written per write call when rows are appended to the scratch file.
+const WRITE_BYTES: usize = 1 << 20;
 
 /// The memo's scratch file.
 #[derive(Default)]
@@ -166,8 +173,7 @@ enum Scratch {
     File { file: RowFile, rows: u32 },
 }
 
-/// The memo's scratch file, shared by the compositions that read it (rows are only appended, and reads
-/// and writes name their offsets, so a reader needs no lock).
+/// The memo's scratch file (rows are only appended, and reads and writes name their offsets).
 #[derive(Clone)]
 struct RowFile {
     file: Arc<File>,
@@ -216,14 +222,15 @@ impl Scratch {
     /// Appends `data` (whole rows of `dim` values) and returns the row number of its first row.
     fn append(&mut self, data: &[f16], dim: usize) -> kgrag_types::Result<u32> {
         if let Scratch::Dir(dir) = self {
-            let dir = std::mem::take(dir);
-            let file = std::fs::create_dir_all(&dir)
-                .and_then(|()| tempfile::tempfile_in(&dir))
-                .map_err(|e| scratch_err(&dir, e))?;
+            // The folder stays named until the file is made: a failed attempt can be tried again there.
+            let file = std::fs::create_dir_all(&*dir)
+                .and_then(|()| tempfile::tempfile_in(&*dir))
+                .map_err(|e| scratch_err(dir, e))?;
+            let dir: Arc<Path> = dir.as_path().into();
             *self = Scratch::File {
                 file: RowFile {
                     file: Arc::new(file),
-                    dir: dir.into(),
+                    dir,
                 },
                 rows: 0,
             };
@@ -244,12 +251,17 @@ impl Scratch {
                     "more than {IN_FILE} sentences in one memo"
                 ))
             })?;
-        let mut bytes = Vec::with_capacity(data.len() * 2);
-        for v in data {
-            bytes.extend_from_slice(&v.to_le_bytes());
+        // A piece at a time: no second copy of a large batch.
+        let mut bytes = Vec::with_capacity(WRITE_BYTES.min(data.len() * 2));
+        let mut offset = u64::from(first) * dim as u64 * 2;
+        for piece in data.chunks(WRITE_BYTES / 2) {
+            bytes.clear();
+            for v in piece {
+                bytes.extend_from_slice(&v.to_le_bytes());
+            }
+            write_at(&file.file, &bytes, offset).map_err(|e| scratch_err(&file.dir, e))?;
+            offset += bytes.len() as u64;
         }
-        write_at(&file.file, &bytes, u64::from(first) * dim as u64 * 2)
-            .map_err(|e| scratch_err(&file.dir, e))?;
         *rows = end;
         Ok(first)
     }
@@ -271,9 +283,12 @@ impl RowFile {
         let row_bytes = dim * 2;
         let mut i = 0;
         while i < wanted.len() {
-            // A run of rows whose gaps are at most GAP, read at once.
+            // A run of rows whose gaps are at most GAP, spanning at most MAX_SPAN rows, read at once.
             let mut j = i + 1;
-            while j < wanted.len() && wanted[j] - wanted[j - 1] <= GAP {
+            while j < wanted.len()
+                && wanted[j] - wanted[j - 1] <= GAP
+                && wanted[j] - wanted[i] < MAX_SPAN
+            {
                 j += 1;
             }
             let (first, last) = (wanted[i], wanted[j - 1]);
@@ -977,6 +992,7 @@ mod tests {
             .unwrap_or(false));
         assert!(dir.is_dir(), "the folder is made with the first sentence");
         drop(disk);
+        // The file never has a name there (on Linux it is made without one; elsewhere it is unlinked).
         assert_eq!(std::fs::read_dir(&dir).map(|d| d.count()).unwrap_or(1), 0);
         let _ = std::fs::remove_dir_all(&dir);
 
@@ -984,12 +1000,16 @@ mod tests {
         let file = std::env::temp_dir().join(format!("kgrag-composed-file-{}", std::process::id()));
         std::fs::write(&file, b"not a folder").unwrap();
         let bad = file.join("vectors");
-        let err = make(Some(&bad))
-            .embed(&calls[2], &EmbedKind::Document)
-            .await
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains(&bad.display().to_string()), "{err}");
+        let composer = make(Some(&bad));
+        // Tried again, the composer still names (and writes to) that folder, never another.
+        for _ in 0..2 {
+            let err = composer
+                .embed(&calls[2], &EmbedKind::Document)
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(&bad.display().to_string()), "{err}");
+        }
         let _ = std::fs::remove_file(&file);
     }
 
