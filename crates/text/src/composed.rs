@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use half::{f16, slice::HalfFloatSliceExt};
+use kgrag_types::fileio::{read_exact_at as read_at, write_all_at as write_at};
 use kgrag_types::{EmbedKind, Embedder, Embeddings};
 use serde::{Deserialize, Serialize};
 
@@ -186,36 +187,6 @@ fn scratch_err(dir: &Path, e: std::io::Error) -> kgrag_types::Error {
         format!("the sentence vectors' scratch file in {}", dir.display()),
         e,
     )
-}
-
-#[cfg(unix)]
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(unix)]
-fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-// Elsewhere through the cursor: a composer's reads then share its file's cursor, so they take a lock.
-#[cfg(not(unix))]
-static CURSOR: Mutex<()> = Mutex::new(());
-
-#[cfg(not(unix))]
-fn read_at(mut file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    use std::io::{Read, Seek, SeekFrom};
-    let _cursor = CURSOR.lock().unwrap_or_else(|e| e.into_inner());
-    file.seek(SeekFrom::Start(offset))?;
-    file.read_exact(buf)
-}
-
-#[cfg(not(unix))]
-fn write_at(mut file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    use std::io::{Seek, SeekFrom, Write};
-    let _cursor = CURSOR.lock().unwrap_or_else(|e| e.into_inner());
-    file.seek(SeekFrom::Start(offset))?;
-    file.write_all(buf)
 }
 
 impl Scratch {

@@ -28,6 +28,7 @@
 //! ```
 
 mod error;
+pub mod fileio;
 pub mod hashing;
 mod id;
 pub mod json;

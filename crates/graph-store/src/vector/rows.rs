@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use half::f16;
 use half::slice::HalfFloatSliceExt;
+use kgrag_types::fileio::{read_exact_at as read_at, write_all_at as write_at};
 use sha2::{Digest, Sha256};
 
 use crate::{persist, Result, StoreError};
@@ -68,44 +69,6 @@ fn io_err(path: &Path, source: std::io::Error) -> StoreError {
         path: path.to_path_buf(),
         source,
     }
-}
-
-#[cfg(unix)]
-fn read_at(file: &File, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::read_exact_at(file, buf, offset)
-}
-
-#[cfg(unix)]
-fn write_at(file: &File, buf: &[u8], offset: u64) -> std::io::Result<()> {
-    std::os::unix::fs::FileExt::write_all_at(file, buf, offset)
-}
-
-#[cfg(windows)]
-fn read_at(file: &File, mut buf: &mut [u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_read(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::UnexpectedEof.into()),
-            n => {
-                buf = &mut buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
-}
-
-#[cfg(windows)]
-fn write_at(file: &File, mut buf: &[u8], mut offset: u64) -> std::io::Result<()> {
-    while !buf.is_empty() {
-        match std::os::windows::fs::FileExt::seek_write(file, buf, offset)? {
-            0 => return Err(std::io::ErrorKind::WriteZero.into()),
-            n => {
-                buf = &buf[n..];
-                offset += n as u64;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The little-endian bytes of `values`.
