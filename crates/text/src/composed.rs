@@ -175,11 +175,10 @@ enum Scratch {
 }
 
 /// The memo's scratch file (rows are only appended, and reads and writes name their offsets).
-#[derive(Clone)]
 struct RowFile {
-    file: Arc<File>,
+    file: File,
     /// What errors name (an unnamed file's folder).
-    dir: Arc<Path>,
+    dir: PathBuf,
 }
 
 fn scratch_err(dir: &Path, e: std::io::Error) -> kgrag_types::Error {
@@ -197,12 +196,9 @@ impl Scratch {
             let file = std::fs::create_dir_all(&*dir)
                 .and_then(|()| tempfile::tempfile_in(&*dir))
                 .map_err(|e| scratch_err(dir, e))?;
-            let dir: Arc<Path> = dir.as_path().into();
+            let dir = std::mem::take(dir);
             *self = Scratch::File {
-                file: RowFile {
-                    file: Arc::new(file),
-                    dir,
-                },
+                file: RowFile { file, dir },
                 rows: 0,
             };
         }
@@ -238,9 +234,9 @@ impl Scratch {
     }
 
     /// The file, when the rows are in one.
-    fn file(&self) -> Option<RowFile> {
+    fn file(&self) -> Option<&RowFile> {
         match self {
-            Scratch::File { file, .. } => Some(file.clone()),
+            Scratch::File { file, .. } => Some(file),
             _ => None,
         }
     }
