@@ -99,6 +99,20 @@ enum Command {
         #[arg(long)]
         method: Option<String>,
     },
+    /// Serve an index over HTTP: a JSON API (query, compare strategies, documents, graph, communities), an
+    /// OpenAI-compatible chat endpoint (model = strategy), MCP at /mcp, Prometheus /metrics and a web page
+    /// at / that compares the strategies side by side. Stops on Ctrl-C or SIGTERM after requests in flight.
+    Serve(ServeArgs),
+    /// Serve an index's MCP tools (search, answer, add_documents, list_strategies) over stdin/stdout, for
+    /// an MCP client that starts the server itself.
+    Mcp {
+        /// The index directory.
+        #[arg(long)]
+        index: PathBuf,
+        /// Configuration file (default: ./kgrag.toml, else the one the index was built with).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// What an index holds and what it cost.
     Stats {
         /// The index directory.
@@ -185,6 +199,43 @@ struct QueryArgs {
     /// Configuration file (default: ./kgrag.toml, else the one the index was built with).
     #[arg(long)]
     config: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct ServeArgs {
+    /// The index directory.
+    #[arg(long)]
+    index: PathBuf,
+    /// Address to listen on; a non-loopback address needs --api-key-env (or --insecure-no-auth).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: std::net::SocketAddr,
+    /// Configuration file (default: ./kgrag.toml, else the one the index was built with).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The environment variable holding the API key: every endpoint but /health and the page then needs
+    /// `Authorization: Bearer <key>`.
+    #[arg(long, value_name = "VAR")]
+    api_key_env: Option<String>,
+    /// Listen on a non-loopback address without an API key.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// Create an empty index in --index when there is none (documents then come by POST /v1/documents
+    /// or the page's upload).
+    #[arg(long)]
+    create: bool,
+    /// The largest request body, in MiB.
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    max_body_mib: u64,
+    /// Seconds a query may take before a 503 (document changes are not cut short).
+    #[arg(long, default_value_t = 120, value_parser = clap::value_parser!(u64).range(1..))]
+    timeout: u64,
+    /// Requests answered at once; others wait (up to --timeout), then get a 503.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_concurrency: u64,
+    /// A host name the MCP endpoint accepts in `Host` (besides loopback and the listen address);
+    /// repeatable.
+    #[arg(long)]
+    allowed_host: Vec<String>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -541,6 +592,67 @@ enum CliError {
     /// The bench.
     #[error(transparent)]
     Bench(#[from] kgrag_bench::BenchError),
+    /// The server.
+    #[error(transparent)]
+    Server(#[from] kgrag_server::ServerError),
+}
+
+async fn run_serve(args: ServeArgs, quiet: bool) -> Result<(), CliError> {
+    let api_key = match &args.api_key_env {
+        Some(var) => match std::env::var(var) {
+            Ok(k) if !k.trim().is_empty() => Some(k.trim().to_owned()),
+            _ => {
+                return Err(kgrag::KgragError::Config(format!(
+                    "--api-key-env {var}: the environment variable is not set or empty"
+                ))
+                .into())
+            }
+        },
+        None => None,
+    };
+    let config = config_arg(args.config.as_deref())?;
+    let handle = if args.create {
+        let mut options = Index::options().progress(progress(quiet));
+        options = options.config(config.unwrap_or_default());
+        options.open_or_create(&args.index)?
+    } else {
+        if !args.index.exists() {
+            return Err(kgrag::KgragError::Index(format!(
+                "{}: no index here; build one with `kgrag index FOLDER --index {}`, or give --create to \
+                 start empty",
+                args.index.display(),
+                args.index.display()
+            ))
+            .into());
+        }
+        open(&args.index, config, progress(quiet))?
+    };
+    let options = kgrag_server::ServeOptions {
+        listen: args.listen,
+        api_key,
+        insecure_no_auth: args.insecure_no_auth,
+        body_limit: usize::try_from(args.max_body_mib << 20).unwrap_or(usize::MAX),
+        request_timeout: std::time::Duration::from_secs(args.timeout),
+        max_concurrency: usize::try_from(args.max_concurrency).unwrap_or(usize::MAX),
+        allowed_hosts: args.allowed_host,
+    };
+    let listener = kgrag_server::bind(&options).await?;
+    let addr = listener
+        .local_addr()
+        .map_err(kgrag_server::ServerError::Io)?;
+    let server = kgrag_server::Server::new(handle, options)?;
+    let generation = server.generation();
+    // The one line a script waits for (and a person reads): where the page is.
+    println!(
+        "kgrag serve: http://{addr}/ (index {}, generation {generation}; API /v1, OpenAI /v1/chat/completions, \
+         MCP /mcp, metrics /metrics; Ctrl-C stops)",
+        args.index.display()
+    );
+    server
+        .run(listener, kgrag_server::shutdown_signal())
+        .await?;
+    eprintln!("kgrag serve: stopped");
+    Ok(())
 }
 
 fn init_tracing() {
@@ -680,6 +792,16 @@ fn main() -> ExitCode {
             runtime
                 .block_on(run_change(index, config, quiet, None, Some(ids)))
                 .map_err(CliError::from),
+        ),
+        Command::Serve(args) => ("serve", runtime.block_on(run_serve(args, quiet))),
+        Command::Mcp { index, config } => (
+            "mcp",
+            runtime.block_on(async {
+                let config = config_arg(config.as_deref())?;
+                let handle = open(&index, config, false)?;
+                kgrag_server::mcp::serve_stdio(handle).await?;
+                Ok(())
+            }),
         ),
         Command::Export {
             format: ExportFormat::Graphml,

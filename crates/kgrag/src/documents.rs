@@ -50,10 +50,15 @@ fn read_text(path: &Path) -> Result<String> {
         path: path.to_path_buf(),
         source,
     })?;
+    decode(&path.display().to_string(), bytes)
+}
+
+/// UTF-8 text of a file's bytes (a byte-order mark dropped); errors start with `label`.
+fn decode(label: &str, bytes: Vec<u8>) -> Result<String> {
+    let bad = |what: String| KgragError::Input(format!("{label}: {what}"));
     if bytes.is_empty() {
         return Err(bad(
-            path,
-            "the file is empty (0 bytes): give it text or remove it",
+            "the file is empty (0 bytes): give it text or remove it".into(),
         ));
     }
     let bytes = bytes
@@ -61,13 +66,10 @@ fn read_text(path: &Path) -> Result<String> {
         .map(<[u8]>::to_vec)
         .unwrap_or(bytes);
     String::from_utf8(bytes).map_err(|e| {
-        bad(
-            path,
-            format!(
-                "not UTF-8 text (invalid byte at offset {}); convert it to UTF-8",
-                e.utf8_error().valid_up_to()
-            ),
-        )
+        bad(format!(
+            "not UTF-8 text (invalid byte at offset {}); convert it to UTF-8",
+            e.utf8_error().valid_up_to()
+        ))
     })
 }
 
@@ -116,7 +118,36 @@ fn read_file(path: &Path, name: &str, out: &mut Vec<SourceDoc>) -> Result<()> {
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
     let text = read_text(path)?;
-    match ext.as_str() {
+    parse(&path.display().to_string(), &ext, name, &text, out)
+}
+
+/// Documents of a file sent over the network (`kgrag serve`'s upload): `.jsonl` one per line (`{"id"?,
+/// "title"?, "text"}`), `.json` a HippoRAG corpus, anything else (`.txt`, `.md`) one document whose id is
+/// `file_name`. Errors name the upload (and the line).
+pub fn parse_upload(file_name: &str, bytes: Vec<u8>) -> Result<Vec<SourceDoc>> {
+    let name = file_name.trim();
+    if name.is_empty() {
+        return Err(KgragError::Input(
+            "an upload needs a file name (its extension says how to read it; .txt and .md are one \
+             document named by it)"
+                .into(),
+        ));
+    }
+    let label = format!("upload {name}");
+    let ext = Path::new(name)
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let text = decode(&label, bytes)?;
+    let mut out = Vec::new();
+    parse(&label, &ext, name, &text, &mut out)?;
+    Ok(out)
+}
+
+/// Documents of one file's text: `label` names the file in errors and sources, `name` is the id prefix.
+fn parse(label: &str, ext: &str, name: &str, text: &str, out: &mut Vec<SourceDoc>) -> Result<()> {
+    let bad = |what: String| KgragError::Input(format!("{label}: {what}"));
+    match ext {
         "jsonl" => {
             let mut n = 0;
             for (i, line) in text.lines().enumerate() {
@@ -124,16 +155,13 @@ fn read_file(path: &Path, name: &str, out: &mut Vec<SourceDoc>) -> Result<()> {
                     continue;
                 }
                 let doc: JsonlDoc = serde_json::from_str(line).map_err(|e| {
-                    bad(
-                        path,
-                        format!(
-                            "line {}: not a JSON object with a string \"text\" ({e})",
-                            i + 1
-                        ),
-                    )
+                    bad(format!(
+                        "line {}: not a JSON object with a string \"text\" ({e})",
+                        i + 1
+                    ))
                 })?;
                 if doc.text.trim().is_empty() {
-                    return Err(bad(path, format!("line {}: \"text\" is empty", i + 1)));
+                    return Err(bad(format!("line {}: \"text\" is empty", i + 1)));
                 }
                 let id = doc
                     .id
@@ -142,35 +170,29 @@ fn read_file(path: &Path, name: &str, out: &mut Vec<SourceDoc>) -> Result<()> {
                     .unwrap_or_else(|| format!("{name}:{}", i + 1));
                 out.push(SourceDoc {
                     id,
-                    source: format!("{}:{}", path.display(), i + 1),
+                    source: format!("{label}:{}", i + 1),
                     document: make_doc(doc.title, &doc.text),
                 });
                 n += 1;
             }
             if n == 0 {
-                return Err(bad(path, "no JSON lines with a \"text\""));
+                return Err(bad("no JSON lines with a \"text\"".into()));
             }
         }
         "json" => {
-            let docs: Vec<CorpusDoc> = serde_json::from_str(&text).map_err(|e| {
-                bad(
-                    path,
-                    format!(
-                        "not a HippoRAG corpus (a JSON array of {{\"title\", \"text\"}} objects): {e}"
-                    ),
-                )
+            let docs: Vec<CorpusDoc> = serde_json::from_str(text).map_err(|e| {
+                bad(format!(
+                    "not a HippoRAG corpus (a JSON array of {{\"title\", \"text\"}} objects): {e}"
+                ))
             })?;
             if docs.is_empty() {
-                return Err(bad(path, "the corpus array is empty"));
+                return Err(bad("the corpus array is empty".into()));
             }
             for (i, d) in docs.into_iter().enumerate() {
                 if d.text.trim().is_empty()
                     && d.title.as_deref().is_none_or(|t| t.trim().is_empty())
                 {
-                    return Err(bad(
-                        path,
-                        format!("entry {i}: \"text\" and \"title\" are empty"),
-                    ));
+                    return Err(bad(format!("entry {i}: \"text\" and \"title\" are empty")));
                 }
                 let id = d
                     .idx
@@ -179,18 +201,18 @@ fn read_file(path: &Path, name: &str, out: &mut Vec<SourceDoc>) -> Result<()> {
                     .unwrap_or_else(|| format!("{name}#{i}"));
                 out.push(SourceDoc {
                     id,
-                    source: format!("{}#{i}", path.display()),
+                    source: format!("{label}#{i}"),
                     document: make_doc(d.title, &d.text),
                 });
             }
         }
         _ => {
             if text.trim().is_empty() {
-                return Err(bad(path, "the file holds only white space"));
+                return Err(bad("the file holds only white space".into()));
             }
             out.push(SourceDoc {
                 id: name.to_owned(),
-                source: path.display().to_string(),
+                source: label.to_owned(),
                 document: Document::new(text),
             });
         }

@@ -65,6 +65,7 @@ pub mod methods;
 pub mod pipeline;
 pub mod progress;
 pub mod storage;
+pub mod usage;
 
 pub use index::{
     ChangeSummary, Index, IndexOptions, IndexReader, IndexWriter, PassageHit, QueryAnswer,

@@ -5,3 +5,4 @@ mod cli;
 mod faults;
 #[cfg(feature = "postgres")]
 mod postgres;
+mod serve;

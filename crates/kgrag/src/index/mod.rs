@@ -216,6 +216,8 @@ impl IndexOptions {
                 (cache_dir, embedder, chat_dyn, usage, cache)
             }
         };
+        // Every chat call is also counted for the request that made it (`crate::usage::counting`).
+        let chat = chat.map(crate::usage::ScopedChat::wrap);
         let reader = resolve_reader(config.reader, chat.is_some())?;
         let answer_text = Arc::new(ExtractiveSummarizer::new(
             embedder.clone(),

@@ -263,6 +263,11 @@ impl Searcher {
         })
     }
 
+    /// The first `top_k` passages of `ctx` (retrieved from this searcher) with their documents and texts.
+    pub fn passages(&self, ctx: &RetrievedContext, top_k: usize) -> Vec<PassageHit> {
+        self.hits(ctx, top_k)
+    }
+
     fn hits(&self, ctx: &RetrievedContext, top_k: usize) -> Vec<PassageHit> {
         ctx.passages
             .iter()

@@ -1,0 +1,225 @@
+//! `kgrag serve` and `kgrag mcp` as a user runs them: the address line, a request, SIGTERM; the refusal of
+//! an open address without a key; the MCP tools over stdio, driven by the MCP SDK's client.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use crate::cli::{kgrag, tmp};
+
+/// A small offline index (rule extraction, hashing embedder) of dense and HippoRAG 2 in `work/idx`.
+fn small_index(work: &Path) {
+    std::fs::write(
+        work.join("k.toml"),
+        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
+         [index]\nmethods = [\"dense\", \"hipporag2\"]\n",
+    )
+    .unwrap();
+    let docs = work.join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    std::fs::write(
+        docs.join("warsaw.md"),
+        "Warsaw is the capital of Poland. The Vistula flows through Warsaw.",
+    )
+    .unwrap();
+    std::fs::write(
+        docs.join("curie.md"),
+        "Marie Curie was born in Warsaw. She won the Nobel Prize in 1903.",
+    )
+    .unwrap();
+    let out = kgrag(work)
+        .args([
+            "index", "docs", "--index", "idx", "--config", "k.toml", "-q",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// One HTTP/1.1 GET on a fresh connection: (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_owned();
+    (status, body)
+}
+
+#[test]
+fn serve_prints_its_address_answers_and_stops_on_sigterm() {
+    let work = tmp("serve");
+    small_index(&work);
+    let mut child = kgrag(&work)
+        .args([
+            "serve",
+            "--index",
+            "idx",
+            "--config",
+            "k.toml",
+            "--listen",
+            "127.0.0.1:0",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let (status, body) = get(&addr, "/health");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"generation\":1"), "{body}");
+    let (status, body) = get(&addr, "/");
+    assert_eq!(status, 200);
+    assert!(body.contains("<html"), "the page: {body:.200}");
+    // SIGTERM: a graceful stop, exit 0.
+    let pid = libc::pid_t::try_from(child.id()).unwrap();
+    assert_eq!(term(pid), 0);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "serve did not stop on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status}: {err}");
+    assert!(err.contains("stopped"), "{err}");
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+/// Sends SIGTERM with the `kill` command (no unsafe code in the tests).
+fn term(pid: libc::pid_t) -> i32 {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    status.code().unwrap_or(-1)
+}
+
+#[test]
+fn serve_refuses_an_open_address_without_a_key() {
+    let work = tmp("serve-open");
+    small_index(&work);
+    let out = kgrag(&work)
+        .args([
+            "serve",
+            "--index",
+            "idx",
+            "--config",
+            "k.toml",
+            "--listen",
+            "0.0.0.0:0",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("0.0.0.0") && err.contains("--api-key-env"),
+        "{err}"
+    );
+    // A key named but not set is an error too, not a server without auth.
+    let out = kgrag(&work)
+        .args([
+            "serve",
+            "--index",
+            "idx",
+            "--api-key-env",
+            "KGRAG_TEST_NO_SUCH_VAR",
+        ])
+        .env_remove("KGRAG_TEST_NO_SUCH_VAR")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("KGRAG_TEST_NO_SUCH_VAR"));
+    // A missing index says how to make one.
+    let out = kgrag(&work)
+        .args(["serve", "--index", "nowhere"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("kgrag index"));
+    let _ = std::fs::remove_dir_all(&work);
+}
+
+#[test]
+fn mcp_over_stdio_serves_the_tools_to_the_sdk_client() {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::ServiceExt;
+
+    let work = tmp("mcp");
+    small_index(&work);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let mut command = tokio::process::Command::from(kgrag(&work));
+        command.args(["mcp", "--index", "idx", "--config", "k.toml"]);
+        let transport = TokioChildProcess::new(command).unwrap();
+        let client = ().serve(transport).await.unwrap();
+        let tools = client.list_all_tools().await.unwrap();
+        let mut names: Vec<String> = tools.iter().map(|t| t.name.to_string()).collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["add_documents", "answer", "list_strategies", "search"]
+        );
+        let args = serde_json::json!({"question": "Which river flows through Warsaw?", "top_k": 1});
+        let result = client
+            .call_tool(
+                CallToolRequestParams::new("search")
+                    .with_arguments(args.as_object().unwrap().clone()),
+            )
+            .await
+            .unwrap();
+        let text = &result.content[0].as_text().unwrap().text;
+        let v: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(v["strategy"], "hipporag2");
+        assert_eq!(v["passages"][0]["documents"][0], "warsaw.md", "{v}");
+        client.cancel().await.unwrap();
+    });
+    let _ = std::fs::remove_dir_all(&work);
+}

@@ -1,0 +1,791 @@
+//! The JSON API's routes and handlers, and the middleware every request passes (metrics, the key, the
+//! concurrency limit, the timeout).
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{FromRequest, MatchedPath, Path, Query, Request, State as Shared};
+use axum::http::{header, HeaderMap, Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use kgrag::documents::SourceDoc;
+use kgrag::types::{Document, RetrievedContext};
+use kgrag::{ChangeSummary, Searcher};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::error::{ApiError, ApiResult};
+use crate::State;
+
+type AppState = Arc<State>;
+
+/// The routes of the JSON API, the OpenAI-compatible endpoints, the page, `/metrics` and `/openapi.json`,
+/// with the middleware.
+pub(crate) fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/openapi.json", get(crate::assets::openapi))
+        .route("/metrics", get(metrics))
+        .route("/v1/stats", get(stats))
+        .route("/v1/strategies", get(strategies))
+        .route("/v1/query", post(query))
+        .route("/v1/compare", post(compare))
+        .route("/v1/documents", get(list_documents).post(add_documents))
+        .route("/v1/documents/{*id}", delete(delete_document))
+        .route("/v1/graph", get(crate::graph::graph))
+        .route("/v1/communities", get(crate::graph::communities))
+        .route("/v1/models", get(crate::openai::models))
+        .route(
+            "/v1/chat/completions",
+            post(crate::openai::chat_completions),
+        )
+        .route("/", get(crate::assets::page))
+        .route("/assets/{file}", get(crate::assets::asset))
+        .fallback(not_found)
+        .layer(axum::extract::DefaultBodyLimit::max(
+            state.options.body_limit,
+        ))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route {method} {}", uri.path()))
+}
+
+/// Paths anyone may fetch: the health check and the page's files.
+fn is_public(path: &str) -> bool {
+    path == "/health" || path == "/" || path.starts_with("/assets/")
+}
+
+/// Whether `headers` carry the key (compared in constant time).
+fn authorized(headers: &HeaderMap, key: &str) -> bool {
+    let Some(given) = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+    else {
+        return false;
+    };
+    let (a, b) = (given.trim().as_bytes(), key.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Metrics, the key, the concurrency limit and the timeout, around every request.
+async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let endpoint = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let path = request.uri().path().to_owned();
+    state.metrics.in_flight(1);
+    let response = guarded(&state, &path, request, next).await;
+    state.metrics.in_flight(-1);
+    let status = response.status().as_u16();
+    state.metrics.request(&endpoint, status);
+    if !matches!(
+        endpoint.as_str(),
+        "/v1/query" | "/v1/compare" | "/v1/chat/completions"
+    ) {
+        state
+            .metrics
+            .latency(&endpoint, "", started.elapsed().as_secs_f64());
+    }
+    response
+}
+
+async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Response {
+    if let Some(key) = &state.options.api_key {
+        if !is_public(path) && !authorized(request.headers(), key) {
+            let mut r = ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                "unauthorized",
+                "this server needs an API key: send `Authorization: Bearer <key>`",
+            )
+            .into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return r;
+        }
+    }
+    if path == "/health" || path == "/metrics" {
+        return next.run(request).await;
+    }
+    let timeout = state.options.request_timeout;
+    let permit = match tokio::time::timeout(timeout, state.limiter.acquire()).await {
+        Ok(Ok(p)) => p,
+        _ => {
+            state.metrics.busy();
+            return ApiError::unavailable(format!(
+                "the server is busy: {} requests are being answered; try again",
+                state.options.max_concurrency
+            ))
+            .into_response();
+        }
+    };
+    // A document change is not cut short: it runs in its own task and commits whatever the client does.
+    let is_change = path.starts_with("/v1/documents") && request.method() != Method::GET;
+    let response = if is_change || path.starts_with("/mcp") {
+        next.run(request).await
+    } else {
+        match tokio::time::timeout(timeout, next.run(request)).await {
+            Ok(r) => r,
+            Err(_) => {
+                state.metrics.timeout();
+                ApiError::unavailable(format!(
+                    "the request took longer than {:.0} s (the server's --timeout)",
+                    timeout.as_secs_f64()
+                ))
+                .into_response()
+            }
+        }
+    };
+    drop(permit);
+    response
+}
+
+/// A JSON body whose rejections are the API's errors (400 malformed, 413 too large, 415 not JSON, 422
+/// wrong fields).
+pub(crate) struct ApiJson<T>(pub T);
+
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    Json<T>: FromRequest<S, Rejection = JsonRejection>,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match Json::<T>::from_request(req, state).await {
+            Ok(Json(v)) => Ok(Self(v)),
+            Err(rejection) => Err(json_rejection(&rejection)),
+        }
+    }
+}
+
+fn json_rejection(rejection: &JsonRejection) -> ApiError {
+    let status = rejection.status();
+    let code = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNPROCESSABLE_ENTITY => "unprocessable",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        _ => "bad_request",
+    };
+    ApiError::new(status, code, rejection.body_text())
+}
+
+/// Query-string parameters whose rejections are the API's errors.
+pub(crate) struct ApiQuery<T>(pub T);
+
+impl<S, T> axum::extract::FromRequestParts<S> for ApiQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        match Query::<T>::from_request_parts(parts, state).await {
+            Ok(Query(v)) => Ok(Self(v)),
+            Err(r) => Err(ApiError::new(r.status(), "bad_request", r.body_text())),
+        }
+    }
+}
+
+async fn health(Shared(state): Shared<AppState>) -> Json<Value> {
+    let searcher = state.reader.searcher();
+    Json(json!({"status": "ok", "generation": searcher.generation()}))
+}
+
+async fn metrics(Shared(state): Shared<AppState>) -> Response {
+    let searcher = state.reader.searcher();
+    let text = state
+        .metrics
+        .render(searcher.generation(), searcher.documents().len());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+/// The searcher of the newest committed generation, or 503 when nothing is committed yet.
+pub(crate) fn committed(state: &State) -> ApiResult<Searcher> {
+    let searcher = state.reader.searcher();
+    if searcher.generation() == 0 {
+        return Err(ApiError::unavailable(
+            "the index has no committed generation yet: add documents first (POST /v1/documents)",
+        ));
+    }
+    Ok(searcher)
+}
+
+async fn stats(Shared(state): Shared<AppState>) -> ApiResult<Json<Value>> {
+    let searcher = committed(&state)?;
+    let mut s = searcher.stats()?;
+    s["server"] = json!({
+        "strategies": searcher.strategies(),
+        "reader": state.reader_name,
+        "max_concurrency": state.options.max_concurrency,
+        "body_limit": state.options.body_limit,
+        "request_timeout_secs": state.options.request_timeout.as_secs_f64(),
+        "auth": state.options.api_key.is_some(),
+    });
+    Ok(Json(s))
+}
+
+async fn strategies(Shared(state): Shared<AppState>) -> Json<Value> {
+    let searcher = state.reader.searcher();
+    let have = searcher.strategies();
+    let configured = searcher.config().retriever.strategy.clone();
+    let default = if have.iter().any(|s| *s == configured) {
+        Some(configured)
+    } else {
+        have.first().map(|s| (*s).to_owned())
+    };
+    Json(json!({
+        "strategies": have,
+        "default": default,
+        "top_k": searcher.config().retriever.top_k,
+        "reader": state.reader_name,
+        "methods": searcher.methods(),
+        "generation": searcher.generation(),
+    }))
+}
+
+/// Checks `strategy` against what `searcher` answers; the error names the allowed ones.
+pub(crate) fn check_strategy(searcher: &Searcher, strategy: &str) -> ApiResult<()> {
+    let have = searcher.strategies();
+    if have.contains(&strategy) {
+        return Ok(());
+    }
+    let known = kgrag::methods::strategies().contains(&strategy);
+    Err(ApiError::bad_request(format!(
+        "{} strategy {strategy:?}: this index answers {}",
+        if known { "unindexed" } else { "unknown" },
+        have.join(", ")
+    )))
+}
+
+/// The most passages a request may ask for.
+const MAX_TOP_K: usize = 1000;
+
+/// A question, checked: not empty, at most 10,000 characters.
+pub(crate) fn check_question(question: &str) -> ApiResult<()> {
+    if question.trim().is_empty() {
+        return Err(ApiError::unprocessable("\"question\" is empty"));
+    }
+    if question.chars().count() > 10_000 {
+        return Err(ApiError::unprocessable(
+            "\"question\" is longer than 10,000 characters",
+        ));
+    }
+    Ok(())
+}
+
+fn check_top_k(top_k: Option<usize>, default: usize) -> ApiResult<usize> {
+    match top_k {
+        None => Ok(default),
+        Some(k) if (1..=MAX_TOP_K).contains(&k) => Ok(k),
+        Some(k) => Err(ApiError::unprocessable(format!(
+            "\"top_k\" is {k}: give 1 to {MAX_TOP_K}"
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct QueryRequest {
+    question: String,
+    #[serde(default)]
+    strategy: Option<String>,
+    #[serde(default)]
+    top_k: Option<usize>,
+    #[serde(default)]
+    context: bool,
+    #[serde(default)]
+    answer: Option<bool>,
+}
+
+/// What one strategy returned for one question, as the API shows it.
+pub(crate) struct Outcome {
+    pub(crate) strategy: String,
+    pub(crate) answer: Option<String>,
+    pub(crate) passages: Vec<kgrag::PassageHit>,
+    pub(crate) context: RetrievedContext,
+    pub(crate) retrieve_ms: f64,
+    pub(crate) answer_ms: f64,
+    pub(crate) latency_ms: f64,
+    pub(crate) usage: kgrag::usage::RequestUsage,
+    pub(crate) generation: u64,
+}
+
+impl Outcome {
+    /// The JSON of the API (`Result` in the OpenAPI document).
+    pub(crate) fn to_json(&self, question: &str, with_context: bool) -> Value {
+        let mut v = json!({
+            "strategy": self.strategy,
+            "question": question,
+            "answer": self.answer,
+            "passages": self.passages,
+            "entities": entities(&self.context),
+            "stats": {
+                "latency_ms": self.latency_ms,
+                "retrieve_ms": self.retrieve_ms,
+                "answer_ms": self.answer_ms,
+                "context_tokens": self.context.context_tokens,
+                "llm_calls": self.usage.calls,
+                "llm_cache_hits": self.usage.cache_hits,
+                "prompt_tokens": self.usage.prompt_tokens,
+                "completion_tokens": self.usage.completion_tokens,
+                "generation": self.generation,
+                "method": self.context.stats,
+            },
+        });
+        if with_context {
+            v["context"] = Value::String(self.context.rendered.clone());
+        }
+        v
+    }
+}
+
+/// The entity names a method used: HiRAG's and LeanRAG's entities, HippoRAG 2's facts' subjects and
+/// objects; first seen first, at most 24.
+fn entities(ctx: &RetrievedContext) -> Vec<String> {
+    let mut seen = HashSet::new();
+    let names = ctx.entities.iter().map(|e| e.name.as_str()).chain(
+        ctx.facts
+            .iter()
+            .flat_map(|f| [f.triple.subject(), f.triple.object()]),
+    );
+    names
+        .filter(|n| !n.trim().is_empty() && seen.insert(n.to_owned()))
+        .take(24)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Retrieves (and reads, with `answer`) `question` with `strategy` on `searcher`, timing it and counting
+/// its model calls; the latency goes into the metrics under `endpoint`.
+pub(crate) async fn run_strategy(
+    state: &State,
+    searcher: &Searcher,
+    endpoint: &str,
+    question: &str,
+    strategy: &str,
+    top_k: usize,
+    answer: bool,
+) -> ApiResult<Outcome> {
+    let started = Instant::now();
+    let (result, usage) = kgrag::usage::counting(async {
+        let t = Instant::now();
+        let ctx = searcher.context(question, strategy, top_k).await?;
+        let retrieve_ms = t.elapsed().as_secs_f64() * 1e3;
+        let t = Instant::now();
+        let text = if answer {
+            searcher.read(strategy, question, &ctx).await?
+        } else {
+            None
+        };
+        Ok::<_, kgrag::KgragError>((ctx, text, retrieve_ms, t.elapsed().as_secs_f64() * 1e3))
+    })
+    .await;
+    let (context, answer, retrieve_ms, answer_ms) = result?;
+    let secs = started.elapsed().as_secs_f64();
+    state.metrics.latency(endpoint, strategy, secs);
+    Ok(Outcome {
+        strategy: strategy.to_owned(),
+        answer,
+        passages: searcher.passages(&context, top_k),
+        context,
+        retrieve_ms,
+        answer_ms,
+        latency_ms: secs * 1e3,
+        usage,
+        generation: searcher.generation(),
+    })
+}
+
+async fn query(
+    Shared(state): Shared<AppState>,
+    ApiJson(q): ApiJson<QueryRequest>,
+) -> ApiResult<Json<Value>> {
+    let searcher = committed(&state)?;
+    check_question(&q.question)?;
+    let strategy = q
+        .strategy
+        .unwrap_or_else(|| searcher.config().retriever.strategy.clone());
+    check_strategy(&searcher, &strategy)?;
+    let top_k = check_top_k(q.top_k, searcher.config().retriever.top_k)?;
+    let outcome = run_strategy(
+        &state,
+        &searcher,
+        "/v1/query",
+        &q.question,
+        &strategy,
+        top_k,
+        q.answer.unwrap_or(true),
+    )
+    .await?;
+    Ok(Json(outcome.to_json(&q.question, q.context)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompareRequest {
+    question: String,
+    strategies: Vec<String>,
+    #[serde(default)]
+    top_k: Option<usize>,
+    #[serde(default)]
+    context: bool,
+    #[serde(default)]
+    answer: Option<bool>,
+}
+
+async fn compare(
+    Shared(state): Shared<AppState>,
+    ApiJson(q): ApiJson<CompareRequest>,
+) -> ApiResult<Json<Value>> {
+    let searcher = committed(&state)?;
+    check_question(&q.question)?;
+    if q.strategies.is_empty() {
+        return Err(ApiError::unprocessable(format!(
+            "\"strategies\" is empty: name one or more of {}",
+            searcher.strategies().join(", ")
+        )));
+    }
+    let mut seen = HashSet::new();
+    for s in &q.strategies {
+        check_strategy(&searcher, s)?;
+        if !seen.insert(s.as_str()) {
+            return Err(ApiError::unprocessable(format!(
+                "strategy {s:?} is named twice"
+            )));
+        }
+    }
+    let top_k = check_top_k(q.top_k, searcher.config().retriever.top_k)?;
+    let answer = q.answer.unwrap_or(true);
+    // One searcher for all: every strategy answers from the same generation.
+    let runs = q.strategies.iter().map(|s| {
+        run_strategy(
+            &state,
+            &searcher,
+            "/v1/compare",
+            &q.question,
+            s,
+            top_k,
+            answer,
+        )
+    });
+    let outcomes = futures_util::future::join_all(runs).await;
+    let mut results = Vec::with_capacity(outcomes.len());
+    for o in outcomes {
+        results.push(o?.to_json(&q.question, q.context));
+    }
+    Ok(Json(json!({
+        "question": q.question,
+        "generation": searcher.generation(),
+        "results": results,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Page {
+    #[serde(default)]
+    offset: usize,
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+async fn list_documents(
+    Shared(state): Shared<AppState>,
+    ApiQuery(page): ApiQuery<Page>,
+) -> ApiResult<Json<Value>> {
+    let searcher = state.reader.searcher();
+    let limit = page.limit.unwrap_or(50);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::unprocessable(format!(
+            "\"limit\" is {limit}: give 1 to 1000"
+        )));
+    }
+    let docs = searcher.documents();
+    let page_docs: Vec<Value> = docs
+        .iter()
+        .skip(page.offset)
+        .take(limit)
+        .map(|d| {
+            json!({
+                "id": d.id,
+                "title": d.title,
+                "source": d.source,
+                "chunks": d.chunks.len(),
+                "doc_id": d.doc_id,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "total": docs.len(),
+        "offset": page.offset,
+        "limit": limit,
+        "generation": searcher.generation(),
+        "documents": page_docs,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewDocument {
+    pub(crate) id: String,
+    #[serde(default)]
+    pub(crate) title: Option<String>,
+    pub(crate) text: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewDocuments {
+    pub(crate) documents: Vec<NewDocument>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Upload {
+    #[serde(default)]
+    filename: Option<String>,
+}
+
+/// The most documents one request may add.
+const MAX_DOCUMENTS: usize = 100_000;
+
+/// Documents given as JSON, checked: ids not empty and unique, texts not empty.
+pub(crate) fn json_documents(docs: NewDocuments) -> ApiResult<Vec<SourceDoc>> {
+    if docs.documents.is_empty() {
+        return Err(ApiError::unprocessable("\"documents\" is empty"));
+    }
+    if docs.documents.len() > MAX_DOCUMENTS {
+        return Err(ApiError::unprocessable(format!(
+            "{} documents in one request: send at most {MAX_DOCUMENTS}",
+            docs.documents.len()
+        )));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(docs.documents.len());
+    for (i, d) in docs.documents.into_iter().enumerate() {
+        if d.id.trim().is_empty() {
+            return Err(ApiError::unprocessable(format!(
+                "documents[{i}]: \"id\" is empty"
+            )));
+        }
+        if d.text.trim().is_empty() {
+            return Err(ApiError::unprocessable(format!(
+                "documents[{i}] ({:?}): \"text\" is empty",
+                d.id
+            )));
+        }
+        if !seen.insert(d.id.clone()) {
+            return Err(ApiError::unprocessable(format!(
+                "documents[{i}]: id {:?} is given twice",
+                d.id
+            )));
+        }
+        let document = match d.title.filter(|t| !t.trim().is_empty()) {
+            Some(t) => Document::passage(t, &d.text),
+            None => Document::new(d.text),
+        };
+        out.push(SourceDoc {
+            source: format!("api:{}", d.id),
+            id: d.id,
+            document,
+        });
+    }
+    Ok(out)
+}
+
+/// `POST /v1/documents`: JSON documents, or one uploaded file named by `?filename=`.
+async fn add_documents(
+    Shared(state): Shared<AppState>,
+    ApiQuery(upload): ApiQuery<Upload>,
+    request: Request,
+) -> ApiResult<Json<Value>> {
+    let is_json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("application/json"));
+    let docs = if is_json && upload.filename.is_none() {
+        let ApiJson(docs) = ApiJson::<NewDocuments>::from_request(request, &()).await?;
+        json_documents(docs)?
+    } else {
+        let Some(name) = upload.filename else {
+            return Err(ApiError::bad_request(
+                "send JSON {\"documents\": [{\"id\", \"text\"}]} with Content-Type: application/json, \
+                 or a file's bytes with ?filename=NAME (.txt, .md, .jsonl, .json)",
+            ));
+        };
+        let limit = state.options.body_limit;
+        let bytes = axum::body::to_bytes(request.into_body(), limit)
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the upload could not be read within the {limit}-byte limit: {e}"),
+                )
+            })?;
+        kgrag::documents::parse_upload(&name, bytes.to_vec())?
+    };
+    let summary = change(&state, Change::Add(docs)).await?;
+    Ok(Json(summary_json(&summary)))
+}
+
+async fn delete_document(
+    Shared(state): Shared<AppState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let known = state
+        .reader
+        .searcher()
+        .documents()
+        .iter()
+        .any(|d| d.id == id);
+    if !known {
+        return Err(ApiError::not_found(format!("no document {id:?}")));
+    }
+    let summary = change(&state, Change::Delete(vec![id.clone()])).await?;
+    if summary.documents == 0 {
+        return Err(ApiError::not_found(format!("no document {id:?}")));
+    }
+    Ok(Json(summary_json(&summary)))
+}
+
+fn summary_json(s: &ChangeSummary) -> Value {
+    json!({
+        "documents": s.documents,
+        "chunks": s.chunks,
+        "skipped": s.skipped,
+        "generation": s.generation,
+    })
+}
+
+/// A change of the documents.
+pub(crate) enum Change {
+    /// Add these.
+    Add(Vec<SourceDoc>),
+    /// Delete these ids.
+    Delete(Vec<String>),
+}
+
+/// Runs `change` and commits it through the index's writer, on the writer's thread, one change at a time:
+/// a client that goes away does not cut a commit short. Queries keep being answered from the previous
+/// generation until the commit is written.
+pub(crate) async fn change(state: &Arc<State>, change: Change) -> ApiResult<ChangeSummary> {
+    state.writer.submit(change).await
+}
+
+/// A change waiting for the writer's thread, and where its outcome goes.
+enum Job {
+    Change(
+        Change,
+        tokio::sync::oneshot::Sender<ApiResult<ChangeSummary>>,
+    ),
+    /// Answered once every job before it is done.
+    Flush(tokio::sync::oneshot::Sender<()>),
+}
+
+/// The thread that makes document changes. The index's writer is used from one thread (its futures are
+/// not `Send`), on a runtime of its own; changes queue in order.
+pub(crate) struct WriterThread {
+    jobs: tokio::sync::mpsc::UnboundedSender<Job>,
+}
+
+impl WriterThread {
+    /// Starts the thread for `index`; changes arriving after `closing` is set are refused.
+    pub(crate) fn start(
+        index: kgrag::Index,
+        closing: Arc<std::sync::atomic::AtomicBool>,
+    ) -> std::io::Result<Self> {
+        let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<Job>();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("kgrag-writer".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    while let Some(job) = queue.recv().await {
+                        match job {
+                            Job::Flush(done) => {
+                                let _ = done.send(());
+                            }
+                            Job::Change(change, reply) => {
+                                let outcome = if closing.load(Ordering::SeqCst) {
+                                    Err(ApiError::unavailable(
+                                        "the server is shutting down: the change was not made",
+                                    ))
+                                } else {
+                                    commit(&index, change).await
+                                };
+                                let _ = reply.send(outcome);
+                            }
+                        }
+                    }
+                });
+            })?;
+        Ok(Self { jobs })
+    }
+
+    async fn submit(&self, change: Change) -> ApiResult<ChangeSummary> {
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        self.jobs
+            .send(Job::Change(change, reply))
+            .map_err(|_| ApiError::unavailable("the index's writer has stopped"))?;
+        outcome
+            .await
+            .map_err(|_| ApiError::internal("the index's writer stopped during the change"))?
+    }
+
+    /// Waits until every change submitted so far is done (committed or refused).
+    pub(crate) async fn flush(&self) {
+        let (done, finished) = tokio::sync::oneshot::channel();
+        if self.jobs.send(Job::Flush(done)).is_ok() {
+            let _ = finished.await;
+        }
+    }
+}
+
+async fn commit(index: &kgrag::Index, change: Change) -> ApiResult<ChangeSummary> {
+    let mut writer = index.writer().map_err(writer_error)?;
+    let mut summary = match change {
+        Change::Add(docs) => writer.add_documents(docs).await?,
+        Change::Delete(ids) => writer.delete_documents(&ids).await?,
+    };
+    summary.generation = writer.commit().await?;
+    Ok(summary)
+}
+
+/// The writer could not be opened: another process holds it (503), or the index is unusable.
+fn writer_error(e: kgrag::KgragError) -> ApiError {
+    let mut err = ApiError::from(e);
+    if err.status == StatusCode::INTERNAL_SERVER_ERROR {
+        err.status = StatusCode::SERVICE_UNAVAILABLE;
+        err.code = "unavailable";
+    }
+    err
+}

@@ -1,0 +1,51 @@
+//! The web page's files and the OpenAPI document, embedded in the binary (nothing is fetched at run time).
+
+use axum::extract::Path;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+
+use crate::error::ApiError;
+
+const INDEX_HTML: &str = include_str!("../assets/index.html");
+const APP_JS: &str = include_str!("../assets/app.js");
+const APP_CSS: &str = include_str!("../assets/app.css");
+const OPENAPI: &str = include_str!("../assets/openapi.json");
+
+/// Headers every embedded file carries: no framing by other sites, no content sniffing, and a policy
+/// that allows only the page's own files and requests.
+fn file(content_type: &'static str, body: &'static str) -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CACHE_CONTROL, "no-cache"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; \
+                 connect-src 'self'; frame-ancestors 'none'",
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+/// `GET /`.
+pub(crate) async fn page() -> Response {
+    file("text/html; charset=utf-8", INDEX_HTML)
+}
+
+/// `GET /assets/{file}`.
+pub(crate) async fn asset(Path(name): Path<String>) -> Response {
+    match name.as_str() {
+        "app.js" => file("text/javascript; charset=utf-8", APP_JS),
+        "app.css" => file("text/css; charset=utf-8", APP_CSS),
+        _ => ApiError::not_found(format!("no asset {name:?}")).into_response(),
+    }
+}
+
+/// `GET /openapi.json`.
+pub(crate) async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}

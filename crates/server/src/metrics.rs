@@ -1,0 +1,202 @@
+//! Prometheus metrics in the text exposition format: requests and errors by endpoint and status, latency
+//! histograms by endpoint and strategy, requests in flight, and the generation served.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 16] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0,
+];
+
+#[derive(Default, Clone)]
+struct Histogram {
+    counts: [u64; BUCKETS.len()],
+    sum: f64,
+    total: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, secs: f64) {
+        for (i, bound) in BUCKETS.iter().enumerate() {
+            if secs <= *bound {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += secs;
+        self.total += 1;
+    }
+}
+
+/// The server's counters.
+#[derive(Default)]
+pub struct Metrics {
+    requests: Mutex<BTreeMap<(String, u16), u64>>,
+    latency: Mutex<BTreeMap<(String, String), Histogram>>,
+    in_flight: AtomicI64,
+    rejected_busy: AtomicU64,
+    timeouts: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Escapes a label value (backslash, quote, newline).
+fn label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Metrics {
+    /// Counts a finished request of `endpoint` (the route's pattern) with `status`.
+    pub fn request(&self, endpoint: &str, status: u16) {
+        *lock(&self.requests)
+            .entry((endpoint.to_owned(), status))
+            .or_default() += 1;
+    }
+
+    /// Records how long one strategy took for `endpoint` (`strategy` empty for endpoints without one).
+    pub fn latency(&self, endpoint: &str, strategy: &str, secs: f64) {
+        lock(&self.latency)
+            .entry((endpoint.to_owned(), strategy.to_owned()))
+            .or_default()
+            .observe(secs);
+    }
+
+    /// A request started (+1) or ended (−1).
+    pub fn in_flight(&self, delta: i64) {
+        self.in_flight.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// A request was turned away because the concurrency limit was reached for too long.
+    pub fn busy(&self) {
+        self.rejected_busy.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request ran past the timeout.
+    pub fn timeout(&self) {
+        self.timeouts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The exposition text, with the generation served and the documents it holds.
+    pub fn render(&self, generation: u64, documents: usize) -> String {
+        let mut out = String::new();
+        out.push_str(
+            "# HELP kgrag_http_requests_total HTTP requests by endpoint and status.\n\
+             # TYPE kgrag_http_requests_total counter\n",
+        );
+        for ((endpoint, status), n) in lock(&self.requests).iter() {
+            let _ = writeln!(
+                out,
+                "kgrag_http_requests_total{{endpoint=\"{}\",status=\"{status}\"}} {n}",
+                label(endpoint)
+            );
+        }
+        out.push_str(
+            "# HELP kgrag_http_errors_total HTTP requests answered with a 4xx or 5xx status, by endpoint.\n\
+             # TYPE kgrag_http_errors_total counter\n",
+        );
+        let mut errors: BTreeMap<&str, u64> = BTreeMap::new();
+        let requests = lock(&self.requests);
+        for ((endpoint, status), n) in requests.iter() {
+            if *status >= 400 {
+                *errors.entry(endpoint.as_str()).or_default() += n;
+            }
+        }
+        for (endpoint, n) in errors {
+            let _ = writeln!(
+                out,
+                "kgrag_http_errors_total{{endpoint=\"{}\"}} {n}",
+                label(endpoint)
+            );
+        }
+        drop(requests);
+        out.push_str(
+            "# HELP kgrag_request_duration_seconds Time to answer, by endpoint and strategy.\n\
+             # TYPE kgrag_request_duration_seconds histogram\n",
+        );
+        for ((endpoint, strategy), h) in lock(&self.latency).iter() {
+            let labels = format!(
+                "endpoint=\"{}\",strategy=\"{}\"",
+                label(endpoint),
+                label(strategy)
+            );
+            for (bound, n) in BUCKETS.iter().zip(h.counts.iter()) {
+                let _ = writeln!(
+                    out,
+                    "kgrag_request_duration_seconds_bucket{{{labels},le=\"{bound}\"}} {n}"
+                );
+            }
+            let _ = writeln!(
+                out,
+                "kgrag_request_duration_seconds_bucket{{{labels},le=\"+Inf\"}} {}",
+                h.total
+            );
+            let _ = writeln!(
+                out,
+                "kgrag_request_duration_seconds_sum{{{labels}}} {}",
+                h.sum
+            );
+            let _ = writeln!(
+                out,
+                "kgrag_request_duration_seconds_count{{{labels}}} {}",
+                h.total
+            );
+        }
+        let _ = write!(
+            out,
+            "# HELP kgrag_requests_in_flight Requests being answered.\n\
+             # TYPE kgrag_requests_in_flight gauge\n\
+             kgrag_requests_in_flight {}\n\
+             # HELP kgrag_requests_rejected_busy_total Requests turned away at the concurrency limit.\n\
+             # TYPE kgrag_requests_rejected_busy_total counter\n\
+             kgrag_requests_rejected_busy_total {}\n\
+             # HELP kgrag_request_timeouts_total Requests that ran past the timeout.\n\
+             # TYPE kgrag_request_timeouts_total counter\n\
+             kgrag_request_timeouts_total {}\n\
+             # HELP kgrag_index_generation The committed generation queries are answered from.\n\
+             # TYPE kgrag_index_generation gauge\n\
+             kgrag_index_generation {generation}\n\
+             # HELP kgrag_index_documents Documents in the served generation.\n\
+             # TYPE kgrag_index_documents gauge\n\
+             kgrag_index_documents {documents}\n",
+            self.in_flight.load(Ordering::Relaxed),
+            self.rejected_busy.load(Ordering::Relaxed),
+            self.timeouts.load(Ordering::Relaxed),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative_and_labels_escaped() {
+        let m = Metrics::default();
+        m.latency("/v1/query", "hipporag2", 0.003);
+        m.latency("/v1/query", "hipporag2", 0.2);
+        m.request("/v1/query", 200);
+        m.request("/v1/query", 400);
+        m.request("/v1/q\"x", 404);
+        let text = m.render(7, 3);
+        assert!(text.contains(
+            "kgrag_request_duration_seconds_bucket{endpoint=\"/v1/query\",strategy=\"hipporag2\",le=\"0.005\"} 1"
+        ));
+        assert!(text.contains(
+            "kgrag_request_duration_seconds_bucket{endpoint=\"/v1/query\",strategy=\"hipporag2\",le=\"0.25\"} 2"
+        ));
+        assert!(text.contains(
+            "kgrag_request_duration_seconds_count{endpoint=\"/v1/query\",strategy=\"hipporag2\"} 2"
+        ));
+        assert!(text.contains("kgrag_http_errors_total{endpoint=\"/v1/query\"} 1"));
+        assert!(text.contains("endpoint=\"/v1/q\\\"x\""));
+        assert!(text.contains("kgrag_index_generation 7"));
+    }
+}

@@ -1,0 +1,733 @@
+//! The HTTP API end to end: a real server on a loopback port over a real (small, offline) index, driven
+//! by an HTTP client, the OpenAI client library and the MCP SDK's client.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kgrag::config::Config;
+use kgrag::documents::SourceDoc;
+use kgrag::Index;
+use kgrag_server::{ServeOptions, Server, ServerError};
+use serde_json::{json, Value};
+
+const DOCS: [(&str, &str); 6] = [
+    (
+        "curie.md",
+        "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903 with Pierre Curie.",
+    ),
+    (
+        "warsaw.md",
+        "Warsaw is the capital of Poland. The Vistula River flows through Warsaw and Krakow.",
+    ),
+    (
+        "pierre.md",
+        "Pierre Curie was a French physicist. He married Marie Curie in Paris in 1895.",
+    ),
+    (
+        "krakow.md",
+        "Krakow was the capital of Poland until 1596. Wawel Castle stands in Krakow.",
+    ),
+    (
+        "paris.md",
+        "Paris is the capital of France. The Seine flows through Paris. The Sorbonne is in Paris.",
+    ),
+    (
+        "sorbonne.md",
+        "Marie Curie taught at the Sorbonne. She was the first woman to teach there.",
+    ),
+];
+
+/// An offline, model-free index of every method over [`DOCS`].
+async fn index(dir: &std::path::Path) -> Index {
+    let config = Config::parse(
+        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
+         [index]\nmethods = [\"dense\", \"hipporag2\", \"hirag\", \"leanrag\"]\n\
+         [retriever]\nstrategy = \"hipporag2\"\ntop_k = 3\n",
+    )
+    .unwrap();
+    let index = Index::create(dir, config).unwrap();
+    let mut writer = index.writer().unwrap();
+    writer
+        .add_documents(
+            DOCS.iter()
+                .map(|(id, text)| SourceDoc::text(*id, *text))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    writer.commit().await.unwrap();
+    drop(writer);
+    index
+}
+
+struct Running {
+    base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), ServerError>>,
+    client: reqwest::Client,
+    key: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    async fn start(options: ServeOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let index = index(dir.path()).await;
+        let key = options.api_key.clone();
+        let mut options = options;
+        options.listen = "127.0.0.1:0".parse().unwrap();
+        let listener = kgrag_server::bind(&options).await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = Server::new(index, options).unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(listener, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            base,
+            stop: Some(stop),
+            task,
+            client: reqwest::Client::new(),
+            key,
+            _dir: dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn with_key(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.key {
+            Some(k) => r.bearer_auth(k),
+            None => r,
+        }
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .with_key(self.client.get(self.url(path)))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .with_key(self.client.post(self.url(path)).json(&body))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Stops the server; returns the index's folder (removed when dropped).
+    async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
+            .await
+            .expect("the server stops within 30 s")
+            .unwrap()
+            .unwrap();
+        self._dir
+    }
+}
+
+fn error_code(v: &Value) -> &str {
+    v["error"]["code"].as_str().unwrap_or("")
+}
+
+fn ids(result: &Value) -> Vec<String> {
+    result["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["documents"].as_array().unwrap().clone())
+        .map(|d| d.as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_endpoint_answers() {
+    let s = Running::start(ServeOptions::default()).await;
+
+    let (st, v) = s.get("/health").await;
+    assert_eq!((st, v["status"].as_str()), (200, Some("ok")));
+    assert_eq!(v["generation"], 1);
+
+    let (st, v) = s.get("/v1/strategies").await;
+    assert_eq!(st, 200);
+    let strategies: Vec<&str> = v["strategies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap())
+        .collect();
+    assert!(strategies.contains(&"hipporag2") && strategies.contains(&"leanrag"));
+    assert_eq!(v["default"], "hipporag2");
+    assert_eq!(v["top_k"], 3);
+
+    let (st, v) = s.get("/v1/stats").await;
+    assert_eq!(st, 200);
+    assert_eq!(v["documents"], 6);
+    assert!(v["methods"]["hipporag2"].is_object(), "{v}");
+
+    let (st, v) = s
+        .post(
+            "/v1/query",
+            json!({"question": "Which river flows through the capital of Poland?", "strategy": "hipporag2", "context": true}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["passages"].as_array().unwrap().len(), 3);
+    assert_eq!(v["passages"][0]["rank"], 1);
+    assert!(ids(&v).contains(&"warsaw.md".to_owned()), "{v}");
+    assert!(v["answer"].as_str().is_some_and(|a| !a.is_empty()));
+    assert!(v["context"].as_str().is_some_and(|c| c.contains("Vistula")));
+    assert!(v["stats"]["context_tokens"].as_u64().unwrap() > 0);
+    assert_eq!(v["stats"]["llm_calls"], 0);
+    assert_eq!(v["stats"]["generation"], 1);
+    assert!(!v["entities"].as_array().unwrap().is_empty());
+
+    // Without the reader and the context.
+    let (st, v) = s
+        .post(
+            "/v1/query",
+            json!({"question": "Who married Marie Curie?", "strategy": "dense", "top_k": 2, "answer": false}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    assert!(v["answer"].is_null() && v.get("context").is_none());
+    assert_eq!(v["passages"].as_array().unwrap().len(), 2);
+
+    let (st, v) = s
+        .post(
+            "/v1/compare",
+            json!({"question": "Where did Marie Curie teach?", "strategies": ["dense", "hirag", "leanrag"]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let results = v["results"].as_array().unwrap();
+    let names: Vec<&str> = results
+        .iter()
+        .map(|r| r["strategy"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dense", "hirag", "leanrag"]);
+    assert!(results
+        .iter()
+        .all(|r| !r["passages"].as_array().unwrap().is_empty()));
+
+    let (st, v) = s.get("/v1/documents?limit=4").await;
+    assert_eq!(st, 200);
+    assert_eq!(
+        (v["total"].as_u64(), v["limit"].as_u64()),
+        (Some(6), Some(4))
+    );
+    assert_eq!(v["documents"].as_array().unwrap().len(), 4);
+    let (_, v) = s.get("/v1/documents?offset=4").await;
+    assert_eq!(v["documents"].as_array().unwrap().len(), 2);
+
+    let (st, v) = s
+        .get("/v1/graph?method=hipporag2&entity=Warsaw&depth=1")
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["center"], "warsaw");
+    assert!(v["nodes"].as_array().unwrap().len() >= 2);
+    assert!(!v["edges"].as_array().unwrap().is_empty());
+    let (st, v) = s.get("/v1/graph?method=hirag&entity=marie%20curie").await;
+    assert_eq!(st, 200, "{v}");
+    assert!(v["nodes"].as_array().unwrap().len() >= 2);
+    let (st, v) = s.get("/v1/communities").await;
+    assert_eq!(st, 200, "{v}");
+    assert!(v["levels"].as_u64().unwrap() >= 1);
+    let c = &v["communities"][0];
+    assert!(c["report"].as_str().is_some_and(|r| !r.is_empty()));
+    assert!(!c["entities"].as_array().unwrap().is_empty());
+
+    // The OpenAPI document names every path the router serves.
+    let (st, v) = s.get("/openapi.json").await;
+    assert_eq!(st, 200);
+    for path in [
+        "/health",
+        "/v1/stats",
+        "/v1/strategies",
+        "/v1/query",
+        "/v1/compare",
+        "/v1/documents",
+        "/v1/documents/{id}",
+        "/v1/graph",
+        "/v1/communities",
+        "/v1/models",
+        "/v1/chat/completions",
+        "/metrics",
+        "/mcp",
+    ] {
+        assert!(v["paths"].get(path).is_some(), "openapi.json lacks {path}");
+    }
+
+    // The page and its files.
+    for (path, kind) in [
+        ("/", "text/html"),
+        ("/assets/app.js", "text/javascript"),
+        ("/assets/app.css", "text/css"),
+    ] {
+        let r = s.client.get(s.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200);
+        let ct = r.headers()["content-type"].to_str().unwrap().to_owned();
+        assert!(ct.starts_with(kind), "{path}: {ct}");
+        assert!(!r.text().await.unwrap().is_empty());
+    }
+
+    // Metrics count what was asked.
+    let text = s
+        .client
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("kgrag_http_requests_total{endpoint=\"/v1/query\",status=\"200\"} 2"));
+    assert!(text.contains(
+        "kgrag_request_duration_seconds_count{endpoint=\"/v1/compare\",strategy=\"leanrag\"} 1"
+    ));
+    assert!(text.contains("kgrag_index_generation 1"));
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_errors() {
+    let options = ServeOptions {
+        body_limit: 64 << 10,
+        ..ServeOptions::default()
+    };
+    let s = Running::start(options).await;
+    // Malformed JSON.
+    let r = s
+        .client
+        .post(s.url("/v1/query"))
+        .header("content-type", "application/json")
+        .body("{\"question\": ")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(error_code(&v), "bad_request");
+    // An unknown strategy names the allowed ones.
+    let (st, v) = s
+        .post(
+            "/v1/query",
+            json!({"question": "x", "strategy": "graphrag"}),
+        )
+        .await;
+    assert_eq!(st, 400);
+    let msg = v["error"]["message"].as_str().unwrap();
+    assert!(
+        msg.contains("graphrag") && msg.contains("hipporag2") && msg.contains("leanrag"),
+        "{msg}"
+    );
+    // Wrong fields, an empty question, a zero top_k: 422.
+    let (st, v) = s.post("/v1/query", json!({"query": "x"})).await;
+    assert_eq!((st, error_code(&v)), (422, "unprocessable"));
+    let (st, _) = s.post("/v1/query", json!({"question": "  "})).await;
+    assert_eq!(st, 422);
+    let (st, _) = s
+        .post("/v1/query", json!({"question": "x", "top_k": 0}))
+        .await;
+    assert_eq!(st, 422);
+    let (st, _) = s
+        .post("/v1/compare", json!({"question": "x", "strategies": []}))
+        .await;
+    assert_eq!(st, 422);
+    // Too large a body: 413, for JSON and for an upload.
+    let big = "word ".repeat(20_000);
+    let (st, v) = s.post("/v1/query", json!({"question": big.clone()})).await;
+    assert_eq!((st, error_code(&v)), (413, "payload_too_large"), "{v}");
+    let r = s
+        .client
+        .post(s.url("/v1/documents?filename=big.txt"))
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 413);
+    // Unknown document, unknown route, unknown entity.
+    let r = s
+        .client
+        .delete(s.url("/v1/documents/no-such.md"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let (st, v) = s.get("/v1/nothing").await;
+    assert_eq!((st, error_code(&v)), (404, "not_found"));
+    let (st, _) = s.get("/v1/graph?entity=Atlantis").await;
+    assert_eq!(st, 404);
+    let (st, _) = s.get("/v1/graph?entity=Warsaw&depth=9").await;
+    assert_eq!(st, 422);
+    let (st, _) = s.get("/v1/documents?limit=abc").await;
+    assert_eq!(st, 400);
+    // A document upload that is not UTF-8 or is empty.
+    let r = s
+        .client
+        .post(s.url("/v1/documents?filename=bin.txt"))
+        .body(vec![0xffu8, 0xfe, 0x00])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 422);
+    let v: Value = r.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().contains("bin.txt"));
+    let (st, _) = s
+        .post(
+            "/v1/documents",
+            json!({"documents": [{"id": "a", "text": " "}]}),
+        )
+        .await;
+    assert_eq!(st, 422);
+    // Nothing of this changed the index.
+    let (_, v) = s.get("/health").await;
+    assert_eq!(v["generation"], 1);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_key_guards_everything_but_health_and_the_page() {
+    let options = ServeOptions {
+        api_key: Some("s3cret-key".into()),
+        ..ServeOptions::default()
+    };
+    let s = Running::start(options).await;
+    let plain = reqwest::Client::new();
+    for path in ["/v1/strategies", "/v1/stats", "/metrics", "/openapi.json"] {
+        let r = plain.get(s.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        assert_eq!(r.headers()["www-authenticate"], "Bearer");
+        let v: Value = r.json().await.unwrap();
+        assert_eq!(error_code(&v), "unauthorized");
+        let r = plain
+            .get(s.url(path))
+            .bearer_auth("s3cret-kez")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{path} with a wrong key");
+    }
+    let r = plain
+        .post(s.url("/v1/query"))
+        .json(&json!({"question": "x"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    for path in ["/health", "/", "/assets/app.js"] {
+        let r = plain.get(s.url(path)).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path}");
+    }
+    let (st, _) = s.get("/v1/strategies").await;
+    assert_eq!(st, 200);
+    s.stop().await;
+
+    // A non-loopback address is refused without a key.
+    let open = ServeOptions {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        ..ServeOptions::default()
+    };
+    match kgrag_server::bind(&open).await {
+        Err(e @ ServerError::Insecure(_)) => assert!(e.to_string().contains("--api-key-env")),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    let allowed = ServeOptions {
+        insecure_no_auth: true,
+        ..open
+    };
+    assert!(kgrag_server::bind(&allowed).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn documents_change_while_eight_clients_query() {
+    let s = Arc::new(Running::start(ServeOptions::default()).await);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut clients = Vec::new();
+    for c in 0..8usize {
+        let s = s.clone();
+        let stop = stop.clone();
+        clients.push(tokio::spawn(async move {
+            let strategies = ["hipporag2", "dense", "hirag", "leanrag"];
+            let mut seen = Vec::new();
+            let mut n = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) || n < 3 {
+                let strategy = strategies[(c + n) % strategies.len()];
+                let (st, v) = s
+                    .post(
+                        "/v1/query",
+                        json!({"question": "Who keeps the Quagga orchard in Tbilisi?", "strategy": strategy, "top_k": 7}),
+                    )
+                    .await;
+                assert_eq!(st, 200, "client {c}: {v}");
+                seen.push((v["stats"]["generation"].as_u64().unwrap(), ids(&v)));
+                n += 1;
+            }
+            seen
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    // An upload, then a delete, each a commit.
+    let r = s
+        .client
+        .post(s.url("/v1/documents?filename=quagga.md"))
+        .body("Ilia Quagga keeps the Quagga orchard in Tbilisi. The orchard grows purple lemons.")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["documents"].as_u64(), v["generation"].as_u64()),
+        (Some(1), Some(2))
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = s
+        .client
+        .delete(s.url("/v1/documents/quagga.md"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["generation"], 3);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut generations = BTreeSet::new();
+    for c in clients {
+        for (generation, docs) in c.await.unwrap() {
+            generations.insert(generation);
+            // Every answer comes from one committed generation: the new document only in generation 2.
+            let has_new = docs.iter().any(|d| d == "quagga.md");
+            assert!(
+                generation == 2 || !has_new,
+                "generation {generation} returned quagga.md"
+            );
+        }
+    }
+    assert!(generations.iter().all(|g| (1..=3).contains(g)));
+    assert!(generations.contains(&3), "{generations:?}");
+    // After the delete the new document is gone for good.
+    let (_, v) = s
+        .post(
+            "/v1/query",
+            json!({"question": "Who keeps the Quagga orchard?", "strategy": "dense", "top_k": 7}),
+        )
+        .await;
+    assert!(!ids(&v).contains(&"quagga.md".to_owned()));
+    let (_, v) = s.get("/v1/documents").await;
+    assert_eq!(v["total"], 6);
+    let s = Arc::try_unwrap(s).ok().expect("the clients are done");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_and_jsonl_documents_are_added_and_found() {
+    let s = Running::start(ServeOptions::default()).await;
+    let (st, v) = s
+        .post(
+            "/v1/documents",
+            json!({"documents": [
+                {"id": "tbilisi", "title": "Tbilisi", "text": "Tbilisi is the capital of Georgia. The Kura flows through Tbilisi."},
+                {"id": "curie.md", "text": DOCS[0].1}
+            ]}),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["documents"], 1);
+    assert_eq!(v["skipped"], json!(["curie.md"]));
+    let r = s
+        .client
+        .post(s.url("/v1/documents?filename=more.jsonl"))
+        .body("{\"id\": \"yerevan\", \"text\": \"Yerevan is the capital of Armenia.\"}\n\n{\"text\": \"Baku is the capital of Azerbaijan.\"}\n")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(
+        (v["documents"].as_u64(), v["generation"].as_u64()),
+        (Some(2), Some(3))
+    );
+    let (_, v) = s.get("/v1/documents?limit=100").await;
+    let listed: Vec<&str> = v["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    for id in ["tbilisi", "yerevan", "more.jsonl:3"] {
+        assert!(listed.contains(&id), "{id} not in {listed:?}");
+    }
+    let (_, v) = s
+        .post(
+            "/v1/query",
+            json!({"question": "Does the Kura flow through Tbilisi in Georgia?", "strategy": "dense", "top_k": 1}),
+        )
+        .await;
+    assert_eq!(ids(&v), ["tbilisi"]);
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_clients_chat_with_a_strategy() {
+    use async_openai::config::OpenAIConfig;
+    use async_openai::types::chat::{
+        ChatCompletionRequestUserMessage, CreateChatCompletionRequestArgs,
+    };
+    use futures_util::StreamExt;
+
+    let s = Running::start(ServeOptions {
+        api_key: Some("k-123".into()),
+        ..ServeOptions::default()
+    })
+    .await;
+    let client = async_openai::Client::with_config(
+        OpenAIConfig::new()
+            .with_api_base(s.url("/v1"))
+            .with_api_key("k-123"),
+    );
+    let models = client.models().list().await.unwrap();
+    let names: Vec<String> = models.data.iter().map(|m| m.id.clone()).collect();
+    assert!(names.contains(&"hipporag2".to_owned()) && names.contains(&"hirag-local".to_owned()));
+
+    let request = CreateChatCompletionRequestArgs::default()
+        .model("dense")
+        .messages(vec![ChatCompletionRequestUserMessage::from(
+            "Where was Marie Curie born?",
+        )
+        .into()])
+        .build()
+        .unwrap();
+    let reply = client.chat().create(request.clone()).await.unwrap();
+    let answer = reply.choices[0].message.content.clone().unwrap();
+    assert!(answer.contains("Warsaw"), "{answer}");
+    assert_eq!(reply.model, "dense");
+
+    // As OpenAI's API asks: `stream: true` in the request.
+    let mut streaming = request.clone();
+    streaming.stream = Some(true);
+    let mut stream = client.chat().create_stream(streaming).await.unwrap();
+    let mut streamed = String::new();
+    let mut finished = false;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.unwrap();
+        for choice in chunk.choices {
+            if let Some(text) = choice.delta.content {
+                streamed.push_str(&text);
+            }
+            finished |= choice.finish_reason.is_some();
+        }
+    }
+    assert_eq!(streamed, answer);
+    assert!(finished);
+
+    // An unknown model is a 400 naming the strategies.
+    let bad = CreateChatCompletionRequestArgs::default()
+        .model("gpt-4o")
+        .messages(vec![ChatCompletionRequestUserMessage::from("hi").into()])
+        .build()
+        .unwrap();
+    let err = client.chat().create(bad).await.unwrap_err().to_string();
+    assert!(err.contains("hipporag2"), "{err}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp_clients_list_and_call_the_tools() {
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::ServiceExt;
+
+    let s = Running::start(ServeOptions {
+        api_key: Some("mcp-key".into()),
+        ..ServeOptions::default()
+    })
+    .await;
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(s.url("/mcp")).auth_header("mcp-key"),
+    );
+    let client = ().serve(transport).await.unwrap();
+    let tools = client.list_all_tools().await.unwrap();
+    let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(
+        names,
+        ["add_documents", "answer", "list_strategies", "search"]
+            .into_iter()
+            .map(str::to_owned)
+            .collect()
+    );
+    let args = json!({"question": "Which river flows through Warsaw?", "strategy": "hipporag2", "top_k": 2});
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("search").with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_ne!(result.is_error, Some(true));
+    let text = result.content[0].as_text().unwrap().text.clone();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["passages"].as_array().unwrap().len(), 2);
+    assert!(ids(&v).contains(&"warsaw.md".to_owned()), "{v}");
+    // A bad strategy is a tool error the model can read, not a protocol failure.
+    let args = json!({"question": "x", "strategy": "nope"});
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("answer").with_arguments(args.as_object().unwrap().clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(result.is_error, Some(true));
+    client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_a_started_change_commit() {
+    let s = Running::start(ServeOptions::default()).await;
+    let client = s.client.clone();
+    let url = s.url("/v1/documents");
+    let body: Vec<Value> = (0..40)
+        .map(|i| json!({"id": format!("bulk-{i}"), "text": format!("Document {i} mentions the city of Lviv and the river Poltva {i} times.")}))
+        .collect();
+    let upload = tokio::spawn(async move {
+        client
+            .post(url)
+            .json(&json!({"documents": body}))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let folder = s.stop().await;
+    let dir = folder.path().to_path_buf();
+    // Either the upload was refused before it started (503) or it committed in full; never half.
+    let status = upload.await.unwrap();
+    let index = Index::open(&dir).unwrap();
+    let searcher = index.reader().unwrap().searcher();
+    let bulk = searcher
+        .documents()
+        .iter()
+        .filter(|d| d.id.starts_with("bulk-"))
+        .count();
+    match status {
+        Ok(200) => assert_eq!((searcher.generation(), bulk), (2, 40)),
+        _ => assert_eq!((searcher.generation(), bulk), (1, 0)),
+    }
+}
