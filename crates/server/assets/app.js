@@ -214,6 +214,11 @@ function renderResult(r) {
   const s = r.stats || {};
   const col = el("article", { class: "result", dataset: { testid: "result-" + r.strategy, strategy: r.strategy } },
     el("h3", { text: r.strategy }));
+  // A strategy that failed (the others still answered): its message in its column.
+  if (r.error) {
+    col.append(el("p", { class: "error", role: "alert", text: r.error.message || r.error.code || "failed" }));
+    return col;
+  }
 
   if (r.answer !== null && r.answer !== undefined) col.append(el("p", { class: "answer", text: r.answer }));
   else if ($("want-answer").checked) col.append(el("p", { class: "answer muted", text: "no answer" }));

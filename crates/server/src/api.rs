@@ -24,9 +24,9 @@ use crate::State;
 
 type AppState = Arc<State>;
 
-/// The routes of the JSON API, the OpenAI-compatible endpoints, the page, `/metrics` and `/openapi.json`,
-/// with the middleware.
-pub(crate) fn router(state: AppState) -> Router {
+/// The routes of the JSON API, the OpenAI-compatible endpoints, the page, `/metrics` and `/openapi.json`
+/// (without the guard: [`layered`] adds it once every route, `/mcp` included, is in).
+pub(crate) fn routes(state: AppState) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/openapi.json", get(crate::assets::openapi))
@@ -47,11 +47,25 @@ pub(crate) fn router(state: AppState) -> Router {
         .route("/", get(crate::assets::page))
         .route("/assets/{file}", get(crate::assets::asset))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(state)
+}
+
+/// `router` with the body limit and the guard around every route.
+pub(crate) fn layered(router: Router, state: AppState) -> Router {
+    router
         .layer(axum::extract::DefaultBodyLimit::max(
             state.options.body_limit,
         ))
-        .layer(middleware::from_fn_with_state(state.clone(), guard))
-        .with_state(state)
+        .layer(middleware::from_fn_with_state(state, guard))
+}
+
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}", uri.path()),
+    )
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
@@ -63,17 +77,88 @@ fn is_public(path: &str) -> bool {
     path == "/health" || path == "/" || path.starts_with("/assets/")
 }
 
-/// Whether `headers` carry the key (compared in constant time).
+/// Whether `headers` carry the key: the scheme `Bearer` in any case, the token compared as SHA-256
+/// digests in constant time (neither its bytes nor its length leak through timing).
 fn authorized(headers: &HeaderMap, key: &str) -> bool {
-    let Some(given) = headers
+    use sha2::{Digest, Sha256};
+    let Some(value) = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
     else {
         return false;
     };
-    let (a, b) = (given.trim().as_bytes(), key.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    let Some((scheme, token)) = value.trim().split_once(' ') else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return false;
+    }
+    let (a, b) = (
+        Sha256::digest(token.trim().as_bytes()),
+        Sha256::digest(key.as_bytes()),
+    );
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+/// Without a key on a loopback address, the server answers only requests addressed to loopback by name
+/// (a web page on another site cannot reach it through DNS rebinding) and refuses changes a page of
+/// another origin sends (`Origin` naming another host).
+fn local_request_problem(headers: &HeaderMap, method: &Method) -> Option<String> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let host_name = |authority: &str| -> String {
+        let a = authority.trim();
+        if let Some(rest) = a.strip_prefix('[') {
+            return rest.split(']').next().unwrap_or("").to_ascii_lowercase();
+        }
+        a.rsplit_once(':')
+            .map_or(a, |(h, port)| {
+                if port.chars().all(|c| c.is_ascii_digit()) {
+                    h
+                } else {
+                    a
+                }
+            })
+            .to_ascii_lowercase()
+    };
+    let loopback = |name: &str| {
+        matches!(name, "localhost" | "::1")
+            || name.ends_with(".localhost")
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback())
+    };
+    if !host.is_empty() && !loopback(&host_name(host)) {
+        return Some(format!(
+            "Host {host:?} is not a loopback name: without an API key this server answers only \
+             requests to localhost or 127.0.0.1"
+        ));
+    }
+    if *method != Method::GET && *method != Method::HEAD {
+        if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
+            let origin_host = origin.split("://").nth(1).unwrap_or(origin);
+            if origin != "null" && !loopback(&host_name(origin_host)) {
+                return Some(format!(
+                    "a page of {origin} may not change this server's index (no API key is set)"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Decrements the in-flight gauge when the request ends, also when the client goes away mid-request.
+struct InFlight<'a>(&'a crate::metrics::Metrics);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.in_flight(-1);
+    }
 }
 
 /// Metrics, the key, the concurrency limit and the timeout, around every request.
@@ -86,8 +171,9 @@ async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) ->
         .unwrap_or_else(|| "unmatched".to_owned());
     let path = request.uri().path().to_owned();
     state.metrics.in_flight(1);
+    let flight = InFlight(&state.metrics);
     let response = guarded(&state, &path, request, next).await;
-    state.metrics.in_flight(-1);
+    drop(flight);
     let status = response.status().as_u16();
     state.metrics.request(&endpoint, status);
     if !matches!(
@@ -102,6 +188,11 @@ async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) ->
 }
 
 async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Response {
+    if state.options.api_key.is_none() && state.options.listen.ip().is_loopback() {
+        if let Some(problem) = local_request_problem(request.headers(), request.method()) {
+            return ApiError::new(StatusCode::FORBIDDEN, "forbidden", problem).into_response();
+        }
+    }
     if let Some(key) = &state.options.api_key {
         if !is_public(path) && !authorized(request.headers(), key) {
             let mut r = ApiError::new(
@@ -132,7 +223,8 @@ async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Res
             .into_response();
         }
     };
-    // A document change is not cut short: it runs in its own task and commits whatever the client does.
+    // A document change is not cut short once its body is read (the handler reads it within the
+    // timeout): it commits on the writer's thread whatever the client does. MCP's event streams last.
     let is_change = path.starts_with("/v1/documents") && request.method() != Method::GET;
     let response = if is_change || path.starts_with("/mcp") {
         next.run(request).await
@@ -141,10 +233,14 @@ async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Res
             Ok(r) => r,
             Err(_) => {
                 state.metrics.timeout();
-                ApiError::unavailable(format!(
-                    "the request took longer than {:.0} s (the server's --timeout)",
-                    timeout.as_secs_f64()
-                ))
+                ApiError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "timeout",
+                    format!(
+                        "the request took longer than {:.0} s (the server's --timeout)",
+                        timeout.as_secs_f64()
+                    ),
+                )
                 .into_response()
             }
         }
@@ -481,22 +577,46 @@ async fn compare(
     }
     let top_k = check_top_k(q.top_k, searcher.config().retriever.top_k)?;
     let answer = q.answer.unwrap_or(true);
-    // One searcher for all: every strategy answers from the same generation.
-    let runs = q.strategies.iter().map(|s| {
-        run_strategy(
-            &state,
-            &searcher,
-            "/v1/compare",
-            &q.question,
-            s,
-            top_k,
-            answer,
-        )
-    });
-    let outcomes = futures_util::future::join_all(runs).await;
-    let mut results = Vec::with_capacity(outcomes.len());
-    for o in outcomes {
-        results.push(o?.to_json(&q.question, q.context));
+    // One searcher for all: every strategy answers from the same generation. Each strategy runs as a task
+    // of its own (on both cores); one that fails is reported in its place, the others still answer.
+    let tasks: Vec<_> = q
+        .strategies
+        .iter()
+        .map(|s| {
+            let (state, searcher, question, strategy) = (
+                state.clone(),
+                searcher.clone(),
+                q.question.clone(),
+                s.clone(),
+            );
+            tokio::spawn(async move {
+                run_strategy(
+                    &state,
+                    &searcher,
+                    "/v1/compare",
+                    &question,
+                    &strategy,
+                    top_k,
+                    answer,
+                )
+                .await
+            })
+        })
+        .collect();
+    let mut results = Vec::with_capacity(tasks.len());
+    for (strategy, task) in q.strategies.iter().zip(tasks) {
+        let outcome = task
+            .await
+            .map_err(|e| ApiError::internal(format!("{strategy}: the query stopped: {e}")))
+            .and_then(|o| o);
+        results.push(match outcome {
+            Ok(o) => o.to_json(&q.question, q.context),
+            Err(e) => json!({
+                "strategy": strategy,
+                "question": q.question,
+                "error": {"code": e.code, "message": e.message},
+            }),
+        });
     }
     Ok(Json(json!({
         "question": q.question,
@@ -618,6 +738,52 @@ pub(crate) fn json_documents(docs: NewDocuments) -> ApiResult<Vec<SourceDoc>> {
     Ok(out)
 }
 
+/// The body of `request`, read within the server's timeout: 413 past the body limit, 400 when the client
+/// stops sending, 503 when it is too slow.
+async fn read_body(state: &State, request: Request) -> ApiResult<axum::body::Bytes> {
+    let limit = state.options.body_limit;
+    let timeout = state.options.request_timeout;
+    match tokio::time::timeout(timeout, axum::body::to_bytes(request.into_body(), limit)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let text = e.to_string();
+            let too_large = std::error::Error::source(&e)
+                .map(ToString::to_string)
+                .unwrap_or_default()
+                .contains("length limit")
+                || text.contains("length limit");
+            Err(if too_large {
+                ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the body is larger than the server's limit of {limit} bytes (--max-body-mib)"),
+                )
+            } else {
+                ApiError::bad_request(format!("the body could not be read: {text}"))
+            })
+        }
+        Err(_) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!(
+                "the body did not arrive within {:.0} s (the server's --timeout)",
+                timeout.as_secs_f64()
+            ),
+        )),
+    }
+}
+
+/// JSON from bytes, its errors as [`ApiJson`]'s: 400 malformed, 422 wrong fields.
+fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_data() {
+            ApiError::unprocessable(format!("the JSON body has the wrong fields: {e}"))
+        } else {
+            ApiError::bad_request(format!("the body is not valid JSON: {e}"))
+        }
+    })
+}
+
 /// `POST /v1/documents`: JSON documents, or one uploaded file named by `?filename=`.
 async fn add_documents(
     Shared(state): Shared<AppState>,
@@ -630,8 +796,8 @@ async fn add_documents(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
     let docs = if is_json && upload.filename.is_none() {
-        let ApiJson(docs) = ApiJson::<NewDocuments>::from_request(request, &()).await?;
-        json_documents(docs)?
+        let bytes = read_body(&state, request).await?;
+        json_documents(parse_json::<NewDocuments>(&bytes)?)?
     } else {
         let Some(name) = upload.filename else {
             return Err(ApiError::bad_request(
@@ -639,16 +805,7 @@ async fn add_documents(
                  or a file's bytes with ?filename=NAME (.txt, .md, .jsonl, .json)",
             ));
         };
-        let limit = state.options.body_limit;
-        let bytes = axum::body::to_bytes(request.into_body(), limit)
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    format!("the upload could not be read within the {limit}-byte limit: {e}"),
-                )
-            })?;
+        let bytes = read_body(&state, request).await?;
         kgrag::documents::parse_upload(&name, bytes.to_vec())?
     };
     let summary = change(&state, Change::Add(docs)).await?;
@@ -657,22 +814,28 @@ async fn add_documents(
 
 async fn delete_document(
     Shared(state): Shared<AppState>,
-    Path(id): Path<String>,
+    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> ApiResult<Json<Value>> {
-    let known = state
-        .reader
-        .searcher()
-        .documents()
-        .iter()
-        .any(|d| d.id == id);
-    if !known {
+    let Path(id) = id.map_err(|r| ApiError::bad_request(r.body_text()))?;
+    let known = |state: &State| {
+        state
+            .reader
+            .searcher()
+            .documents()
+            .iter()
+            .any(|d| d.id == id)
+    };
+    if !known(&state) {
         return Err(ApiError::not_found(format!("no document {id:?}")));
     }
-    let summary = change(&state, Change::Delete(vec![id.clone()])).await?;
-    if summary.documents == 0 {
-        return Err(ApiError::not_found(format!("no document {id:?}")));
+    match change(&state, Change::Delete(vec![id.clone()])).await {
+        Ok(summary) => Ok(Json(summary_json(&summary))),
+        // Deleted by another request between the check and the writer's turn.
+        Err(e) if e.status == StatusCode::UNPROCESSABLE_ENTITY && !known(&state) => {
+            Err(ApiError::not_found(format!("no document {id:?}")))
+        }
+        Err(e) => Err(e),
     }
-    Ok(Json(summary_json(&summary)))
 }
 
 fn summary_json(s: &ChangeSummary) -> Value {
@@ -740,7 +903,17 @@ impl WriterThread {
                                         "the server is shutting down: the change was not made",
                                     ))
                                 } else {
-                                    commit(&index, change).await
+                                    use futures_util::FutureExt;
+                                    // A panic fails this change, not every later one.
+                                    std::panic::AssertUnwindSafe(commit(&index, change))
+                                        .catch_unwind()
+                                        .await
+                                        .unwrap_or_else(|_| {
+                                            tracing::error!("a document change panicked; it was not committed");
+                                            Err(ApiError::internal(
+                                                "the change failed inside the index's writer and was not committed",
+                                            ))
+                                        })
                                 };
                                 let _ = reply.send(outcome);
                             }

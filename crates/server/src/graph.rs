@@ -69,29 +69,43 @@ impl Neighbourhood {
     }
 }
 
-/// Breadth-first from `start` to `depth` hops, at most `limit` nodes; `visit(node)` lists a node's
-/// `(neighbour, edge json)` pairs and `describe(node)` gives its id and JSON. Edges are kept between
-/// nodes kept. Returns whether nodes were left out.
-fn walk<N: Copy + Eq + std::hash::Hash>(
+/// How to read one graph for [`walk`]: a node's id (cheap), its JSON, its `(neighbour, edge)` pairs and an
+/// edge's JSON. JSON is made only for what the response keeps.
+struct View<I, N, X, E> {
+    id: I,
+    node: N,
+    neighbours: X,
+    edge: E,
+}
+
+/// Breadth-first from `start` to `depth` hops, at most `limit` nodes; edges are kept between kept nodes.
+/// Returns whether nodes were left out.
+fn walk<K, A, I, N, X, E>(
     out: &mut Neighbourhood,
-    start: N,
+    start: K,
     depth: usize,
     limit: usize,
-    describe: impl Fn(N) -> (String, Value),
-    visit: impl Fn(N) -> Vec<(N, Value)>,
-) -> bool {
-    let mut level: HashMap<N, usize> = HashMap::new();
+    view: View<I, N, X, E>,
+) -> bool
+where
+    K: Copy + Eq + std::hash::Hash,
+    A: Copy,
+    I: Fn(K) -> String,
+    N: Fn(K) -> Value,
+    X: Fn(K) -> Vec<(K, A)>,
+    E: Fn(A) -> Value,
+{
+    let mut level: HashMap<K, usize> = HashMap::new();
     let mut queue = VecDeque::from([start]);
     level.insert(start, 0);
-    let (id, node) = describe(start);
-    out.add_node(id, node);
+    out.add_node((view.id)(start), (view.node)(start));
     let mut truncated = false;
     let mut seen_edges = std::collections::HashSet::new();
     while let Some(u) = queue.pop_front() {
         let d = level.get(&u).copied().unwrap_or(0);
-        let (uid, _) = describe(u);
-        for (v, edge) in visit(u) {
-            let (vid, vnode) = describe(v);
+        let uid = (view.id)(u);
+        for (v, handle) in (view.neighbours)(u) {
+            let vid = (view.id)(v);
             if !out.has(&vid) {
                 if d >= depth {
                     continue;
@@ -100,7 +114,7 @@ fn walk<N: Copy + Eq + std::hash::Hash>(
                     truncated = true;
                     continue;
                 }
-                out.add_node(vid.clone(), vnode);
+                out.add_node(vid.clone(), (view.node)(v));
                 level.insert(v, d + 1);
                 queue.push_back(v);
             }
@@ -110,7 +124,7 @@ fn walk<N: Copy + Eq + std::hash::Hash>(
                 (vid.clone(), uid.clone())
             };
             if seen_edges.insert(key) {
-                let mut e = edge;
+                let mut e = (view.edge)(handle);
                 e["source"] = Value::String(uid.clone());
                 e["target"] = Value::String(vid);
                 out.edges.push(e);
@@ -136,42 +150,46 @@ fn hippo_neighbourhood(
                 .find(|i| graph.node(*i).is_some_and(|x| x.kind == NodeKind::Entity))
         })
         .ok_or_else(|| ApiError::not_found(format!("no entity {entity:?} in hipporag2's graph")))?;
-    let describe = |i| match graph.node(i) {
-        Some(n) => {
-            let label = if n.kind == NodeKind::Passage {
-                let text: String = n.description.chars().take(60).collect();
-                if text.is_empty() {
-                    n.name.clone()
+    let view = View {
+        id: |i| graph.node(i).map(|n| n.key.clone()).unwrap_or_default(),
+        node: |i| match graph.node(i) {
+            Some(n) => {
+                let label = if n.kind == NodeKind::Passage {
+                    let text: String = n.description.chars().take(60).collect();
+                    if text.is_empty() {
+                        n.name.clone()
+                    } else {
+                        format!("{text}…")
+                    }
                 } else {
-                    format!("{text}…")
-                }
-            } else {
-                n.name.clone()
-            };
-            (
-                n.key.clone(),
-                json!({"id": n.key, "label": label, "kind": n.kind.as_str(), "degree": graph.degree(i)}),
-            )
-        }
-        None => (String::new(), Value::Null),
-    };
-    let visit = |i| {
-        graph
-            .incident(i)
-            .into_iter()
-            .map(|(j, _, e)| {
+                    n.name.clone()
+                };
+                json!({"id": n.key, "label": label, "kind": n.kind.as_str(), "degree": graph.degree(i)})
+            }
+            None => Value::Null,
+        },
+        neighbours: |i| {
+            graph
+                .incident(i)
+                .into_iter()
+                .map(|(j, e, _)| (j, e))
+                .collect()
+        },
+        edge: |e| match graph.edge(e) {
+            Some(e) => {
                 let kinds: Vec<&str> = e.kinds().map(|k| k.as_str()).collect();
-                let weight = e
-                    .synonymy
-                    .as_ref()
-                    .map(|_| 1.0)
-                    .unwrap_or_else(|| f64::from(e.fact_count().max(1)));
-                (j, json!({"label": kinds.join(", "), "weight": weight}))
-            })
-            .collect()
+                let weight = if e.synonymy.is_some() && e.fact_count() == 0 {
+                    1.0
+                } else {
+                    f64::from(e.fact_count().max(1))
+                };
+                json!({"label": kinds.join(", "), "weight": weight})
+            }
+            None => json!({}),
+        },
     };
     let mut out = Neighbourhood::default();
-    let truncated = walk(&mut out, start, depth, limit, describe, visit);
+    let truncated = walk(&mut out, start, depth, limit, view);
     let center = graph
         .node(start)
         .map(|n| n.name.clone())
@@ -190,36 +208,27 @@ fn hirag_neighbourhood(
         .iter()
         .find_map(|n| graph.find(n))
         .ok_or_else(|| ApiError::not_found(format!("no entity {entity:?} in HiRAG's graph")))?;
-    let describe = |i: u32| match graph.node(i) {
-        Some(n) => {
-            let id = format!("h:{i}");
-            let kind = if n.layer > 0 { "summary" } else { "entity" };
-            (
-                id.clone(),
-                json!({"id": id, "label": n.name.trim_matches('"'), "kind": kind, "layer": n.layer,
-                       "type": n.entity_type.trim_matches('"'), "degree": graph.degree(i)}),
-            )
-        }
-        None => (String::new(), Value::Null),
-    };
-    let visit = |i: u32| {
-        graph
-            .neighbours(i)
-            .iter()
-            .map(|&(j, e)| {
-                let edge = graph.edge(e);
-                let label: String = edge
-                    .map(|x| x.description.chars().take(80).collect())
-                    .unwrap_or_default();
-                (
-                    j,
-                    json!({"label": label, "weight": edge.map_or(1.0, |x| x.weight)}),
-                )
-            })
-            .collect()
+    let view = View {
+        id: |i: u32| format!("h:{i}"),
+        node: |i: u32| match graph.node(i) {
+            Some(n) => {
+                let kind = if n.layer > 0 { "summary" } else { "entity" };
+                json!({"id": format!("h:{i}"), "label": n.name.trim_matches('"'), "kind": kind,
+                       "layer": n.layer, "type": n.entity_type.trim_matches('"'), "degree": graph.degree(i)})
+            }
+            None => Value::Null,
+        },
+        neighbours: |i: u32| graph.neighbours(i).to_vec(),
+        edge: |e: u32| {
+            let edge = graph.edge(e);
+            let label: String = edge
+                .map(|x| x.description.chars().take(80).collect())
+                .unwrap_or_default();
+            json!({"label": label, "weight": edge.map_or(1.0, |x| x.weight)})
+        },
     };
     let mut out = Neighbourhood::default();
-    let truncated = walk(&mut out, start, depth, limit, describe, visit);
+    let truncated = walk(&mut out, start, depth, limit, view);
     let center = graph
         .node(start)
         .map(|n| n.name.trim_matches('"').to_owned())

@@ -176,7 +176,11 @@ impl Server {
     /// and the page.
     pub fn router(&self) -> Router {
         let mcp = mcp::http_service(self.state.clone(), self.mcp_cancel.clone());
-        api::router(self.state.clone()).nest_service("/mcp", mcp)
+        // The guard (key, host, limits, metrics) is layered last: it covers `/mcp` too.
+        api::layered(
+            api::routes(self.state.clone()).nest_service("/mcp", mcp),
+            self.state.clone(),
+        )
     }
 
     /// Serves on `listener` until `shutdown` completes; then lets requests in flight finish and waits for

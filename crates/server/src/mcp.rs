@@ -28,8 +28,9 @@ pub struct QuestionArgs {
     /// The strategy (see `list_strategies`); default: the index's configured one.
     #[serde(default)]
     pub strategy: Option<String>,
-    /// How many passages (1–100); default: the index's configured `top_k`.
+    /// How many passages (1–100); default: the index's configured `top_k` (at most 100).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 100))]
     pub top_k: Option<usize>,
 }
 
@@ -85,7 +86,9 @@ impl KgragMcp {
             .strategy
             .unwrap_or_else(|| searcher.config().retriever.strategy.clone());
         check_strategy(&searcher, &strategy)?;
-        let top_k = args.top_k.unwrap_or(searcher.config().retriever.top_k);
+        let top_k = args
+            .top_k
+            .unwrap_or_else(|| searcher.config().retriever.top_k.min(100));
         if !(1..=100).contains(&top_k) {
             return Err(ApiError::unprocessable(format!(
                 "top_k is {top_k}: give 1 to 100"
@@ -161,9 +164,15 @@ impl KgragMcp {
     )]
     async fn list_strategies(&self) -> CallToolResult {
         let searcher = self.state.reader.searcher();
+        let have = searcher.strategies();
+        let configured = searcher.config().retriever.strategy.as_str();
+        let default = have
+            .iter()
+            .find(|s| **s == configured)
+            .or_else(|| have.first());
         result(Ok(json!({
-            "strategies": searcher.strategies(),
-            "default": searcher.config().retriever.strategy,
+            "strategies": have,
+            "default": default,
             "top_k": searcher.config().retriever.top_k,
             "generation": searcher.generation(),
         })))
@@ -208,9 +217,15 @@ pub async fn serve_stdio(index: kgrag::Index) -> Result<(), ServerError> {
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ServerError::Io(std::io::Error::other(format!("MCP start: {e}"))))?;
-    service
+    let ended = service
         .waiting()
         .await
-        .map_err(|e| ServerError::Io(std::io::Error::other(format!("MCP: {e}"))))?;
-    Ok(())
+        .map_err(|e| ServerError::Io(std::io::Error::other(format!("MCP: {e}"))));
+    // The client is gone: a change it started commits before the process ends.
+    server
+        .state
+        .closing
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    server.state.writer.flush().await;
+    ended.map(|_| ())
 }

@@ -96,9 +96,9 @@ pub(crate) async fn chat_completions(
         .messages
         .iter()
         .rev()
-        .find(|m| m.role == "user")
-        .and_then(|m| m.content.as_ref())
-        .map(text_of)
+        .filter(|m| m.role == "user")
+        .filter_map(|m| m.content.as_ref().map(text_of))
+        .find(|t| !t.trim().is_empty())
         .unwrap_or_default();
     if question.trim().is_empty() {
         return Err(ApiError::unprocessable(
@@ -127,11 +127,19 @@ pub(crate) async fn chat_completions(
         state.completions.fetch_add(1, Ordering::Relaxed) + 1
     );
     let created = now();
-    let completion_tokens = answer.split_whitespace().count();
+    // The reader's own counts with an LLM; offline, the context's tokens and the answer's words.
+    let completion_tokens = match outcome.usage.completion_tokens {
+        0 => answer.split_whitespace().count() as u64,
+        n => n,
+    };
+    let prompt_tokens = match outcome.usage.prompt_tokens {
+        0 => outcome.context.context_tokens as u64,
+        n => n,
+    };
     let usage = json!({
-        "prompt_tokens": outcome.context.context_tokens,
+        "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
-        "total_tokens": outcome.context.context_tokens + completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
     });
     let extra = json!({
         "passages": outcome.passages,

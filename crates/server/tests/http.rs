@@ -7,139 +7,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kgrag::config::Config;
-use kgrag::documents::SourceDoc;
+mod common;
+
+use common::{Running, DOCS};
 use kgrag::Index;
-use kgrag_server::{ServeOptions, Server, ServerError};
+use kgrag_server::{ServeOptions, ServerError};
 use serde_json::{json, Value};
-
-const DOCS: [(&str, &str); 6] = [
-    (
-        "curie.md",
-        "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903 with Pierre Curie.",
-    ),
-    (
-        "warsaw.md",
-        "Warsaw is the capital of Poland. The Vistula River flows through Warsaw and Krakow.",
-    ),
-    (
-        "pierre.md",
-        "Pierre Curie was a French physicist. He married Marie Curie in Paris in 1895.",
-    ),
-    (
-        "krakow.md",
-        "Krakow was the capital of Poland until 1596. Wawel Castle stands in Krakow.",
-    ),
-    (
-        "paris.md",
-        "Paris is the capital of France. The Seine flows through Paris. The Sorbonne is in Paris.",
-    ),
-    (
-        "sorbonne.md",
-        "Marie Curie taught at the Sorbonne. She was the first woman to teach there.",
-    ),
-];
-
-/// An offline, model-free index of every method over [`DOCS`].
-async fn index(dir: &std::path::Path) -> Index {
-    let config = Config::parse(
-        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
-         [index]\nmethods = [\"dense\", \"hipporag2\", \"hirag\", \"leanrag\"]\n\
-         [retriever]\nstrategy = \"hipporag2\"\ntop_k = 3\n",
-    )
-    .unwrap();
-    let index = Index::create(dir, config).unwrap();
-    let mut writer = index.writer().unwrap();
-    writer
-        .add_documents(
-            DOCS.iter()
-                .map(|(id, text)| SourceDoc::text(*id, *text))
-                .collect(),
-        )
-        .await
-        .unwrap();
-    writer.commit().await.unwrap();
-    drop(writer);
-    index
-}
-
-struct Running {
-    base: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: tokio::task::JoinHandle<Result<(), ServerError>>,
-    client: reqwest::Client,
-    key: Option<String>,
-    _dir: tempfile::TempDir,
-}
-
-impl Running {
-    async fn start(options: ServeOptions) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let index = index(dir.path()).await;
-        let key = options.api_key.clone();
-        let mut options = options;
-        options.listen = "127.0.0.1:0".parse().unwrap();
-        let listener = kgrag_server::bind(&options).await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = Server::new(index, options).unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(server.run(listener, async {
-            let _ = stopped.await;
-        }));
-        Self {
-            base,
-            stop: Some(stop),
-            task,
-            client: reqwest::Client::new(),
-            key,
-            _dir: dir,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn with_key(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match &self.key {
-            Some(k) => r.bearer_auth(k),
-            None => r,
-        }
-    }
-
-    async fn get(&self, path: &str) -> (u16, Value) {
-        let r = self
-            .with_key(self.client.get(self.url(path)))
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
-        let r = self
-            .with_key(self.client.post(self.url(path)).json(&body))
-            .send()
-            .await
-            .unwrap();
-        let status = r.status().as_u16();
-        (status, r.json().await.unwrap_or(Value::Null))
-    }
-
-    /// Stops the server; returns the index's folder (removed when dropped).
-    async fn stop(mut self) -> tempfile::TempDir {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
-            .await
-            .expect("the server stops within 30 s")
-            .unwrap()
-            .unwrap();
-        self._dir
-    }
-}
 
 fn error_code(v: &Value) -> &str {
     v["error"]["code"].as_str().unwrap_or("")
@@ -395,6 +268,38 @@ async fn bad_requests_get_clear_errors() {
         )
         .await;
     assert_eq!(st, 422);
+    // A method a path does not take: 405, as JSON.
+    let (st, v) = s.get("/v1/query").await;
+    assert_eq!((st, error_code(&v)), (405, "method_not_allowed"));
+    // Without a key: only loopback host names (no DNS rebinding), and no changes from another site's page.
+    let r = s
+        .client
+        .get(s.url("/v1/strategies"))
+        .header("host", "attacker.example:8080")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(error_code(&v), "forbidden");
+    let r = s
+        .client
+        .post(s.url("/v1/documents?filename=x.txt"))
+        .header("origin", "https://attacker.example")
+        .header("content-type", "text/plain")
+        .body("injected text")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let r = s
+        .client
+        .get(s.url("/v1/strategies"))
+        .header("host", "localhost")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     // Nothing of this changed the index.
     let (_, v) = s.get("/health").await;
     assert_eq!(v["generation"], 1);
@@ -430,6 +335,26 @@ async fn the_key_guards_everything_but_health_and_the_page() {
         .await
         .unwrap();
     assert_eq!(r.status(), 401);
+    // MCP is behind the key too.
+    let r = plain
+        .post(s.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401, "/mcp without the key");
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(error_code(&v), "unauthorized");
+    // The scheme's case does not matter.
+    let r = plain
+        .get(s.url("/v1/strategies"))
+        .header("authorization", "bearer s3cret-key")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
     for path in ["/health", "/", "/assets/app.js"] {
         let r = plain.get(s.url(path)).send().await.unwrap();
         assert_eq!(r.status(), 200, "{path}");
@@ -703,8 +628,9 @@ async fn shutdown_lets_a_started_change_commit() {
     let s = Running::start(ServeOptions::default()).await;
     let client = s.client.clone();
     let url = s.url("/v1/documents");
-    let body: Vec<Value> = (0..40)
-        .map(|i| json!({"id": format!("bulk-{i}"), "text": format!("Document {i} mentions the city of Lviv and the river Poltva {i} times.")}))
+    // A change that takes a while (hundreds of documents through every method).
+    let body: Vec<Value> = (0..400)
+        .map(|i| json!({"id": format!("bulk-{i}"), "text": format!("Document {i} mentions the city of Lviv and the river Poltva. Its author {i} lived in Odesa near the Black Sea.")}))
         .collect();
     let upload = tokio::spawn(async move {
         client
@@ -714,20 +640,38 @@ async fn shutdown_lets_a_started_change_commit() {
             .await
             .map(|r| r.status().as_u16())
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // Wait until the upload is being answered (two requests in flight: it and this one), then a little
+    // longer for its body to be read and the change to reach the writer.
+    let started = std::time::Instant::now();
+    loop {
+        let text = s
+            .client
+            .get(s.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains("kgrag_requests_in_flight 2") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the upload never started"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
     let folder = s.stop().await;
-    let dir = folder.path().to_path_buf();
-    // Either the upload was refused before it started (503) or it committed in full; never half.
-    let status = upload.await.unwrap();
-    let index = Index::open(&dir).unwrap();
+    // The change had started: it committed in full before the server stopped, and its client got 200.
+    assert_eq!(upload.await.unwrap().ok(), Some(200));
+    let index = Index::open(folder.path()).unwrap();
     let searcher = index.reader().unwrap().searcher();
     let bulk = searcher
         .documents()
         .iter()
         .filter(|d| d.id.starts_with("bulk-"))
         .count();
-    match status {
-        Ok(200) => assert_eq!((searcher.generation(), bulk), (2, 40)),
-        _ => assert_eq!((searcher.generation(), bulk), (1, 0)),
-    }
+    assert_eq!((searcher.generation(), bulk), (2, 400));
 }

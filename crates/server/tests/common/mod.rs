@@ -1,0 +1,139 @@
+//! What the server's tests share: a small offline index and a server on a loopback port.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use kgrag::config::Config;
+use kgrag::documents::SourceDoc;
+use kgrag::Index;
+use kgrag_server::{ServeOptions, Server, ServerError};
+use serde_json::Value;
+
+pub const DOCS: [(&str, &str); 6] = [
+    (
+        "curie.md",
+        "Marie Curie was born in Warsaw. She won the Nobel Prize in Physics in 1903 with Pierre Curie.",
+    ),
+    (
+        "warsaw.md",
+        "Warsaw is the capital of Poland. The Vistula River flows through Warsaw and Krakow.",
+    ),
+    (
+        "pierre.md",
+        "Pierre Curie was a French physicist. He married Marie Curie in Paris in 1895.",
+    ),
+    (
+        "krakow.md",
+        "Krakow was the capital of Poland until 1596. Wawel Castle stands in Krakow.",
+    ),
+    (
+        "paris.md",
+        "Paris is the capital of France. The Seine flows through Paris. The Sorbonne is in Paris.",
+    ),
+    (
+        "sorbonne.md",
+        "Marie Curie taught at the Sorbonne. She was the first woman to teach there.",
+    ),
+];
+
+/// An offline, model-free index of every method over [`DOCS`].
+pub async fn index(dir: &std::path::Path) -> Index {
+    let config = Config::parse(
+        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
+         [index]\nmethods = [\"dense\", \"hipporag2\", \"hirag\", \"leanrag\"]\n\
+         [retriever]\nstrategy = \"hipporag2\"\ntop_k = 3\n",
+    )
+    .unwrap();
+    let index = Index::create(dir, config).unwrap();
+    let mut writer = index.writer().unwrap();
+    writer
+        .add_documents(
+            DOCS.iter()
+                .map(|(id, text)| SourceDoc::text(*id, *text))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    writer.commit().await.unwrap();
+    drop(writer);
+    index
+}
+
+pub struct Running {
+    pub base: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<Result<(), ServerError>>,
+    pub client: reqwest::Client,
+    key: Option<String>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    pub async fn start(options: ServeOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let index = index(dir.path()).await;
+        let key = options.api_key.clone();
+        let mut options = options;
+        options.listen = "127.0.0.1:0".parse().unwrap();
+        let listener = kgrag_server::bind(&options).await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let server = Server::new(index, options).unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(server.run(listener, async {
+            let _ = stopped.await;
+        }));
+        Self {
+            base,
+            stop: Some(stop),
+            task,
+            client: reqwest::Client::new(),
+            key,
+            _dir: dir,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn with_key(&self, r: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.key {
+            Some(k) => r.bearer_auth(k),
+            None => r,
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self
+            .with_key(self.client.get(self.url(path)))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .with_key(self.client.post(self.url(path)).json(&body))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Stops the server; returns the index's folder (removed when dropped).
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(30), &mut self.task)
+            .await
+            .expect("the server stops within 30 s")
+            .unwrap()
+            .unwrap();
+        self._dir
+    }
+}
