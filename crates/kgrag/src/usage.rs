@@ -5,58 +5,21 @@
 //! that made it (a tokio task-local). Calls made from tasks the future spawns are not counted.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use kgrag_types::{ChatModel, ChatRequest, ChatResponse};
-use serde::{Deserialize, Serialize};
-
-/// The chat calls of one request.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RequestUsage {
-    /// Calls made (answers from the response cache included).
-    pub calls: u64,
-    /// Calls answered from the response cache.
-    pub cache_hits: u64,
-    /// Calls that failed.
-    pub failures: u64,
-    /// Prompt tokens.
-    pub prompt_tokens: u64,
-    /// Completion tokens.
-    pub completion_tokens: u64,
-}
-
-#[derive(Default)]
-struct Counter {
-    calls: AtomicU64,
-    cache_hits: AtomicU64,
-    failures: AtomicU64,
-    prompt_tokens: AtomicU64,
-    completion_tokens: AtomicU64,
-}
-
-impl Counter {
-    fn read(&self) -> RequestUsage {
-        RequestUsage {
-            calls: self.calls.load(Ordering::Relaxed),
-            cache_hits: self.cache_hits.load(Ordering::Relaxed),
-            failures: self.failures.load(Ordering::Relaxed),
-            prompt_tokens: self.prompt_tokens.load(Ordering::Relaxed),
-            completion_tokens: self.completion_tokens.load(Ordering::Relaxed),
-        }
-    }
-}
+use kgrag_types::{ChatModel, ChatRequest, ChatResponse, StageUsage, UsageCounter};
 
 tokio::task_local! {
-    static REQUEST: Arc<Counter>;
+    static REQUEST: Arc<UsageCounter>;
 }
 
-/// Runs `future` and returns its output with the chat calls made for it through an index's model.
-pub async fn counting<F: Future>(future: F) -> (F::Output, RequestUsage) {
-    let counter = Arc::new(Counter::default());
+/// Runs `future` and returns its output with the chat calls made for it through an index's model (calls,
+/// failures, cache hits, tokens).
+pub async fn counting<F: Future>(future: F) -> (F::Output, StageUsage) {
+    let counter = Arc::new(UsageCounter::default());
     let out = REQUEST.scope(counter.clone(), future).await;
-    (out, counter.read())
+    (out, counter.usage())
 }
 
 /// A chat model that adds each call to the [`counting`] scope it runs in (if any).
@@ -77,24 +40,9 @@ impl ChatModel for ScopedChat {
     }
 
     async fn chat(&self, request: &ChatRequest) -> kgrag_types::Result<ChatResponse> {
+        let _ = REQUEST.try_with(|c| c.begin());
         let result = self.inner.chat(request).await;
-        let _ = REQUEST.try_with(|c| {
-            c.calls.fetch_add(1, Ordering::Relaxed);
-            match &result {
-                Ok(r) => {
-                    if r.cached {
-                        c.cache_hits.fetch_add(1, Ordering::Relaxed);
-                    }
-                    c.prompt_tokens
-                        .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
-                    c.completion_tokens
-                        .fetch_add(r.usage.completion_tokens, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    c.failures.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        });
+        let _ = REQUEST.try_with(|c| c.end(&result));
         result
     }
 }
@@ -125,6 +73,7 @@ mod tests {
         );
         assert_eq!(one.calls, 1);
         assert_eq!(two.calls, 2);
+        assert!(two.prompt_tokens > 0);
         // Outside any scope a call is made and counted nowhere.
         assert!(chat.chat(&request).await.is_ok());
     }

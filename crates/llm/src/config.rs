@@ -347,6 +347,12 @@ mod tests {
     }
 
     #[test]
+    fn the_hashing_embedder_says_it_ignores_instructions_through_its_wrapper() {
+        let e = build_embedder(&EmbedderConfig::Hashing(Default::default()), None).unwrap();
+        assert!(!e.reads_instructions());
+    }
+
+    #[test]
     fn provider_is_chosen_by_name() {
         let json = serde_json::json!({
             "chat": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",

@@ -74,6 +74,10 @@ impl EmbedBackend for HashingEmbedder {
         4096
     }
 
+    fn reads_instructions(&self) -> bool {
+        false
+    }
+
     fn batches_in_flight(&self) -> usize {
         1
     }

@@ -45,6 +45,11 @@ pub trait EmbedBackend: Send + Sync {
     fn batches_in_flight(&self) -> usize {
         usize::MAX
     }
+    /// Whether a query instruction changes the vector (see `Embedder::reads_instructions`); `true` unless
+    /// the backend ignores it.
+    fn reads_instructions(&self) -> bool {
+        true
+    }
     /// Embeds one batch; one vector per text, in order.
     async fn embed_batch(&self, texts: &[String], kind: &EmbedKind) -> Result<Vec<Vec<f32>>>;
 }
@@ -465,6 +470,10 @@ impl<B: EmbedBackend> Embedder for Managed<B> {
 
     fn calls_in_flight(&self) -> usize {
         self.batches_in_flight()
+    }
+
+    fn reads_instructions(&self) -> bool {
+        self.backend.reads_instructions()
     }
 }
 

@@ -427,7 +427,7 @@ pub(crate) struct Outcome {
     pub(crate) retrieve_ms: f64,
     pub(crate) answer_ms: f64,
     pub(crate) latency_ms: f64,
-    pub(crate) usage: kgrag::usage::RequestUsage,
+    pub(crate) usage: kgrag::types::StageUsage,
     pub(crate) generation: u64,
 }
 

@@ -226,14 +226,8 @@ async fn bad_requests_get_clear_errors() {
     let big = "word ".repeat(20_000);
     let (st, v) = s.post("/v1/query", json!({"question": big.clone()})).await;
     assert_eq!((st, error_code(&v)), (413, "payload_too_large"), "{v}");
-    let r = s
-        .client
-        .post(s.url("/v1/documents?filename=big.txt"))
-        .body(big)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 413);
+    let (st, _) = s.upload("big.txt", big).await;
+    assert_eq!(st, 413);
     // Unknown document, unknown route, unknown entity.
     let r = s
         .client
@@ -251,15 +245,8 @@ async fn bad_requests_get_clear_errors() {
     let (st, _) = s.get("/v1/documents?limit=abc").await;
     assert_eq!(st, 400);
     // A document upload that is not UTF-8 or is empty.
-    let r = s
-        .client
-        .post(s.url("/v1/documents?filename=bin.txt"))
-        .body(vec![0xffu8, 0xfe, 0x00])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 422);
-    let v: Value = r.json().await.unwrap();
+    let (st, v) = s.upload("bin.txt", vec![0xffu8, 0xfe, 0x00]).await;
+    assert_eq!(st, 422, "{v}");
     assert!(v["error"]["message"].as_str().unwrap().contains("bin.txt"));
     let (st, _) = s
         .post(
@@ -408,15 +395,13 @@ async fn documents_change_while_eight_clients_query() {
     }
     tokio::time::sleep(Duration::from_millis(200)).await;
     // An upload, then a delete, each a commit.
-    let r = s
-        .client
-        .post(s.url("/v1/documents?filename=quagga.md"))
-        .body("Ilia Quagga keeps the Quagga orchard in Tbilisi. The orchard grows purple lemons.")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
+    let (st, v) = s
+        .upload(
+            "quagga.md",
+            "Ilia Quagga keeps the Quagga orchard in Tbilisi. The orchard grows purple lemons.",
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
     assert_eq!(
         (v["documents"].as_u64(), v["generation"].as_u64()),
         (Some(1), Some(2))
@@ -476,15 +461,8 @@ async fn json_and_jsonl_documents_are_added_and_found() {
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["documents"], 1);
     assert_eq!(v["skipped"], json!(["curie.md"]));
-    let r = s
-        .client
-        .post(s.url("/v1/documents?filename=more.jsonl"))
-        .body("{\"id\": \"yerevan\", \"text\": \"Yerevan is the capital of Armenia.\"}\n\n{\"text\": \"Baku is the capital of Azerbaijan.\"}\n")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status(), 200);
-    let v: Value = r.json().await.unwrap();
+    let (st, v) = s.upload("more.jsonl", "{\"id\": \"yerevan\", \"text\": \"Yerevan is the capital of Armenia.\"}\n\n{\"text\": \"Baku is the capital of Azerbaijan.\"}\n").await;
+    assert_eq!(st, 200, "{v}");
     assert_eq!(
         (v["documents"].as_u64(), v["generation"].as_u64()),
         (Some(2), Some(3))

@@ -710,6 +710,10 @@ impl Embedder for SentenceMean {
     fn calls_in_flight(&self) -> usize {
         self.inner.calls_in_flight()
     }
+
+    fn reads_instructions(&self) -> bool {
+        self.inner.reads_instructions()
+    }
 }
 
 #[cfg(test)]

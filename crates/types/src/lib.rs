@@ -55,5 +55,5 @@ pub use traits::{
     Embeddings, Extractor, FinishReason, GenerationSettings, Message, ResponseFormat,
     RetrievalRequest, Retriever, Role, Summarizer, SummaryRequest, Usage,
 };
-pub use usage::{CountingChat, StageUsage};
+pub use usage::{CountingChat, StageUsage, UsageCounter};
 pub use vecset::VecSet;

@@ -184,6 +184,7 @@ impl ChatModel for ScriptedChatModel {
 pub struct HashingEmbedder {
     dim: usize,
     fail_after_calls: Option<usize>,
+    says_instructions_ignored: bool,
     texts: Mutex<Vec<String>>,
     calls: Mutex<usize>,
 }
@@ -194,9 +195,17 @@ impl HashingEmbedder {
         Self {
             dim: dim.max(1),
             fail_after_calls: None,
+            says_instructions_ignored: false,
             texts: Mutex::new(Vec::new()),
             calls: Mutex::new(0),
         }
+    }
+
+    /// Says that it ignores query instructions ([`Embedder::reads_instructions`] `false`; by default it
+    /// ignores them without saying so).
+    pub fn saying_instructions_are_ignored(mut self) -> Self {
+        self.says_instructions_ignored = true;
+        self
     }
 
     /// Makes every call after the first `calls` fail.
@@ -225,6 +234,10 @@ impl HashingEmbedder {
 impl Embedder for HashingEmbedder {
     fn model_name(&self) -> &str {
         "hashing-embedder"
+    }
+
+    fn reads_instructions(&self) -> bool {
+        !self.says_instructions_ignored
     }
 
     fn dimension(&self) -> usize {

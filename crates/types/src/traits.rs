@@ -261,6 +261,13 @@ pub trait Embedder: Send + Sync {
     fn calls_in_flight(&self) -> usize {
         1
     }
+
+    /// Whether a query's [`EmbedKind::Query`] instruction changes its vector (`true`, the default: an
+    /// NV-Embed-style model). An embedder that ignores it (MiniLM, the hashing embedder) says `false`, so a
+    /// caller that embeds one query under two instructions (HippoRAG 2) embeds it once.
+    fn reads_instructions(&self) -> bool {
+        true
+    }
 }
 
 /// Embeds one text as `kind` and returns its vector; an error when the embedder returns no row.
@@ -376,6 +383,9 @@ macro_rules! forward_impls {
             }
             fn calls_in_flight(&self) -> usize {
                 (**self).calls_in_flight()
+            }
+            fn reads_instructions(&self) -> bool {
+                (**self).reads_instructions()
             }
         }
 

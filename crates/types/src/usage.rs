@@ -24,10 +24,10 @@ pub struct StageUsage {
     pub completion_tokens: u64,
 }
 
-/// A [`ChatModel`] that forwards to another and counts calls (cache hits included), cache hits and
-/// tokens, so that each index stage can report what it cost.
-pub struct CountingChat {
-    inner: Arc<dyn ChatModel>,
+/// Counters of chat calls (calls, failures, cache hits, tokens), updated from any thread: what
+/// [`CountingChat`] keeps, and what a caller can keep for one request of its own.
+#[derive(Debug, Default)]
+pub struct UsageCounter {
     calls: AtomicU64,
     failures: AtomicU64,
     cache_hits: AtomicU64,
@@ -35,16 +35,27 @@ pub struct CountingChat {
     completion_tokens: AtomicU64,
 }
 
-impl CountingChat {
-    /// Counts the calls made through it to `inner`.
-    pub fn new(inner: Arc<dyn ChatModel>) -> Self {
-        Self {
-            inner,
-            calls: AtomicU64::new(0),
-            failures: AtomicU64::new(0),
-            cache_hits: AtomicU64::new(0),
-            prompt_tokens: AtomicU64::new(0),
-            completion_tokens: AtomicU64::new(0),
+impl UsageCounter {
+    /// Counts a call as it starts (a call in flight is counted).
+    pub fn begin(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts the outcome of a call [`UsageCounter::begin`] counted: a failure, or its cache hit and tokens.
+    pub fn end(&self, result: &crate::Result<ChatResponse>) {
+        match result {
+            Ok(r) => {
+                if r.cached {
+                    self.cache_hits.fetch_add(1, Ordering::Relaxed);
+                }
+                self.prompt_tokens
+                    .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
+                self.completion_tokens
+                    .fetch_add(r.usage.completion_tokens, Ordering::Relaxed);
+            }
+            Err(_) => {
+                self.failures.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -60,6 +71,28 @@ impl CountingChat {
     }
 }
 
+/// A [`ChatModel`] that forwards to another and counts calls (cache hits included), cache hits and
+/// tokens, so that each index stage can report what it cost.
+pub struct CountingChat {
+    inner: Arc<dyn ChatModel>,
+    counter: UsageCounter,
+}
+
+impl CountingChat {
+    /// Counts the calls made through it to `inner`.
+    pub fn new(inner: Arc<dyn ChatModel>) -> Self {
+        Self {
+            inner,
+            counter: UsageCounter::default(),
+        }
+    }
+
+    /// What was counted so far.
+    pub fn usage(&self) -> StageUsage {
+        self.counter.usage()
+    }
+}
+
 #[async_trait]
 impl ChatModel for CountingChat {
     fn model_name(&self) -> &str {
@@ -67,22 +100,9 @@ impl ChatModel for CountingChat {
     }
 
     async fn chat(&self, request: &ChatRequest) -> crate::Result<ChatResponse> {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        match self.inner.chat(request).await {
-            Ok(r) => {
-                if r.cached {
-                    self.cache_hits.fetch_add(1, Ordering::Relaxed);
-                }
-                self.prompt_tokens
-                    .fetch_add(r.usage.prompt_tokens, Ordering::Relaxed);
-                self.completion_tokens
-                    .fetch_add(r.usage.completion_tokens, Ordering::Relaxed);
-                Ok(r)
-            }
-            Err(e) => {
-                self.failures.fetch_add(1, Ordering::Relaxed);
-                Err(e)
-            }
-        }
+        self.counter.begin();
+        let result = self.inner.chat(request).await;
+        self.counter.end(&result);
+        result
     }
 }

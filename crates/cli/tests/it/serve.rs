@@ -42,6 +42,15 @@ fn small_index(work: &Path) {
     );
 }
 
+/// `kgrag serve` of the small index on `listen`, not started yet.
+fn serve(work: &Path, listen: &str) -> std::process::Command {
+    let mut c = kgrag(work);
+    c.args([
+        "serve", "--index", "idx", "--config", "k.toml", "--listen", listen,
+    ]);
+    c
+}
+
 /// One HTTP/1.1 GET on a fresh connection: (status, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -69,16 +78,7 @@ fn get(addr: &str, path: &str) -> (u16, String) {
 fn serve_prints_its_address_answers_and_stops_on_sigterm() {
     let work = tmp("serve");
     small_index(&work);
-    let mut child = kgrag(&work)
-        .args([
-            "serve",
-            "--index",
-            "idx",
-            "--config",
-            "k.toml",
-            "--listen",
-            "127.0.0.1:0",
-        ])
+    let mut child = serve(&work, "127.0.0.1:0")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -140,18 +140,7 @@ fn term(pid: libc::pid_t) -> i32 {
 fn serve_refuses_an_open_address_without_a_key() {
     let work = tmp("serve-open");
     small_index(&work);
-    let out = kgrag(&work)
-        .args([
-            "serve",
-            "--index",
-            "idx",
-            "--config",
-            "k.toml",
-            "--listen",
-            "0.0.0.0:0",
-        ])
-        .output()
-        .unwrap();
+    let out = serve(&work, "0.0.0.0:0").output().unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -212,6 +212,10 @@ impl EmbedBackend for LocalEmbedder {
         self.batch_size
     }
 
+    fn reads_instructions(&self) -> bool {
+        false
+    }
+
     fn batches_in_flight(&self) -> usize {
         1
     }

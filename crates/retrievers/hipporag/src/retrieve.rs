@@ -220,9 +220,13 @@ impl HippoRetriever {
 
         let facts = self.index.facts();
         if !facts.is_empty() {
-            let q_f = self
-                .embed_query(query, &self.config.query_instruction_fact)
-                .await?;
+            // An embedder that ignores instructions gives the fact instruction's vector already.
+            let q_f = if self.embedder.reads_instructions() {
+                self.embed_query(query, &self.config.query_instruction_fact)
+                    .await?
+            } else {
+                q_p.clone()
+            };
             for (row, score) in self.candidate_facts(facts, &q_f)? {
                 if let Some(t) = self.index.fact(row) {
                     trace.candidates.push((t.clone(), score));

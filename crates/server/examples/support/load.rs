@@ -139,8 +139,15 @@ fn request(
     }
 }
 
+/// Installs ring as rustls' provider: with the workspace's `https` features reqwest has none, and building
+/// a client (plain http included) would fail. Installing twice is harmless.
+pub fn crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
 /// Runs `plan` and returns what happened.
 pub async fn run(plan: &LoadPlan) -> LoadReport {
+    crypto_provider();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(plan.clients.max(1))
         .build()

@@ -71,6 +71,8 @@ pub struct Running {
 
 impl Running {
     pub async fn start(options: ServeOptions) -> Self {
+        // With the workspace's `https` features reqwest has no crypto provider of its own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
         let index = index(dir.path()).await;
         let key = options.api_key.clone();
@@ -117,6 +119,21 @@ impl Running {
     pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         let r = self
             .with_key(self.client.post(self.url(path)).json(&body))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Uploads `body` as the file `name` (`POST /v1/documents?filename=`).
+    pub async fn upload(&self, name: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
+        let r = self
+            .with_key(
+                self.client
+                    .post(self.url(&format!("/v1/documents?filename={name}"))),
+            )
+            .body(body)
             .send()
             .await
             .unwrap();
