@@ -232,8 +232,8 @@ struct ServeArgs {
     /// Requests answered at once; others wait (up to --timeout), then get a 503.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_concurrency: u64,
-    /// A host name the MCP endpoint accepts in `Host` (besides loopback and the listen address);
-    /// repeatable.
+    /// A host name accepted in `Host` besides loopback's (e.g. behind a proxy): by every path without a
+    /// key, by /mcp always; repeatable.
     #[arg(long)]
     allowed_host: Vec<String>,
 }

@@ -103,53 +103,93 @@ fn authorized(headers: &HeaderMap, key: &str) -> bool {
         == 0
 }
 
-/// Without a key on a loopback address, the server answers only requests addressed to loopback by name
-/// (a web page on another site cannot reach it through DNS rebinding) and refuses changes a page of
-/// another origin sends (`Origin` naming another host).
-fn local_request_problem(headers: &HeaderMap, method: &Method) -> Option<String> {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let host_name = |authority: &str| -> String {
-        let a = authority.trim();
-        if let Some(rest) = a.strip_prefix('[') {
-            return rest.split(']').next().unwrap_or("").to_ascii_lowercase();
-        }
-        a.rsplit_once(':')
-            .map_or(a, |(h, port)| {
-                if port.chars().all(|c| c.is_ascii_digit()) {
-                    h
-                } else {
-                    a
-                }
-            })
-            .to_ascii_lowercase()
+/// The host name of an authority (`host`, `host:port`, `[v6]:port`), lower case.
+fn host_name(authority: &str) -> String {
+    let a = authority.trim();
+    if let Some(rest) = a.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("").to_ascii_lowercase();
+    }
+    a.rsplit_once(':')
+        .map_or(a, |(h, port)| {
+            if port.chars().all(|c| c.is_ascii_digit()) {
+                h
+            } else {
+                a
+            }
+        })
+        .to_ascii_lowercase()
+}
+
+/// Without a key on a loopback address, the server answers only requests addressed to a loopback name
+/// or to a name given with `--allowed-host` (a page elsewhere cannot reach it through DNS rebinding), and
+/// takes changes from a browser only from its own origin (`Origin` equal to `Host`; `null` refused).
+fn local_request_problem(
+    headers: &HeaderMap,
+    method: &Method,
+    allowed: &[String],
+) -> Option<String> {
+    let text = |name| match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(|s| Some(s.trim().to_owned()))
+            .map_err(|_| ()),
     };
-    let loopback = |name: &str| {
-        matches!(name, "localhost" | "::1")
-            || name.ends_with(".localhost")
-            || name
-                .parse::<std::net::IpAddr>()
-                .is_ok_and(|ip| ip.is_loopback())
+    let (Ok(host), Ok(origin)) = (text(header::HOST), text(header::ORIGIN)) else {
+        return Some("the Host or Origin header is not text".into());
     };
-    if !host.is_empty() && !loopback(&host_name(host)) {
+    let host = host.unwrap_or_default();
+    let name = host_name(&host);
+    let allowed_name = matches!(name.as_str(), "localhost" | "::1")
+        || name.ends_with(".localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+        || allowed.iter().any(|h| {
+            let h = h.trim().to_ascii_lowercase();
+            h == name || h == host.to_ascii_lowercase()
+        });
+    if !host.is_empty() && !allowed_name {
         return Some(format!(
             "Host {host:?} is not a loopback name: without an API key this server answers only \
-             requests to localhost or 127.0.0.1"
+             requests to localhost, 127.0.0.1 or a name given with --allowed-host"
         ));
     }
     if *method != Method::GET && *method != Method::HEAD {
-        if let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) {
-            let origin_host = origin.split("://").nth(1).unwrap_or(origin);
-            if origin != "null" && !loopback(&host_name(origin_host)) {
+        if let Some(origin) = origin {
+            let authority = origin.split_once("://").map_or("", |(_, a)| a);
+            if host.is_empty() || !authority.eq_ignore_ascii_case(&host) {
                 return Some(format!(
-                    "a page of {origin} may not change this server's index (no API key is set)"
+                    "a page of {origin} may not change this server's index: without an API key only \
+                     the server's own page may"
                 ));
             }
         }
     }
     None
+}
+
+/// A strategy's task in `compare`, aborted when the request is dropped (a timeout, a client gone): it
+/// must not run on past the request's permit.
+struct AbortOnDrop(tokio::task::JoinHandle<ApiResult<Outcome>>);
+
+impl AbortOnDrop {
+    async fn join(&mut self) -> ApiResult<Outcome> {
+        match (&mut self.0).await {
+            Ok(outcome) => outcome,
+            Err(e) if e.is_panic() => {
+                tracing::error!("a query panicked: {e}");
+                Err(ApiError::internal("the query failed inside the server"))
+            }
+            Err(_) => Err(ApiError::unavailable("the query was cancelled")),
+        }
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Decrements the in-flight gauge when the request ends, also when the client goes away mid-request.
@@ -189,7 +229,11 @@ async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) ->
 
 async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Response {
     if state.options.api_key.is_none() && state.options.listen.ip().is_loopback() {
-        if let Some(problem) = local_request_problem(request.headers(), request.method()) {
+        if let Some(problem) = local_request_problem(
+            request.headers(),
+            request.method(),
+            &state.options.allowed_hosts,
+        ) {
             return ApiError::new(StatusCode::FORBIDDEN, "forbidden", problem).into_response();
         }
     }
@@ -578,7 +622,8 @@ async fn compare(
     let top_k = check_top_k(q.top_k, searcher.config().retriever.top_k)?;
     let answer = q.answer.unwrap_or(true);
     // One searcher for all: every strategy answers from the same generation. Each strategy runs as a task
-    // of its own (on both cores); one that fails is reported in its place, the others still answer.
+    // of its own (on both cores), aborted if the request is dropped; one that fails is reported in its
+    // place, the others still answer.
     let tasks: Vec<_> = q
         .strategies
         .iter()
@@ -589,7 +634,7 @@ async fn compare(
                 q.question.clone(),
                 s.clone(),
             );
-            tokio::spawn(async move {
+            AbortOnDrop(tokio::spawn(async move {
                 run_strategy(
                     &state,
                     &searcher,
@@ -600,15 +645,12 @@ async fn compare(
                     answer,
                 )
                 .await
-            })
+            }))
         })
         .collect();
     let mut results = Vec::with_capacity(tasks.len());
-    for (strategy, task) in q.strategies.iter().zip(tasks) {
-        let outcome = task
-            .await
-            .map_err(|e| ApiError::internal(format!("{strategy}: the query stopped: {e}")))
-            .and_then(|o| o);
+    for (strategy, mut task) in q.strategies.iter().zip(tasks) {
+        let outcome = task.join().await;
         results.push(match outcome {
             Ok(o) => o.to_json(&q.question, q.context),
             Err(e) => json!({
@@ -747,11 +789,7 @@ async fn read_body(state: &State, request: Request) -> ApiResult<axum::body::Byt
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) => {
             let text = e.to_string();
-            let too_large = std::error::Error::source(&e)
-                .map(ToString::to_string)
-                .unwrap_or_default()
-                .contains("length limit")
-                || text.contains("length limit");
+            let too_large = e.into_inner().is::<http_body_util::LengthLimitError>();
             Err(if too_large {
                 ApiError::new(
                     StatusCode::PAYLOAD_TOO_LARGE,
@@ -883,6 +921,7 @@ impl WriterThread {
     pub(crate) fn start(
         index: kgrag::Index,
         closing: Arc<std::sync::atomic::AtomicBool>,
+        metrics: Arc<crate::metrics::Metrics>,
     ) -> std::io::Result<Self> {
         let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<Job>();
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -899,13 +938,15 @@ impl WriterThread {
                             }
                             Job::Change(change, reply) => {
                                 let outcome = if closing.load(Ordering::SeqCst) {
+                                    metrics.change_done("refused");
                                     Err(ApiError::unavailable(
                                         "the server is shutting down: the change was not made",
                                     ))
                                 } else {
                                     use futures_util::FutureExt;
+                                    metrics.change_running(1);
                                     // A panic fails this change, not every later one.
-                                    std::panic::AssertUnwindSafe(commit(&index, change))
+                                    let outcome = std::panic::AssertUnwindSafe(commit(&index, change))
                                         .catch_unwind()
                                         .await
                                         .unwrap_or_else(|_| {
@@ -913,7 +954,10 @@ impl WriterThread {
                                             Err(ApiError::internal(
                                                 "the change failed inside the index's writer and was not committed",
                                             ))
-                                        })
+                                        });
+                                    metrics.change_running(-1);
+                                    metrics.change_done(if outcome.is_ok() { "committed" } else { "failed" });
+                                    outcome
                                 };
                                 let _ = reply.send(outcome);
                             }

@@ -59,7 +59,8 @@ pub struct ServeOptions {
     pub request_timeout: Duration,
     /// Requests answered at once (default 64); the rest wait up to `request_timeout`, then get a 503.
     pub max_concurrency: usize,
-    /// Host names the MCP endpoint accepts in `Host` besides loopback's (DNS-rebinding protection).
+    /// Host names accepted in `Host` besides loopback's (DNS-rebinding protection): by every path when the
+    /// server has no key, and by `/mcp` always.
     pub allowed_hosts: Vec<String>,
 }
 
@@ -114,7 +115,7 @@ pub(crate) struct State {
     pub(crate) writer: api::WriterThread,
     /// Set at shutdown: changes not yet started are refused.
     pub(crate) closing: Arc<AtomicBool>,
-    pub(crate) metrics: metrics::Metrics,
+    pub(crate) metrics: Arc<metrics::Metrics>,
     pub(crate) limiter: tokio::sync::Semaphore,
     pub(crate) options: ServeOptions,
     /// The reader the answers come from (`extractive`, `llm` or `none`: the configured `auto` resolved).
@@ -150,13 +151,14 @@ impl Server {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let writer = api::WriterThread::start(index.clone(), closing.clone())?;
+        let metrics = Arc::new(metrics::Metrics::default());
+        let writer = api::WriterThread::start(index.clone(), closing.clone(), metrics.clone())?;
         let state = Arc::new(State {
             limiter: tokio::sync::Semaphore::new(options.max_concurrency),
             reader,
             writer,
             closing,
-            metrics: metrics::Metrics::default(),
+            metrics,
             options,
             completions: AtomicU64::new(0),
             reader_name,
@@ -199,13 +201,13 @@ impl Server {
             // MCP's event streams stay open until cancelled; graceful shutdown waits for connections.
             cancel.cancel();
         };
-        axum::serve(listener, router)
+        let served = axum::serve(listener, router)
             .with_graceful_shutdown(signal)
-            .await?;
+            .await;
         self.state.closing.store(true, Ordering::SeqCst);
-        // A change that started commits; those queued behind it are refused.
+        // A change that started commits; those queued behind it are refused (also when serving failed).
         self.state.writer.flush().await;
-        Ok(())
+        served.map_err(ServerError::from)
     }
 }
 

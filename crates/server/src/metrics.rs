@@ -39,6 +39,8 @@ pub struct Metrics {
     in_flight: AtomicI64,
     rejected_busy: AtomicU64,
     timeouts: AtomicU64,
+    changes_running: AtomicI64,
+    changes: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -76,6 +78,16 @@ impl Metrics {
     /// A request was turned away because the concurrency limit was reached for too long.
     pub fn busy(&self) {
         self.rejected_busy.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The writer started (+1) or ended (−1) a document change.
+    pub fn change_running(&self, delta: i64) {
+        self.changes_running.fetch_add(delta, Ordering::Relaxed);
+    }
+
+    /// A document change ended: `committed`, `failed` or `refused` (at shutdown).
+    pub fn change_done(&self, outcome: &'static str) {
+        *lock(&self.changes).entry(outcome).or_default() += 1;
     }
 
     /// A request ran past the timeout.
@@ -159,6 +171,9 @@ impl Metrics {
              # HELP kgrag_request_timeouts_total Requests that ran past the timeout.\n\
              # TYPE kgrag_request_timeouts_total counter\n\
              kgrag_request_timeouts_total {}\n\
+             # HELP kgrag_document_changes_running Document changes being made by the writer (0 or 1).\n\
+             # TYPE kgrag_document_changes_running gauge\n\
+             kgrag_document_changes_running {}\n\
              # HELP kgrag_index_generation The committed generation queries are answered from.\n\
              # TYPE kgrag_index_generation gauge\n\
              kgrag_index_generation {generation}\n\
@@ -168,7 +183,18 @@ impl Metrics {
             self.in_flight.load(Ordering::Relaxed),
             self.rejected_busy.load(Ordering::Relaxed),
             self.timeouts.load(Ordering::Relaxed),
+            self.changes_running.load(Ordering::Relaxed),
         );
+        out.push_str(
+            "# HELP kgrag_document_changes_total Document changes by outcome.\n\
+             # TYPE kgrag_document_changes_total counter\n",
+        );
+        for (outcome, n) in lock(&self.changes).iter() {
+            let _ = writeln!(
+                out,
+                "kgrag_document_changes_total{{outcome=\"{outcome}\"}} {n}"
+            );
+        }
         out
     }
 }

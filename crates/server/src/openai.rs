@@ -96,13 +96,13 @@ pub(crate) async fn chat_completions(
         .messages
         .iter()
         .rev()
-        .filter(|m| m.role == "user")
-        .filter_map(|m| m.content.as_ref().map(text_of))
-        .find(|t| !t.trim().is_empty())
+        .find(|m| m.role == "user")
+        .and_then(|m| m.content.as_ref())
+        .map(text_of)
         .unwrap_or_default();
     if question.trim().is_empty() {
         return Err(ApiError::unprocessable(
-            "no user message with text: the last user message is the question",
+            "the last user message has no text: it is the question",
         ));
     }
     check_question(&question)?;

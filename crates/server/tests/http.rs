@@ -279,10 +279,33 @@ async fn bad_requests_get_clear_errors() {
         .await
         .unwrap();
     assert_eq!(r.status(), 403);
+    // `null` (a sandboxed frame, a file) and another local origin are not this server's page either.
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    for origin in ["null".to_owned(), "http://localhost:1".to_owned()] {
+        let r = s
+            .client
+            .post(s.url("/v1/documents?filename=x.txt"))
+            .header("origin", origin.as_str())
+            .body("injected text")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "Origin {origin}");
+    }
+    // The server's own page may; a loopback name passes the host check.
     let r = s
         .client
         .get(s.url("/v1/strategies"))
-        .header("host", "localhost")
+        .header("host", format!("localhost:{port}"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let r = s
+        .client
+        .post(s.url("/v1/query"))
+        .header("origin", s.base.as_str())
+        .json(&json!({"question": "Who married Marie Curie?", "answer": false}))
         .send()
         .await
         .unwrap();
@@ -618,8 +641,7 @@ async fn shutdown_lets_a_started_change_commit() {
             .await
             .map(|r| r.status().as_u16())
     });
-    // Wait until the upload is being answered (two requests in flight: it and this one), then a little
-    // longer for its body to be read and the change to reach the writer.
+    // Wait until the writer is making the change.
     let started = std::time::Instant::now();
     loop {
         let text = s
@@ -631,7 +653,7 @@ async fn shutdown_lets_a_started_change_commit() {
             .text()
             .await
             .unwrap();
-        if text.contains("kgrag_requests_in_flight 2") {
+        if text.contains("kgrag_document_changes_running 1") {
             break;
         }
         assert!(
@@ -640,7 +662,6 @@ async fn shutdown_lets_a_started_change_commit() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    tokio::time::sleep(Duration::from_millis(150)).await;
     let folder = s.stop().await;
     // The change had started: it committed in full before the server stopped, and its client got 200.
     assert_eq!(upload.await.unwrap().ok(), Some(200));
@@ -652,4 +673,29 @@ async fn shutdown_lets_a_started_change_commit() {
         .filter(|d| d.id.starts_with("bulk-"))
         .count();
     assert_eq!((searcher.generation(), bulk), (2, 400));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn allowed_hosts_pass_the_host_check_without_a_key() {
+    let s = Running::start(ServeOptions {
+        allowed_hosts: vec!["kgrag.internal".into()],
+        ..ServeOptions::default()
+    })
+    .await;
+    let port = s.base.rsplit(':').next().unwrap().to_owned();
+    for (host, status) in [
+        (format!("kgrag.internal:{port}"), 200),
+        ("KGRAG.internal".to_owned(), 200),
+        (format!("other.internal:{port}"), 403),
+    ] {
+        let r = s
+            .client
+            .get(s.url("/v1/strategies"))
+            .header("host", host.as_str())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status, "Host {host}");
+    }
+    s.stop().await;
 }

@@ -169,7 +169,8 @@ impl Generation {
         let _loading = self
             .loading
             .lock()
-            .map_err(|_| KgragError::Index("a thread loading the index panicked".into()))?;
+            // It guards no data: a load that panicked left nothing half-made behind it.
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(index) = slot.get() {
             return Ok(index.clone());
         }
@@ -237,7 +238,8 @@ impl Generation {
         let _loading = self
             .loading
             .lock()
-            .map_err(|_| KgragError::Index("a thread loading the index panicked".into()))?;
+            // It guards no data: a load that panicked left nothing half-made behind it.
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(r) = slot.get() {
             return Ok(r.clone());
         }

@@ -422,7 +422,8 @@ impl Shared {
         let _loading = self
             .loading
             .lock()
-            .map_err(|_| KgragError::Index("a thread loading the index panicked".into()))?;
+            // It guards no data: a load that panicked left nothing half-made behind it.
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let known = self.latest_known();
         let committed = self.store.as_ref().map(|s| s.committed()).transpose()?;
         let newest = match (committed.flatten(), known) {

@@ -175,10 +175,12 @@ impl IndexWriter {
                     self.loaded = true;
                     return Ok(());
                 };
-                let _loading =
-                    self.shared.loading.lock().map_err(|_| {
-                        KgragError::Index("a thread loading the index panicked".into())
-                    })?;
+                // It guards no data: a load that panicked left nothing half-made behind it.
+                let _loading = self
+                    .shared
+                    .loading
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 let g = Arc::new(Generation::load(&self.shared, m)?);
                 self.shared.publish(g.clone());
                 self.base = Some(g.clone());

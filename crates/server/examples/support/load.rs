@@ -200,8 +200,11 @@ pub async fn run(plan: &LoadPlan) -> LoadReport {
         tokio::spawn(async move {
             let mut tally = Tally::default();
             let mut i = 0;
+            // A fixed rate: an insert every `every` from the start, however long each takes.
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                tokio::time::sleep(every).await;
+                ticks.tick().await;
                 if stop.load(Ordering::Relaxed) {
                     break;
                 }
