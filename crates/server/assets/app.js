@@ -220,7 +220,13 @@ function renderResult(r) {
     return col;
   }
 
-  if (r.answer !== null && r.answer !== undefined) col.append(el("p", { class: "answer", text: r.answer }));
+  if (r.answer !== null && r.answer !== undefined) {
+    // Short answers stand out; a long one (an extractive reader's sentences) is clamped like a passage.
+    const long = r.answer.length > 240;
+    const answer = el("p", { class: long ? "answer long clamp" : "answer", text: r.answer });
+    col.append(answer);
+    if (long) col.append(moreButton(answer));
+  }
   else if ($("want-answer").checked) col.append(el("p", { class: "answer muted", text: "no answer" }));
 
   col.append(el("p", {
@@ -256,16 +262,19 @@ function renderPassage(p) {
       el("span", { class: "docs", title: p.chunk_id || "", text: (p.documents || []).join(", ") })),
     text);
   // Long texts are clamped to a few lines; a button unfolds them.
-  if ((p.text || "").length > 220) {
-    const more = el("button", { type: "button", class: "link", "aria-expanded": "false", text: "more" });
-    more.addEventListener("click", () => {
-      const open = text.classList.toggle("clamp") === false;
-      more.textContent = open ? "less" : "more";
-      more.setAttribute("aria-expanded", String(open));
-    });
-    li.append(more);
-  }
+  if ((p.text || "").length > 220) li.append(moreButton(text));
   return li;
+}
+
+// A "more"/"less" button that unclamps `text` (an element with the class "clamp").
+function moreButton(text) {
+  const more = el("button", { type: "button", class: "link", "aria-expanded": "false", text: "more" });
+  more.addEventListener("click", () => {
+    const open = text.classList.toggle("clamp") === false;
+    more.textContent = open ? "less" : "more";
+    more.setAttribute("aria-expanded", String(open));
+  });
+  return more;
 }
 
 // The graph that shows a strategy's entities: HippoRAG 2's for dense and hipporag2, HiRAG's for the rest,
