@@ -160,15 +160,7 @@ async fn every_endpoint_answers() {
     }
 
     // Metrics count what was asked.
-    let text = s
-        .client
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.metrics().await;
     assert!(text.contains("kgrag_http_requests_total{endpoint=\"/v1/query\",status=\"200\"} 2"));
     assert!(text.contains(
         "kgrag_request_duration_seconds_count{endpoint=\"/v1/compare\",strategy=\"leanrag\"} 1"
@@ -644,15 +636,7 @@ async fn shutdown_lets_a_started_change_commit() {
     // Wait until the writer is making the change.
     let started = std::time::Instant::now();
     loop {
-        let text = s
-            .client
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let text = s.metrics().await;
         if text.contains("kgrag_document_changes_running 1") {
             break;
         }

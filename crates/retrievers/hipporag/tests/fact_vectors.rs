@@ -18,19 +18,12 @@ use kgrag_types::testing::HashingEmbedder;
 use kgrag_types::{ChunkId, Triple};
 
 async fn fixture_index(fact_vectors: Precision) -> (HippoIndex, HippoConfig) {
-    let (_, passages, extractions) = common::fixture();
     let config = HippoConfig {
         filter: FilterMode::None,
         fact_vectors,
         ..HippoConfig::default()
     };
-    let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
-    let chunks = index.chunks_from_extractions(&passages, &extractions);
-    index
-        .insert(&chunks, &HashingEmbedder::new(256), &mut NoProgress)
-        .await
-        .unwrap();
-    (index, config)
+    (common::fixture_index(&config).await, config)
 }
 
 /// Every question's ranked chunk ids and scores.

@@ -6,24 +6,17 @@ use std::sync::Arc;
 
 mod common;
 
-use kgrag_graph_store::EmbeddingStore;
-use kgrag_hipporag::{FilterMode, HippoConfig, HippoIndex, HippoRetriever, NoProgress};
+use kgrag_hipporag::{FilterMode, HippoConfig, HippoRetriever};
 use kgrag_types::testing::HashingEmbedder;
 
 #[tokio::test]
 async fn an_embedder_that_ignores_instructions_embeds_each_query_once() {
-    let (ds, passages, extractions) = common::fixture();
+    let (ds, _, _) = common::fixture();
     let config = HippoConfig {
         filter: FilterMode::None,
         ..HippoConfig::default()
     };
-    let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
-    let chunks = index.chunks_from_extractions(&passages, &extractions);
-    index
-        .insert(&chunks, &HashingEmbedder::new(256), &mut NoProgress)
-        .await
-        .unwrap();
-    let index = Arc::new(index);
+    let index = Arc::new(common::fixture_index(&config).await);
     let reading = Arc::new(HashingEmbedder::new(256));
     let ignoring = Arc::new(HashingEmbedder::new(256).saying_instructions_are_ignored());
     let r_reading =

@@ -126,6 +126,17 @@ impl Running {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        self.with_key(self.client.get(self.url("/metrics")))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// Uploads `body` as the file `name` (`POST /v1/documents?filename=`).
     pub async fn upload(&self, name: &str, body: impl Into<reqwest::Body>) -> (u16, Value) {
         let r = self

@@ -1,7 +1,12 @@
 //! The fixture the integration tests index: `kgrag-fixture`'s 31 passages with their inline triples.
 #![allow(clippy::unwrap_used, clippy::panic, dead_code)]
 
+use std::sync::Arc;
+
 use kgrag_eval::{Dataset, ExtractionSource};
+use kgrag_graph_store::EmbeddingStore;
+use kgrag_hipporag::{HippoConfig, HippoIndex, NoProgress};
+use kgrag_types::testing::HashingEmbedder;
 use kgrag_types::{ChunkId, Extraction};
 
 /// The dataset, its passages as `(chunk id, title + text)` in corpus order, and its triples.
@@ -17,4 +22,16 @@ pub fn fixture() -> (Dataset, Vec<(ChunkId, String)>, Vec<Extraction>) {
         .map(|p| (p.chunk_id(), p.content()))
         .collect();
     (ds, passages, extractions)
+}
+
+/// The fixture indexed with `config` and the 256-dimension hashing embedder.
+pub async fn fixture_index(config: &HippoConfig) -> HippoIndex {
+    let (_, passages, extractions) = fixture();
+    let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
+    let chunks = index.chunks_from_extractions(&passages, &extractions);
+    index
+        .insert(&chunks, &HashingEmbedder::new(256), &mut NoProgress)
+        .await
+        .unwrap();
+    index
 }
