@@ -438,6 +438,25 @@ pub(crate) fn check_question(question: &str) -> ApiResult<()> {
     Ok(())
 }
 
+/// An optional count given as a JSON integer or as a number with no fraction (`5.0`, which JSON Schema
+/// counts as an integer).
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let Some(n) = Option::<serde_json::Number>::deserialize(d)? else {
+        return Ok(None);
+    };
+    if let Some(u) = n.as_u64() {
+        return usize::try_from(u)
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom(format!("{n} is too large")));
+    }
+    match n.as_f64() {
+        Some(f) if f >= 0.0 && f.fract() == 0.0 && f <= 1e15 => Ok(Some(f as usize)),
+        _ => Err(serde::de::Error::custom(format!(
+            "{n} is not a whole number of 0 or more"
+        ))),
+    }
+}
+
 fn check_top_k(top_k: Option<usize>, default: usize) -> ApiResult<usize> {
     match top_k {
         None => Ok(default),
@@ -454,7 +473,7 @@ struct QueryRequest {
     question: String,
     #[serde(default)]
     strategy: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
     top_k: Option<usize>,
     #[serde(default)]
     context: bool,
@@ -590,7 +609,7 @@ async fn query(
 struct CompareRequest {
     question: String,
     strategies: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "whole_number")]
     top_k: Option<usize>,
     #[serde(default)]
     context: bool,

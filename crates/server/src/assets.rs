@@ -45,7 +45,31 @@ pub(crate) async fn asset(Path(name): Path<String>) -> Response {
     }
 }
 
-/// `GET /openapi.json`.
-pub(crate) async fn openapi() -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+/// `GET /openapi.json`: the document, with the strategies this index answers as the allowed values of
+/// every strategy field (so a client or a fuzzer knows them).
+pub(crate) async fn openapi(
+    axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::State>>,
+) -> Response {
+    let strategies = state.reader.searcher().strategies();
+    match serde_json::from_str::<serde_json::Value>(OPENAPI) {
+        Ok(mut doc) => {
+            if !strategies.is_empty() {
+                let names = serde_json::json!(strategies);
+                let schemas = &mut doc["components"]["schemas"];
+                schemas["QueryRequest"]["properties"]["strategy"]["enum"] = {
+                    let mut v = names.clone();
+                    if let Some(list) = v.as_array_mut() {
+                        list.push(serde_json::Value::Null);
+                    }
+                    v
+                };
+                schemas["CompareRequest"]["properties"]["strategies"]["items"]["enum"] =
+                    names.clone();
+                doc["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]
+                    ["application/json"]["schema"]["properties"]["model"]["enum"] = names;
+            }
+            axum::Json(doc).into_response()
+        }
+        Err(_) => ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response(),
+    }
 }

@@ -324,7 +324,12 @@ pub(crate) async fn communities(
             levels - 1
         )));
     }
-    let limit = q.limit.unwrap_or(100).clamp(1, 10_000);
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=10_000).contains(&limit) {
+        return Err(ApiError::unprocessable(format!(
+            "\"limit\" is {limit}: give 1 to 10000"
+        )));
+    }
     let graph = hirag.graph();
     let mut list: Vec<_> = hirag
         .communities()

@@ -145,6 +145,22 @@ async fn every_endpoint_answers() {
     ] {
         assert!(v["paths"].get(path).is_some(), "openapi.json lacks {path}");
     }
+    // The served document names this index's strategies as the allowed values.
+    let allowed =
+        v["components"]["schemas"]["QueryRequest"]["properties"]["strategy"]["enum"].clone();
+    assert!(
+        allowed
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("hipporag2")) && a.contains(&json!("leanrag"))),
+        "{allowed}"
+    );
+    assert_eq!(
+        v["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"]
+            ["schema"]["properties"]["model"]["enum"]
+            .as_array()
+            .map(Vec::len),
+        Some(8)
+    );
 
     // The page and its files.
     for (path, kind) in [
