@@ -391,21 +391,36 @@ async fn stats(Shared(state): Shared<AppState>) -> ApiResult<Json<Value>> {
 
 async fn strategies(Shared(state): Shared<AppState>) -> Json<Value> {
     let searcher = state.reader.searcher();
-    let have = searcher.strategies();
-    let configured = searcher.config().retriever.strategy.clone();
-    let default = if have.iter().any(|s| *s == configured) {
-        Some(configured)
-    } else {
-        have.first().map(|s| (*s).to_owned())
-    };
     Json(json!({
-        "strategies": have,
-        "default": default,
+        "strategies": searcher.strategies(),
+        "default": default_strategy(&searcher),
         "top_k": searcher.config().retriever.top_k,
         "reader": state.reader_name,
         "methods": searcher.methods(),
         "generation": searcher.generation(),
     }))
+}
+
+/// The strategy a listing offers as the default: the configured one when this generation answers it, else
+/// the first it answers (`None` before the first commit).
+pub(crate) fn default_strategy(searcher: &Searcher) -> Option<&'static str> {
+    let have = searcher.strategies();
+    let configured = searcher.config().retriever.strategy.as_str();
+    have.iter()
+        .find(|s| **s == configured)
+        .or_else(|| have.first())
+        .copied()
+}
+
+/// `value` of the parameter `name` when it lies in `lo..=hi`, else 422 naming the range.
+pub(crate) fn check_range(name: &str, value: usize, lo: usize, hi: usize) -> ApiResult<usize> {
+    if (lo..=hi).contains(&value) {
+        Ok(value)
+    } else {
+        Err(ApiError::unprocessable(format!(
+            "\"{name}\" is {value}: give {lo} to {hi}"
+        )))
+    }
 }
 
 /// Checks `strategy` against what `searcher` answers; the error names the allowed ones.
@@ -460,10 +475,7 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>,
 fn check_top_k(top_k: Option<usize>, default: usize) -> ApiResult<usize> {
     match top_k {
         None => Ok(default),
-        Some(k) if (1..=MAX_TOP_K).contains(&k) => Ok(k),
-        Some(k) => Err(ApiError::unprocessable(format!(
-            "\"top_k\" is {k}: give 1 to {MAX_TOP_K}"
-        ))),
+        Some(k) => check_range("top_k", k, 1, MAX_TOP_K),
     }
 }
 
@@ -700,12 +712,7 @@ async fn list_documents(
     ApiQuery(page): ApiQuery<Page>,
 ) -> ApiResult<Json<Value>> {
     let searcher = state.reader.searcher();
-    let limit = page.limit.unwrap_or(50);
-    if !(1..=1000).contains(&limit) {
-        return Err(ApiError::unprocessable(format!(
-            "\"limit\" is {limit}: give 1 to 1000"
-        )));
-    }
+    let limit = check_range("limit", page.limit.unwrap_or(50), 1, 1000)?;
     let docs = searcher.documents();
     let page_docs: Vec<Value> = docs
         .iter()

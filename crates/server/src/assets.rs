@@ -50,9 +50,12 @@ pub(crate) async fn asset(Path(name): Path<String>) -> Response {
 pub(crate) async fn openapi(
     axum::extract::State(state): axum::extract::State<std::sync::Arc<crate::State>>,
 ) -> Response {
+    /// The embedded document, parsed once.
+    static TEMPLATE: std::sync::LazyLock<Option<serde_json::Value>> =
+        std::sync::LazyLock::new(|| serde_json::from_str(OPENAPI).ok());
     let strategies = state.reader.searcher().strategies();
-    match serde_json::from_str::<serde_json::Value>(OPENAPI) {
-        Ok(mut doc) => {
+    match TEMPLATE.clone() {
+        Some(mut doc) => {
             if !strategies.is_empty() {
                 let names = serde_json::json!(strategies);
                 let schemas = &mut doc["components"]["schemas"];
@@ -70,6 +73,6 @@ pub(crate) async fn openapi(
             }
             axum::Json(doc).into_response()
         }
-        Err(_) => ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response(),
+        None => ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response(),
     }
 }

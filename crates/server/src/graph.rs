@@ -10,7 +10,7 @@ use kgrag::graph_store::{KnowledgeGraph, NodeKind};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::{committed, ApiQuery};
+use crate::api::{check_range, committed, ApiQuery};
 use crate::error::{ApiError, ApiResult};
 use crate::State;
 
@@ -245,18 +245,8 @@ pub(crate) async fn graph(
     let Some(entity) = q.entity.filter(|e| !e.trim().is_empty()) else {
         return Err(ApiError::unprocessable("give ?entity=NAME"));
     };
-    let depth = q.depth.unwrap_or(1);
-    if !(1..=3).contains(&depth) {
-        return Err(ApiError::unprocessable(format!(
-            "\"depth\" is {depth}: give 1 to 3"
-        )));
-    }
-    let limit = q.limit.unwrap_or(60);
-    if !(2..=1000).contains(&limit) {
-        return Err(ApiError::unprocessable(format!(
-            "\"limit\" is {limit}: give 2 to 1000"
-        )));
-    }
+    let depth = check_range("depth", q.depth.unwrap_or(1), 1, 3)?;
+    let limit = check_range("limit", q.limit.unwrap_or(60), 2, 1000)?;
     let methods = searcher.methods();
     let has = |m: &str| methods.iter().any(|x| x == m);
     let method = match q.method {
@@ -324,12 +314,7 @@ pub(crate) async fn communities(
             levels - 1
         )));
     }
-    let limit = q.limit.unwrap_or(100);
-    if !(1..=10_000).contains(&limit) {
-        return Err(ApiError::unprocessable(format!(
-            "\"limit\" is {limit}: give 1 to 10000"
-        )));
-    }
+    let limit = check_range("limit", q.limit.unwrap_or(100), 1, 10_000)?;
     let graph = hirag.graph();
     let mut list: Vec<_> = hirag
         .communities()

@@ -16,7 +16,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{change, check_question, check_strategy, committed, run_strategy, Change};
+use crate::api::{
+    change, check_question, check_range, check_strategy, committed, default_strategy, run_strategy,
+    Change,
+};
 use crate::error::ApiError;
 use crate::{ServeOptions, Server, ServerError, State};
 
@@ -86,14 +89,13 @@ impl KgragMcp {
             .strategy
             .unwrap_or_else(|| searcher.config().retriever.strategy.clone());
         check_strategy(&searcher, &strategy)?;
-        let top_k = args
-            .top_k
-            .unwrap_or_else(|| searcher.config().retriever.top_k.min(100));
-        if !(1..=100).contains(&top_k) {
-            return Err(ApiError::unprocessable(format!(
-                "top_k is {top_k}: give 1 to 100"
-            )));
-        }
+        let top_k = check_range(
+            "top_k",
+            args.top_k
+                .unwrap_or_else(|| searcher.config().retriever.top_k.min(100)),
+            1,
+            100,
+        )?;
         let outcome = run_strategy(
             &self.state,
             &searcher,
@@ -164,15 +166,9 @@ impl KgragMcp {
     )]
     async fn list_strategies(&self) -> CallToolResult {
         let searcher = self.state.reader.searcher();
-        let have = searcher.strategies();
-        let configured = searcher.config().retriever.strategy.as_str();
-        let default = have
-            .iter()
-            .find(|s| **s == configured)
-            .or_else(|| have.first());
         result(Ok(json!({
-            "strategies": have,
-            "default": default,
+            "strategies": searcher.strategies(),
+            "default": default_strategy(&searcher),
             "top_k": searcher.config().retriever.top_k,
             "generation": searcher.generation(),
         })))
