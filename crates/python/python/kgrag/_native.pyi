@@ -1,0 +1,147 @@
+"""Type stubs of kgrag's native module (the Rust extension behind ``kgrag``)."""
+
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+
+from typing_extensions import final
+
+_Config = Union[Mapping[str, Any], str, "os.PathLike[str]", None]
+_Path = Union[str, "os.PathLike[str]"]
+_Document = Union[str, Mapping[str, Optional[str]]]
+
+__version__: str
+STRATEGIES: List[str]
+
+@final
+class Hit:
+    """One ranked passage."""
+
+    @property
+    def rank(self) -> int:
+        """Rank, from 1."""
+    @property
+    def chunk_id(self) -> str:
+        """The chunk's id."""
+    @property
+    def document_id(self) -> Optional[str]:
+        """The id of the (first) document holding the chunk."""
+    @property
+    def documents(self) -> List[str]:
+        """The ids of every document holding the chunk."""
+    @property
+    def score(self) -> float:
+        """The strategy's score."""
+    @property
+    def text(self) -> str:
+        """The chunk's text."""
+    def to_dict(self) -> Dict[str, Any]:
+        """The hit as a dict."""
+
+@final
+class Context:
+    """What a strategy retrieved for a question."""
+
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def text(self) -> str:
+        """The context as rendered for the reader's prompt."""
+    @property
+    def tokens(self) -> int:
+        """Tokens of ``text``."""
+    @property
+    def passages(self) -> List[Hit]: ...
+    @property
+    def entities(self) -> List[str]:
+        """Names of the entities in the context."""
+    @property
+    def paths(self) -> List[List[str]]:
+        """Reasoning paths as entity names (HiRAG's bridge, LeanRAG)."""
+    @property
+    def stats(self) -> Dict[str, float]: ...
+    def to_dict(self) -> Dict[str, Any]:
+        """The full retrieval output as a dict."""
+
+@final
+class Answer:
+    """An answer with the passages and context it was read from."""
+
+    @property
+    def strategy(self) -> str: ...
+    @property
+    def question(self) -> str: ...
+    @property
+    def answer(self) -> Optional[str]:
+        """The reader's answer (``None`` with ``reader = "none"``)."""
+    @property
+    def passages(self) -> List[Hit]: ...
+    @property
+    def context(self) -> Context: ...
+    @property
+    def retrieve_ms(self) -> float: ...
+    @property
+    def answer_ms(self) -> float: ...
+    @property
+    def generation(self) -> int: ...
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class Index:
+    """A kgrag index in a folder."""
+
+    @staticmethod
+    def create(path: _Path, config: _Config = None, *, progress: bool = False) -> "Index":
+        """A new, empty index in the folder ``path``."""
+    @staticmethod
+    def open(path: _Path, config: _Config = None, *, progress: bool = False) -> "Index":
+        """The index in the folder ``path``."""
+    @property
+    def path(self) -> str:
+        """The index's folder."""
+    @property
+    def default_strategy(self) -> str:
+        """The strategy a query without one uses (``retriever.strategy``)."""
+    @property
+    def generation(self) -> int:
+        """The committed generation queries are answered from."""
+    def add(self, documents: Iterable[_Document]) -> Dict[str, Any]:
+        """Adds documents and commits them; returns ``{"documents", "chunks", "skipped", "generation"}``."""
+    def add_files(self, paths: Sequence[_Path]) -> Dict[str, Any]:
+        """Adds the documents of files or folders and commits them."""
+    def delete(self, ids: Union[str, Iterable[str]]) -> Dict[str, Any]:
+        """Deletes documents by id and commits."""
+    def search(
+        self, question: str, strategy: Optional[str] = None, top_k: Optional[int] = None
+    ) -> List[Hit]:
+        """The ``top_k`` passages ``strategy`` ranks highest for ``question``."""
+    def context(
+        self, question: str, strategy: Optional[str] = None, top_k: Optional[int] = None
+    ) -> Context:
+        """What ``strategy`` retrieves for ``question``."""
+    def answer(
+        self, question: str, strategy: Optional[str] = None, top_k: Optional[int] = None
+    ) -> Answer:
+        """Retrieves with ``strategy`` and reads the answer."""
+    def stats(self) -> Dict[str, Any]:
+        """What ``kgrag stats --json`` prints."""
+    def strategies(self) -> List[str]:
+        """The strategies this index answers with."""
+    def documents(self) -> List[Dict[str, Any]]:
+        """The documents in the index."""
+    def __len__(self) -> int: ...
+
+def bench(
+    dataset: Optional[str] = None,
+    methods: Optional[Sequence[str]] = None,
+    out: Optional[str] = None,
+    config: _Config = None,
+    *,
+    limit: Optional[int] = None,
+    docs: Optional[int] = None,
+    question_corpus: bool = False,
+    data_dir: Optional[str] = None,
+    progress: bool = False,
+) -> Dict[str, Any]: ...
+def _provide_asset(name: str, path: _Path) -> None: ...

@@ -1,0 +1,99 @@
+//! `kgrag.bench`: `kgrag bench` from Python, the report returned as a dict.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+
+use crate::convert::{config_from_py, json_to_py};
+use crate::errors::{Failure, Outcome};
+use crate::runtime;
+
+/// The configuration of a bench run as a file `kgrag bench` reads: a path as given, a dict or TOML text
+/// written (checked first) into the output folder.
+enum BenchConfig {
+    None,
+    Path(PathBuf),
+    Text(String),
+}
+
+fn bench_config(config: Option<&Bound<'_, PyAny>>) -> Outcome<BenchConfig> {
+    let Some(config) = config.filter(|c| !c.is_none()) else {
+        return Ok(BenchConfig::None);
+    };
+    if let Ok(path) = config.extract::<PathBuf>() {
+        let text = path.display().to_string();
+        if !(text.contains('=') || text.contains('\n') || text.trim_start().starts_with('[')) {
+            return Ok(BenchConfig::Path(path));
+        }
+    }
+    // A dict or TOML text: parsed here (unknown keys are errors), then handed over as TOML.
+    let parsed = config_from_py(Some(config))?.unwrap_or_default();
+    let text = toml::to_string(&parsed).map_err(|e| Failure::Config(e.to_string()))?;
+    Ok(BenchConfig::Text(text))
+}
+
+/// Runs the benchmark as `kgrag bench` does — one index of `dataset` shared by every method, passage
+/// recall@k, EM/F1, context tokens, latency, LLM use — writes `report.json`, `report.md`, `report.html` and
+/// plots into `out` (default `target/bench/<dataset>`) and returns the report as a dict.
+#[pyfunction]
+#[pyo3(signature = (dataset=None, methods=None, out=None, config=None, *, limit=None, docs=None, question_corpus=false, data_dir=None, progress=false))]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn bench<'py>(
+    py: Python<'py>,
+    dataset: Option<String>,
+    methods: Option<Vec<String>>,
+    out: Option<PathBuf>,
+    config: Option<Bound<'py, PyAny>>,
+    limit: Option<usize>,
+    docs: Option<usize>,
+    question_corpus: bool,
+    data_dir: Option<PathBuf>,
+    progress: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let config = bench_config(config.as_ref())?;
+    let mut args = kgrag_bench::BenchArgs::new(data_dir.unwrap_or_else(kgrag::eval::data_dir));
+    args.dataset = dataset;
+    args.methods = methods.unwrap_or_default();
+    args.out = out;
+    args.limit = limit;
+    args.docs = docs;
+    args.question_corpus = question_corpus;
+    args.progress = progress;
+    let report = py.detach(move || -> Outcome<serde_json::Value> {
+        let written = match config {
+            BenchConfig::None => None,
+            BenchConfig::Path(p) => {
+                args.config = Some(p);
+                None
+            }
+            BenchConfig::Text(text) => {
+                let file = std::env::temp_dir().join(format!(
+                    "kgrag-bench-config-{}-{:?}.toml",
+                    std::process::id(),
+                    std::thread::current().id()
+                ));
+                std::fs::write(&file, text).map_err(|source| {
+                    Failure::Kgrag(kgrag::KgragError::Io {
+                        path: file.clone(),
+                        source,
+                    })
+                })?;
+                args.config = Some(file.clone());
+                Some(file)
+            }
+        };
+        let outcome = runtime().and_then(|rt| Ok(rt.block_on(kgrag_bench::run(&args))?));
+        if let Some(file) = written {
+            let _ = std::fs::remove_file(file);
+        }
+        let outcome = outcome?;
+        let mut report = serde_json::to_value(&outcome.report)
+            .map_err(|e| Failure::Runtime(format!("the report cannot be serialised: {e}")))?;
+        if let serde_json::Value::Object(map) = &mut report {
+            map.entry("report_path")
+                .or_insert_with(|| serde_json::Value::String(outcome.path.display().to_string()));
+        }
+        Ok(report)
+    })?;
+    json_to_py(py, &report)
+}

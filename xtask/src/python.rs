@@ -1,0 +1,132 @@
+//! The Python package (`crates/python`): its wheel built by maturin (the dev profile, in the shared target
+//! folder), installed into a venv under `target/python/venv` with the pinned test environment
+//! (`crates/python/requirements-test.txt`: pytest, mypy, langchain-core, llama-index-core, the model
+//! package), then `pytest crates/python/tests` against the `kgrag` binary of the same checkout.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::{fail, run_step, target_dir, workspace_root, TaskResult};
+
+/// The pinned test environment, relative to the workspace.
+const REQUIREMENTS: &str = "crates/python/requirements-test.txt";
+
+/// The venv's Python with the pinned environment installed (made again when the pins change).
+fn venv_python(python: &str) -> TaskResult<PathBuf> {
+    let venv = target_dir().join("python").join("venv");
+    let py = venv.join("bin").join("python");
+    let requirements = workspace_root().join(REQUIREMENTS);
+    let pins = std::fs::read_to_string(&requirements)
+        .map_err(|e| fail(format!("cannot read {}: {e}", requirements.display())))?;
+    let stamp = venv.join("kgrag-requirements.txt");
+    if py.is_file() && std::fs::read_to_string(&stamp).is_ok_and(|s| s == pins) {
+        return Ok(py);
+    }
+    let _ = std::fs::remove_dir_all(&venv);
+    run_step(
+        "python venv for the Python package's tests",
+        Command::new(python).args(["-m", "venv"]).arg(&venv),
+    )?;
+    run_step(
+        &format!("pip install -r {REQUIREMENTS}"),
+        Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "-r",
+            ])
+            .arg(&requirements),
+    )?;
+    std::fs::write(&stamp, pins)
+        .map_err(|e| fail(format!("cannot write {}: {e}", stamp.display())))?;
+    Ok(py)
+}
+
+/// The wheel maturin wrote into `dir` (the only one: the folder is emptied before the build).
+fn built_wheel(dir: &Path) -> TaskResult<PathBuf> {
+    let wheels: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| fail(format!("cannot list {}: {e}", dir.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+        .collect();
+    match wheels.as_slice() {
+        [one] => Ok(one.clone()),
+        _ => Err(fail(format!(
+            "expected one wheel in {}, found {}",
+            dir.display(),
+            wheels.len()
+        ))),
+    }
+}
+
+/// Builds the wheel, installs it and runs the Python tests; `kgrag` is the binary the tests compare with.
+pub(crate) fn run(kgrag: &Path, assets: &Path, data: &Path, python: &str) -> TaskResult {
+    if !kgrag.is_file() {
+        return Err(fail(format!(
+            "{} is missing: the test build makes it",
+            kgrag.display()
+        )));
+    }
+    let py = venv_python(python)?;
+    let bin = py.parent().map(Path::to_path_buf).unwrap_or_default();
+    let wheels = target_dir().join("python").join("wheels");
+    let _ = std::fs::remove_dir_all(&wheels);
+    // The dev profile: a release build of the whole library would not fit CI's time; the tests check
+    // behaviour, and `docs/python.md` gives the release figures.
+    run_step(
+        "maturin build (dev profile)",
+        Command::new(bin.join("maturin"))
+            .args([
+                "build",
+                "--manifest-path",
+                "crates/python/Cargo.toml",
+                "--out",
+            ])
+            .arg(&wheels)
+            .env("CARGO_TARGET_DIR", target_dir())
+            .env_remove("RUSTC_WORKSPACE_WRAPPER"),
+    )?;
+    let wheel = built_wheel(&wheels)?;
+    if let Ok(meta) = std::fs::metadata(&wheel) {
+        println!(
+            "xtask: wheel {} ({:.1} MB)",
+            wheel.display(),
+            meta.len() as f64 / 1e6
+        );
+    }
+    // Its one dependency (the model package) is in the pinned environment already.
+    run_step(
+        "pip install the wheel",
+        Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--force-reinstall",
+                "--no-deps",
+            ])
+            .arg(&wheel)
+            .stdout(Stdio::inherit()),
+    )?;
+    run_step(
+        "pytest crates/python/tests",
+        Command::new(&py)
+            .args([
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "crates/python/tests",
+            ])
+            .env("KGRAG_BIN", kgrag)
+            .env("KGRAG_ASSETS", assets)
+            .env("KGRAG_DATA_DIR", data)
+            .env("PYTHONDONTWRITEBYTECODE", "1"),
+    )
+}
