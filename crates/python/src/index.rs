@@ -7,9 +7,12 @@ use kgrag::{IndexReader, PassageHit, ReloadPolicy, Searcher};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::convert::{config_from_py, documents_from_py, ids_from_py, json_to_py, source_docs};
+use crate::convert::{
+    config_of, config_over, config_table_from_py, documents_from_py, ids_from_py, json_to_py,
+    source_docs,
+};
 use crate::errors::{Failure, Outcome};
-use crate::runtime;
+use crate::{released, runtime};
 
 /// The most passages one query may ask for.
 const MAX_TOP_K: i64 = 10_000;
@@ -231,21 +234,6 @@ fn context_of(
     }
 }
 
-/// Runs `work` with the GIL released; a panic inside is an exception, not the end of the interpreter.
-fn released<T: Send>(py: Python<'_>, work: impl FnOnce() -> Outcome<T> + Send) -> PyResult<T> {
-    py.detach(|| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_owned())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".to_owned());
-            Err(Failure::Runtime(format!("kgrag failed inside: {what}")))
-        })
-    })
-    .map_err(PyErr::from)
-}
-
 impl Index {
     fn wrap(index: kgrag::Index, path: PathBuf) -> Outcome<Self> {
         let reader = index.reader_with(ReloadPolicy::OnCommit)?;
@@ -341,9 +329,14 @@ enum Change {
 fn opened(path: &Path) -> Outcome<()> {
     if path.is_dir() {
         Ok(())
+    } else if path.exists() {
+        Err(Failure::NotFound(format!(
+            "no index at {}: it is a file, not an index folder",
+            path.display()
+        )))
     } else {
         Err(Failure::NotFound(format!(
-            "no index at {}: the folder does not exist (make one with kgrag.Index.create)",
+            "no index at {}: there is no such folder (make one with kgrag.Index.create)",
             path.display()
         )))
     }
@@ -361,7 +354,11 @@ impl Index {
         config: Option<Bound<'_, PyAny>>,
         progress: bool,
     ) -> PyResult<Self> {
-        let config = config_from_py(config.as_ref())?.unwrap_or_default();
+        let table = config_table_from_py(config.as_ref())?;
+        let config = match table {
+            Some(t) => config_of(&t)?,
+            None => kgrag::config::Config::default(),
+        };
         crate::show_progress(progress);
         released(py, move || {
             let index = kgrag::Index::options()
@@ -372,8 +369,9 @@ impl Index {
         })
     }
 
-    /// The index in the folder `path`, with the configuration it was built with, or `config` (its index
-    /// settings must match the index's; the models, reader and retrieval settings may differ).
+    /// The index in the folder `path`, with the configuration it was built with; `config` (a dict, TOML
+    /// text or a path) is laid over that configuration key by key — models, the reader and retrieval
+    /// settings may change, the index settings must stay those it was built with.
     #[staticmethod]
     #[pyo3(signature = (path, config=None, *, progress=false))]
     fn open(
@@ -382,13 +380,15 @@ impl Index {
         config: Option<Bound<'_, PyAny>>,
         progress: bool,
     ) -> PyResult<Self> {
-        let config = config_from_py(config.as_ref())?;
+        let over = config_table_from_py(config.as_ref())?;
         crate::show_progress(progress);
         released(py, move || {
             opened(&path)?;
             let mut options = kgrag::Index::options().progress(progress);
-            if let Some(c) = config {
-                options = options.config(c);
+            if let Some(over) = over {
+                // The stored configuration, read without loading a model.
+                let stored = kgrag::Index::inspect(&path)?.config().clone();
+                options = options.config(config_over(&stored, over)?);
             }
             let index = options.open(&path)?;
             Index::wrap(index, path)

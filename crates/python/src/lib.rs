@@ -15,14 +15,35 @@ mod errors;
 mod index;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 
 use pyo3::prelude::*;
+
+/// The process that first made kgrag work (0: none yet).
+static OWNER: AtomicU32 = AtomicU32::new(0);
+
+/// Refuses work in a child made by `fork` (`multiprocessing`'s default on Linux) of a process that has
+/// used kgrag: the parent's worker threads (the async runtime's, the parallel loops' pool) do not exist in
+/// the child, and work handed to them would wait forever.
+fn not_forked() -> Result<(), errors::Failure> {
+    let pid = std::process::id();
+    match OWNER.compare_exchange(0, pid, Ordering::SeqCst, Ordering::SeqCst) {
+        Ok(_) => Ok(()),
+        Err(owner) if owner == pid => Ok(()),
+        Err(owner) => Err(errors::Failure::Runtime(format!(
+            "this process was forked from process {owner}, which had used kgrag: its worker threads do not \
+             exist here. Start worker processes with multiprocessing.get_context(\"spawn\") (or \
+             \"forkserver\"), or import and use kgrag only inside the workers"
+        ))),
+    }
+}
 
 /// The tokio runtime every call runs on (`block_on` on the calling thread, with the GIL released), made
 /// on first use.
 pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, errors::Failure> {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    not_forked()?;
     if let Some(rt) = RUNTIME.get() {
         return Ok(rt);
     }
@@ -32,6 +53,28 @@ pub(crate) fn runtime() -> Result<&'static tokio::runtime::Runtime, errors::Fail
         .build()
         .map_err(|e| errors::Failure::Runtime(format!("cannot start the async runtime: {e}")))?;
     Ok(RUNTIME.get_or_init(|| rt))
+}
+
+/// Runs `work` with the GIL released (refused in a forked child, see [`not_forked`]); a panic inside is
+/// a `KgragError`, not the end of the interpreter.
+pub(crate) fn released<T: Send>(
+    py: Python<'_>,
+    work: impl FnOnce() -> errors::Outcome<T> + Send,
+) -> PyResult<T> {
+    py.detach(|| {
+        not_forked()?;
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|panic| {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".to_owned());
+            Err(errors::Failure::Runtime(format!(
+                "kgrag failed inside: {what}"
+            )))
+        })
+    })
+    .map_err(PyErr::from)
 }
 
 /// Supplies a model folder the way an installed model package carries it (`kgrag/__init__.py` passes

@@ -19,7 +19,9 @@ def ids(hits: List[kgrag.Hit]) -> List[str]:
     return [h.chunk_id for h in hits]
 
 
-def test_every_strategy_ranks_as_the_command_line_does(index: kgrag.Index, built: pathlib.Path, kgrag_bin: str) -> None:
+def test_every_strategy_ranks_as_the_command_line_does(
+    index: kgrag.Index, built: pathlib.Path, kgrag_bin: str, tmp_path: pathlib.Path
+) -> None:
     strategies = index.strategies()
     assert set(strategies) == set(kgrag.STRATEGIES), "the fixture index has every method"
     for strategy in strategies:
@@ -28,7 +30,7 @@ def test_every_strategy_ranks_as_the_command_line_does(index: kgrag.Index, built
             out = subprocess.run(
                 [kgrag_bin, "--quiet", "query", "--index", str(built), "--strategy", strategy,
                  "--top-k", "5", "--json", question],
-                check=True, capture_output=True, text=True,
+                check=True, capture_output=True, text=True, cwd=tmp_path,  # no ./kgrag.toml
             )
             cli = json.loads(out.stdout)
             assert ids(hits) == [p["chunk_id"] for p in cli["passages"]], (strategy, question)
@@ -85,6 +87,10 @@ def test_add_search_delete_and_stats(fresh: kgrag.Index) -> None:
     # Reopened from its folder, the index holds what was committed.
     reopened = kgrag.Index.open(fresh.path)
     assert len(reopened) == 2 and reopened.generation == fresh.generation
+    # A config given to open is laid over the stored one: the index's own settings (two methods) stay.
+    tuned = kgrag.Index.open(fresh.path, {"retriever": {"top_k": 1, "strategy": "dense"}})
+    assert tuned.default_strategy == "dense" and tuned.strategies() == reopened.strategies()
+    assert len(tuned.search("Who composed The Salt Bell?")) == 1
 
 
 def first_id(index: kgrag.Index) -> str:
@@ -118,8 +124,8 @@ def test_four_threads_query_in_parallel(index: kgrag.Index) -> None:
         return time.perf_counter() - t, out
 
     one_thread(batch("warm-up"))
-    serial = [one_thread(batch(f"serial {r}")) for r in range(2)]
-    parallel = [four_threads(batch(f"parallel {r}")) for r in range(2)]
+    serial = [one_thread(batch(f"serial {r}")) for r in range(3)]
+    parallel = [four_threads(batch(f"parallel {r}")) for r in range(3)]
     # Same results as one thread.
     _, out = parallel[0]
     for q, got in out.items():
@@ -127,8 +133,8 @@ def test_four_threads_query_in_parallel(index: kgrag.Index) -> None:
     best_serial = min(serial)
     best_parallel = min(t for t, _ in parallel)
     print(f"one thread {best_serial:.3f} s, four threads {best_parallel:.3f} s: {best_serial / best_parallel:.2f}x")
-    # Two cores: the GIL held through the search would give no gain at all.
-    assert best_parallel < best_serial / 1.2, (best_serial, best_parallel)
+    # Two cores, best of three each: the GIL held through the search would give no gain at all.
+    assert best_parallel < best_serial / 1.15, (best_serial, best_parallel)
 
 
 def test_bad_input_raises_and_leaves_the_index_usable(index: kgrag.Index, tmp_path: pathlib.Path) -> None:
@@ -144,6 +150,13 @@ def test_bad_input_raises_and_leaves_the_index_usable(index: kgrag.Index, tmp_pa
         kgrag.Index.create(tmp_path / "b", "[retriever]\ntop_kk = 3\n")
     with pytest.raises(kgrag.ConfigError, match="stratgy"):
         kgrag.Index.open(pathlib.Path(index.path), {"retriever": {"stratgy": "dense"}})
+
+    with pytest.raises(kgrag.InputError, match="empty"):
+        index.delete([])
+    with pytest.raises(kgrag.DocumentTypeError, match=r"ids\[1\]"):
+        index.delete(["a", 3])
+    with pytest.raises(kgrag.ConfigError, match="config"):
+        kgrag.Index.create(tmp_path / "c", 42)  # type: ignore[arg-type]
 
     with pytest.raises(FileNotFoundError) as f:
         kgrag.Index.open(tmp_path / "no-such-index")
@@ -203,3 +216,29 @@ def test_bench_returns_the_report(tmp_path: pathlib.Path, monkeypatch: pytest.Mo
     assert pathlib.Path(report["report_path"]).is_file()
     with pytest.raises(kgrag.ConfigError, match="nosuch"):
         kgrag.bench("kgrag-fixture", methods=["nosuch"], out=tmp_path / "bench2")
+
+
+def _search_in_child(path: str, question: str) -> List[str]:
+    return ids(kgrag.Index.open(path).search(question, "dense", 3))
+
+
+def test_forked_processes_are_refused_and_spawned_ones_query(index: kgrag.Index, built: pathlib.Path) -> None:
+    """A child forked from a process that used kgrag has none of its worker threads: it is told to spawn
+    instead of hanging; a spawned child queries."""
+    import multiprocessing
+
+    expected = ids(index.search(QUESTIONS[1], "dense", 3))
+    with multiprocessing.get_context("fork").Pool(1) as pool:
+        said = pool.apply_async(_search_in_child_forked, (str(built), QUESTIONS[1])).get(timeout=300)
+    assert "forked" in said and "spawn" in said, said
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        got = pool.apply_async(_search_in_child, (str(built), QUESTIONS[1])).get(timeout=300)
+    assert got == expected
+
+
+def _search_in_child_forked(path: str, question: str) -> str:
+    try:
+        kgrag.Index.open(path).search(question, "dense", 3)
+    except kgrag.KgragError as e:
+        return str(e)
+    return "searched"

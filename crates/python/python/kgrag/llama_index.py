@@ -42,16 +42,20 @@ class KgragRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     def _node(self, hit: Hit) -> NodeWithScore:
+        metadata = {
+            "rank": hit.rank,
+            "chunk_id": hit.chunk_id,
+            "document_id": hit.document_id,
+            "documents": list(hit.documents),
+            "strategy": self._strategy or self._index.default_strategy,
+        }
         node = TextNode(
             id_=hit.chunk_id,
             text=hit.text,
-            metadata={
-                "rank": hit.rank,
-                "chunk_id": hit.chunk_id,
-                "document_id": hit.document_id,
-                "documents": list(hit.documents),
-                "strategy": self._strategy or self._index.default_strategy,
-            },
+            metadata=metadata,
+            # Bookkeeping, not passage text: kept out of what synthesizers and embedders read.
+            excluded_llm_metadata_keys=list(metadata),
+            excluded_embed_metadata_keys=list(metadata),
         )
         return NodeWithScore(node=node, score=hit.score)
 
