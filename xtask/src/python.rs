@@ -66,8 +66,108 @@ fn built_wheel(dir: &Path) -> TaskResult<PathBuf> {
     }
 }
 
-/// Builds the wheel, installs it and runs the Python tests; `kgrag` is the binary the tests compare with.
-pub(crate) fn run(kgrag: &Path, assets: &Path, data: &Path, python: &str) -> TaskResult {
+/// How the wheel is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wheel {
+    /// Packed from the extension module the workspace's own build made (`target/debug/libkgrag_python.so`,
+    /// built by `cargo build --workspace --all-features --lib …` with the test build's features, so nothing
+    /// is compiled again) with the metadata maturin writes for the package: what `cargo xtask test` does —
+    /// maturin's own build resolves the package's features alone and compiles most of the workspace again
+    /// (2 minutes 48 seconds of a cold CI run).
+    Packed,
+    /// `maturin build` (dev profile), as `pip install ./crates/python` builds it (in release).
+    Maturin,
+}
+
+/// The extension module the workspace's debug build makes.
+pub(crate) fn built_extension() -> PathBuf {
+    target_dir().join("debug").join(format!(
+        "{}kgrag_python{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ))
+}
+
+/// Makes the wheel into `wheels` as `how` says; returns its path.
+fn make_wheel(py: &Path, how: Wheel, wheels: &Path) -> TaskResult<PathBuf> {
+    let bin = py.parent().map(Path::to_path_buf).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(wheels);
+    match how {
+        Wheel::Maturin => run_step(
+            "maturin build (dev profile)",
+            Command::new(bin.join("maturin"))
+                .args([
+                    "build",
+                    "--manifest-path",
+                    "crates/python/Cargo.toml",
+                    "--out",
+                ])
+                .arg(wheels)
+                .env("CARGO_TARGET_DIR", target_dir())
+                .env_remove("RUSTC_WORKSPACE_WRAPPER"),
+        )?,
+        Wheel::Packed => {
+            let extension = built_extension();
+            if !extension.is_file() {
+                return Err(fail(format!(
+                    "{} is missing: the workspace build (`cargo build --workspace --all-features --lib`) \
+                     makes it",
+                    extension.display()
+                )));
+            }
+            let meta = target_dir().join("python").join("dist-info");
+            let _ = std::fs::remove_dir_all(&meta);
+            std::fs::create_dir_all(&meta)
+                .map_err(|e| fail(format!("cannot create {}: {e}", meta.display())))?;
+            run_step(
+                "maturin pep517 write-dist-info (the package's metadata)",
+                Command::new(bin.join("maturin"))
+                    .args(["pep517", "write-dist-info", "--metadata-directory"])
+                    .arg(&meta)
+                    .args(["--manifest-path", "crates/python/Cargo.toml"])
+                    .env("CARGO_TARGET_DIR", target_dir())
+                    .env_remove("RUSTC_WORKSPACE_WRAPPER"),
+            )?;
+            let dist_info = std::fs::read_dir(&meta)
+                .map_err(|e| fail(format!("cannot list {}: {e}", meta.display())))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .find(|p| p.extension().is_some_and(|x| x == "dist-info"))
+                .ok_or_else(|| {
+                    fail(format!(
+                        "maturin wrote no .dist-info into {}",
+                        meta.display()
+                    ))
+                })?;
+            let script = target_dir().join("python").join("pack_wheel.py");
+            std::fs::write(&script, include_str!("pack_wheel.py"))
+                .map_err(|e| fail(format!("cannot write {}: {e}", script.display())))?;
+            run_step(
+                "pack the wheel",
+                Command::new(py)
+                    .arg(&script)
+                    .arg(&extension)
+                    .arg(
+                        workspace_root()
+                            .join("crates")
+                            .join("python")
+                            .join("python"),
+                    )
+                    .arg(&dist_info)
+                    .arg(wheels),
+            )?;
+        }
+    }
+    built_wheel(wheels)
+}
+
+/// Makes the wheel, installs it and runs the Python tests; `kgrag` is the binary the tests compare with.
+pub(crate) fn run(
+    kgrag: &Path,
+    assets: &Path,
+    data: &Path,
+    python: &str,
+    how: Wheel,
+) -> TaskResult {
     if !kgrag.is_file() {
         return Err(fail(format!(
             "{} is missing: the test build makes it",
@@ -75,25 +175,8 @@ pub(crate) fn run(kgrag: &Path, assets: &Path, data: &Path, python: &str) -> Tas
         )));
     }
     let py = venv_python(python)?;
-    let bin = py.parent().map(Path::to_path_buf).unwrap_or_default();
     let wheels = target_dir().join("python").join("wheels");
-    let _ = std::fs::remove_dir_all(&wheels);
-    // The dev profile: a release build of the whole library would not fit CI's time; the tests check
-    // behaviour, and `docs/python.md` gives the release figures.
-    run_step(
-        "maturin build (dev profile)",
-        Command::new(bin.join("maturin"))
-            .args([
-                "build",
-                "--manifest-path",
-                "crates/python/Cargo.toml",
-                "--out",
-            ])
-            .arg(&wheels)
-            .env("CARGO_TARGET_DIR", target_dir())
-            .env_remove("RUSTC_WORKSPACE_WRAPPER"),
-    )?;
-    let wheel = built_wheel(&wheels)?;
+    let wheel = make_wheel(&py, how, &wheels)?;
     if let Ok(meta) = std::fs::metadata(&wheel) {
         println!(
             "xtask: wheel {} ({:.1} MB)",

