@@ -216,14 +216,7 @@ fn main() -> ExitCode {
                 // As `test`'s build: the same targets resolve the same features, so its artifacts serve.
                 run_step(
                     "cargo build --workspace --all-features --lib --bins --examples",
-                    cargo_command().args([
-                        "build",
-                        "--workspace",
-                        "--all-features",
-                        "--lib",
-                        "--bins",
-                        "--examples",
-                    ]),
+                    cargo_command().args(PLAIN_BUILD),
                 )?;
                 python::Wheel::Packed
             };
@@ -522,14 +515,7 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
         )?;
         run_step(
             "clippy -D warnings + cargo build --lib --bins --examples",
-            clippy.apply(&mut cargo_command()).args([
-                "build",
-                "--workspace",
-                "--all-features",
-                "--lib",
-                "--bins",
-                "--examples",
-            ]),
+            clippy.apply(&mut cargo_command()).args(PLAIN_BUILD),
         )
     })?;
     let server = stages.run("llama.cpp server start", || {
@@ -595,6 +581,17 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
         package::package_crates(package::Verify::Check)
     })
 }
+
+/// The test build's plain build: the libraries (the Python extension module among them), binaries and
+/// examples of every package, with every feature.
+const PLAIN_BUILD: [&str; 6] = [
+    "build",
+    "--workspace",
+    "--all-features",
+    "--lib",
+    "--bins",
+    "--examples",
+];
 
 /// The `kgrag` binary of the debug (test) build.
 fn debug_kgrag() -> PathBuf {

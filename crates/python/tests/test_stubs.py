@@ -26,6 +26,10 @@ def test_a_typed_program_checks(tmp_path: pathlib.Path) -> None:
         "doc: str | None = hits[0].document_id\n"
         "r = KgragRetriever(index=ix, top_k=3)\n"
         "report: dict[str, object] = kgrag.bench('kgrag-fixture', methods='dense')\n"
+        "try:\n"
+        "    ix.delete('x')\n"
+        "except kgrag.UnknownStrategyError as e:\n"
+        "    message: str = str(e)\n"
         "bad: int = ix.search('q')\n"
     )
     out = subprocess.run(
@@ -33,5 +37,5 @@ def test_a_typed_program_checks(tmp_path: pathlib.Path) -> None:
         capture_output=True, text=True,
     )
     # The last line is wrong on purpose: mypy must see the types through the stubs to say so.
-    assert "use.py:9: error" in out.stdout, out.stdout + out.stderr
+    assert "use.py:13: error" in out.stdout, out.stdout + out.stderr
     assert out.stdout.count("error") == 1 or "Found 1 error" in out.stdout, out.stdout

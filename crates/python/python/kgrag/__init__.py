@@ -42,6 +42,8 @@ __all__ = [
     "Answer",
     "bench",
     "STRATEGIES",
+    "__version__",
+    # The exception classes (kgrag._errors), listed here so type checkers see them exported.
     "KgragError",
     "ConfigError",
     "UnknownStrategyError",
@@ -53,7 +55,6 @@ __all__ = [
     "ModelError",
     "MethodError",
     "BenchError",
-    "__version__",
 ]
 
 
