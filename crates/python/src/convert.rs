@@ -176,11 +176,23 @@ pub(crate) fn config_of(table: &toml::Table) -> Outcome<Config> {
     Ok(Config::parse(&text)?)
 }
 
-/// `over` laid over `base`: its keys replace `base`'s, its tables are merged key by key.
+/// The keys that choose a section's kind (`[chat] provider`, `[index.chunking] strategy`): a table that
+/// names another kind replaces the stored one instead of being merged into it (the other kind's keys
+/// would be unknown to it).
+const KIND_KEYS: [&str; 3] = ["provider", "strategy", "mode"];
+
+/// `over` laid over `base`: its keys replace `base`'s, its tables are merged key by key unless they
+/// choose another kind (see [`KIND_KEYS`]).
 fn merge(base: &mut toml::Table, over: toml::Table) {
     for (key, value) in over {
         match (base.get_mut(&key), value) {
-            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (Some(toml::Value::Table(b)), toml::Value::Table(o))
+                if !KIND_KEYS
+                    .iter()
+                    .any(|k| o.get(*k).is_some_and(|v| b.get(*k) != Some(v))) =>
+            {
+                merge(b, o)
+            }
             (_, value) => {
                 base.insert(key, value);
             }
@@ -199,6 +211,13 @@ pub(crate) fn config_over(stored: &Config, over: toml::Table) -> Outcome<Config>
             )))
         }
     };
+    // HiRAG's and LeanRAG's copies of `[cluster]` are filled from it when the result is parsed: left in,
+    // a changed `[cluster]` would read as a copy that differs.
+    for section in ["hirag", "leanrag"] {
+        if let Some(toml::Value::Table(t)) = base.get_mut(section) {
+            t.remove("cluster");
+        }
+    }
     merge(&mut base, over);
     config_of(&base)
 }

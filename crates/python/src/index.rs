@@ -387,7 +387,7 @@ impl Index {
             let mut options = kgrag::Index::options().progress(progress);
             if let Some(over) = over {
                 // The stored configuration, read without loading a model.
-                let stored = kgrag::Index::inspect(&path)?.config().clone();
+                let stored = kgrag::Index::built_with(&path)?;
                 options = options.config(config_over(&stored, over)?);
             }
             let index = options.open(&path)?;

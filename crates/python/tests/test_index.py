@@ -91,6 +91,7 @@ def test_add_search_delete_and_stats(fresh: kgrag.Index) -> None:
     tuned = kgrag.Index.open(fresh.path, {"retriever": {"top_k": 1, "strategy": "dense"}})
     assert tuned.default_strategy == "dense" and tuned.strategies() == reopened.strategies()
     assert len(tuned.search("Who composed The Salt Bell?")) == 1
+    assert tuned.answer("Who composed The Salt Bell?").answer, "the stored reader is kept"
 
 
 def first_id(index: kgrag.Index) -> str:

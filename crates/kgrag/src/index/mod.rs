@@ -276,6 +276,14 @@ impl Index {
         Self::options().config(config).in_memory()
     }
 
+    /// The configuration the committed index in `dir` was built with, as its manifest stores it (read
+    /// without opening the index or loading a model).
+    pub fn built_with(dir: &Path) -> Result<Config> {
+        let store = storage::for_existing(dir, None)?;
+        let manifest = committed_manifest(dir, store.as_ref())?;
+        stored_config(store.as_ref(), &manifest)
+    }
+
     /// Opens the index in `dir` to read what it holds (statistics, graphs) without loading any model:
     /// its embedder is a stand-in with the index's name and dimension that refuses to embed, so queries
     /// and changes fail; every method's index loads as usual.
