@@ -110,14 +110,7 @@ fn playwright_python(python: &str) -> TaskResult<PathBuf> {
     )?;
     run_step(
         &format!("pip install {PLAYWRIGHT}"),
-        Command::new(&py).args([
-            "-m",
-            "pip",
-            "install",
-            "-q",
-            "--disable-pip-version-check",
-            PLAYWRIGHT,
-        ]),
+        crate::pip_install(&py).arg(PLAYWRIGHT),
     )?;
     Ok(py)
 }

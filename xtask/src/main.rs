@@ -301,6 +301,13 @@ fn fetch_assets() -> TaskResult<PathBuf> {
     Ok(dir)
 }
 
+/// `py -m pip install -q` (a venv's Python), for the arguments that follow.
+pub(crate) fn pip_install(py: &Path) -> Command {
+    let mut command = Command::new(py);
+    command.args(["-m", "pip", "install", "-q", "--disable-pip-version-check"]);
+    command
+}
+
 fn cargo() -> OsString {
     std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into())
 }

@@ -110,8 +110,7 @@ fn venv(root: &Path) -> TaskResult<PathBuf> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let out = Command::new(&py)
-        .args(["-m", "pip", "install", "-q", "--disable-pip-version-check"])
+    let out = crate::pip_install(&py)
         .args(PACKAGES)
         .output()
         .map_err(|e| fail(format!("could not run pip: {e}")))?;

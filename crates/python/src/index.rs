@@ -208,18 +208,13 @@ impl Answer {
     }
 }
 
+/// The `Context` of `ctx`, whose first passages (with their documents and texts) are `passages`.
 fn context_of(
     strategy: &str,
     question: &str,
-    searcher: &Searcher,
     ctx: kgrag::types::RetrievedContext,
-    top_k: usize,
+    passages: Vec<Hit>,
 ) -> Context {
-    let passages = searcher
-        .passages(&ctx, top_k)
-        .into_iter()
-        .map(Hit::from_passage)
-        .collect();
     let raw = serde_json::to_value(&ctx).unwrap_or(serde_json::Value::Null);
     Context {
         strategy: strategy.to_owned(),
@@ -232,6 +227,10 @@ fn context_of(
         passages,
         raw,
     }
+}
+
+fn hits(passages: Vec<PassageHit>) -> Vec<Hit> {
+    passages.into_iter().map(Hit::from_passage).collect()
 }
 
 impl Index {
@@ -248,30 +247,11 @@ impl Index {
     /// The strategy to use (`None`: the configuration's), checked against what this generation answers.
     fn strategy(&self, searcher: &Searcher, strategy: Option<String>) -> Outcome<String> {
         let strategy = strategy.unwrap_or_else(|| self.index.config().retriever.strategy.clone());
-        let have = searcher.strategies();
-        if have.contains(&strategy.as_str()) {
-            return Ok(strategy);
-        }
-        let offered = if have.is_empty() {
-            "none: nothing is indexed yet (add documents first)".to_owned()
-        } else {
-            have.join(", ")
-        };
-        Err(Failure::Strategy(
-            if kgrag::config::STRATEGIES.contains(&strategy.as_str()) {
-                format!(
-                    "strategy {strategy:?} is not built in this index (index.methods); it answers with: \
-                     {offered}"
-                )
-            } else if have.len() == kgrag::config::STRATEGIES.len() {
-                format!("unknown strategy {strategy:?}; this index answers with: {offered}")
-            } else {
-                format!(
-                    "unknown strategy {strategy:?}; this index answers with: {offered} (kgrag knows {})",
-                    kgrag::config::STRATEGIES.join(", ")
-                )
-            },
-        ))
+        searcher.check_strategy(&strategy).map_err(|e| match e {
+            kgrag::KgragError::Config(message) => Failure::Strategy(message),
+            other => Failure::Kgrag(other),
+        })?;
+        Ok(strategy)
     }
 
     /// `top_k` checked (`None`: the configuration's).
@@ -459,8 +439,9 @@ impl Index {
     ) -> PyResult<Vec<Hit>> {
         released(py, || {
             let (searcher, strategy, top_k) = self.query(question, strategy, top_k)?;
-            let hits = runtime()?.block_on(searcher.search(question, &strategy, top_k))?;
-            Ok(hits.into_iter().map(Hit::from_passage).collect())
+            Ok(hits(
+                runtime()?.block_on(searcher.search(question, &strategy, top_k))?,
+            ))
         })
     }
 
@@ -476,7 +457,8 @@ impl Index {
         released(py, || {
             let (searcher, strategy, top_k) = self.query(question, strategy, top_k)?;
             let ctx = runtime()?.block_on(searcher.context(question, &strategy, top_k))?;
-            Ok(context_of(&strategy, question, &searcher, ctx, top_k))
+            let passages = hits(searcher.passages(&ctx, top_k));
+            Ok(context_of(&strategy, question, ctx, passages))
         })
     }
 
@@ -493,9 +475,8 @@ impl Index {
         released(py, || {
             let (searcher, strategy, top_k) = self.query(question, strategy, top_k)?;
             let a = runtime()?.block_on(searcher.answer(question, &strategy, top_k))?;
-            let passages: Vec<Hit> = a.passages.into_iter().map(Hit::from_passage).collect();
-            let mut context = context_of(&strategy, question, &searcher, a.context, 0);
-            context.passages = passages.clone();
+            let passages = hits(a.passages);
+            let context = context_of(&strategy, question, a.context, passages.clone());
             Ok(Answer {
                 strategy,
                 question: question.to_owned(),

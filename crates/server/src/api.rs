@@ -423,18 +423,13 @@ pub(crate) fn check_range(name: &str, value: usize, lo: usize, hi: usize) -> Api
     }
 }
 
-/// Checks `strategy` against what `searcher` answers; the error names the allowed ones.
+/// Checks `strategy` against what `searcher` answers ([`Searcher::check_strategy`]): 400 naming the
+/// allowed ones.
 pub(crate) fn check_strategy(searcher: &Searcher, strategy: &str) -> ApiResult<()> {
-    let have = searcher.strategies();
-    if have.contains(&strategy) {
-        return Ok(());
-    }
-    let known = kgrag::methods::strategies().contains(&strategy);
-    Err(ApiError::bad_request(format!(
-        "{} strategy {strategy:?}: this index answers {}",
-        if known { "unindexed" } else { "unknown" },
-        have.join(", ")
-    )))
+    searcher.check_strategy(strategy).map_err(|e| match e {
+        kgrag::KgragError::Config(message) => ApiError::bad_request(message),
+        other => ApiError::from(other),
+    })
 }
 
 /// The most passages a request may ask for.

@@ -166,6 +166,26 @@ impl Searcher {
         self.generation.strategies()
     }
 
+    /// Checks that this generation answers `strategy`. The error ([`KgragError::Config`]) says whether
+    /// kgrag does not know the strategy or this index did not build its method, and names the strategies
+    /// the index answers.
+    pub fn check_strategy(&self, strategy: &str) -> Result<()> {
+        let have = self.strategies();
+        if have.contains(&strategy) {
+            return Ok(());
+        }
+        let known = methods::strategies().contains(&strategy);
+        Err(KgragError::Config(format!(
+            "{} strategy {strategy:?}: this index answers {}",
+            if known { "unindexed" } else { "unknown" },
+            if have.is_empty() {
+                "none yet (nothing is committed)".to_owned()
+            } else {
+                have.join(", ")
+            }
+        )))
+    }
+
     /// Seconds per stage of the build that made this generation.
     pub fn stages(&self) -> &[(String, f64)] {
         &self.generation.stages
