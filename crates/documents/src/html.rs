@@ -1,0 +1,1106 @@
+//! Web pages (`.html`, `.htm`) and the XHTML of EPUB chapters.
+//!
+//! A small tolerant parser builds a tree the way browsers close what authors leave open (`<p>` before a
+//! block, `<li>` before the next item, cells and rows, void elements); script, style and other raw text is
+//! skipped. Then the page's boilerplate goes:
+//!
+//! 1. elements that are never content — `nav`, `aside`, `footer`, `form`, `button`, `iframe`, `svg`, …, the
+//!    page's own `header`, anything `hidden` or `aria-hidden` or with a landmark role other than `main`
+//!    (`navigation`, `banner`, `contentinfo`, `complementary`, `search`, dialogs);
+//! 2. elements whose class or id names boilerplate (`nav`, `menu`, `breadcrumb`, `footer`, `sidebar`,
+//!    `cookie`, `consent`, `gdpr`, `banner`, `popup`, `modal`, `newsletter`, `share`, `social`, `related`,
+//!    `comments`, `advert`, `promo`, …), unless they also name content (`article`, `content`, `post`,
+//!    `entry`, `story`, `main`);
+//! 3. the content root: `<main>` (or `role="main"`), else the `<article>` with the most text, else the
+//!    element holding the most paragraph text (Readability's scoring: a paragraph's text counts for its
+//!    parent, half for the grandparent), unless that drops most of the page's text;
+//! 4. inside it, lists and blocks that are mostly links (link text over 60 % of at least three links).
+//!
+//! What is left is written as blocks: headings, paragraphs, list items, tables, preformatted text.
+
+use std::collections::HashMap;
+
+use crate::builder::{squash, Builder};
+use crate::{Deadline, Extracted, Format, Result};
+
+/// One element or text of the tree.
+#[derive(Debug)]
+pub(crate) enum Node {
+    Element {
+        name: String,
+        attrs: Vec<(String, String)>,
+        children: Vec<usize>,
+    },
+    Text(String),
+}
+
+/// A parsed page: nodes in an arena, node 0 the document.
+#[derive(Debug)]
+pub(crate) struct Dom {
+    pub(crate) nodes: Vec<Node>,
+    pub(crate) title: Option<String>,
+}
+
+const VOID: &[&str] = &[
+    "area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "param", "source",
+    "track", "wbr", "keygen",
+];
+
+/// Elements whose content is raw text, skipped (their text is never content).
+const RAW: &[&str] = &[
+    "script", "style", "noscript", "template", "textarea", "xmp", "iframe", "noembed", "noframes",
+];
+
+/// Block elements: their start closes an open `<p>`.
+const BLOCKS: &[&str] = &[
+    "address",
+    "article",
+    "aside",
+    "blockquote",
+    "center",
+    "details",
+    "dialog",
+    "dir",
+    "div",
+    "dl",
+    "fieldset",
+    "figcaption",
+    "figure",
+    "footer",
+    "form",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "header",
+    "hgroup",
+    "hr",
+    "main",
+    "menu",
+    "nav",
+    "ol",
+    "p",
+    "pre",
+    "section",
+    "summary",
+    "table",
+    "ul",
+    "li",
+    "dd",
+    "dt",
+];
+
+impl Dom {
+    fn element(&self, i: usize) -> Option<(&str, &[(String, String)], &[usize])> {
+        match self.nodes.get(i)? {
+            Node::Element {
+                name,
+                attrs,
+                children,
+            } => Some((name.as_str(), attrs.as_slice(), children.as_slice())),
+            Node::Text(_) => None,
+        }
+    }
+
+    fn name(&self, i: usize) -> &str {
+        self.element(i).map_or("", |(n, _, _)| n)
+    }
+
+    fn attr(&self, i: usize, key: &str) -> Option<&str> {
+        self.element(i)?
+            .1
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn children(&self, i: usize) -> &[usize] {
+        self.element(i).map_or(&[], |(_, _, c)| c)
+    }
+
+    /// Every element under `i` (itself included), depth first.
+    fn descendants(&self, i: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        let mut stack = vec![i];
+        while let Some(n) = stack.pop() {
+            out.push(n);
+            for &c in self.children(n).iter().rev() {
+                stack.push(c);
+            }
+        }
+        out
+    }
+
+    /// The first element named `name` under `i`.
+    pub(crate) fn find(&self, i: usize, name: &str) -> Option<usize> {
+        self.descendants(i)
+            .into_iter()
+            .find(|&n| self.name(n) == name)
+    }
+}
+
+/// Decodes a page's bytes: a byte-order mark, else the charset its `<meta>` names, else UTF-8 when valid,
+/// else Windows-1252.
+pub(crate) fn decode(bytes: &[u8]) -> String {
+    if let Some(rest) = bytes.strip_prefix(b"\xEF\xBB\xBF".as_slice()) {
+        return String::from_utf8_lossy(rest).into_owned();
+    }
+    if bytes.starts_with(b"\xFF\xFE") || bytes.starts_with(b"\xFE\xFF") {
+        let le = bytes[0] == 0xFF;
+        let units: Vec<u16> = bytes[2..]
+            .chunks_exact(2)
+            .map(|c| {
+                if le {
+                    u16::from_le_bytes([c[0], c[1]])
+                } else {
+                    u16::from_be_bytes([c[0], c[1]])
+                }
+            })
+            .collect();
+        return String::from_utf16_lossy(&units);
+    }
+    let head = String::from_utf8_lossy(&bytes[..bytes.len().min(2048)]).to_ascii_lowercase();
+    let declared_latin = [
+        "charset=iso-8859-1",
+        "charset=\"iso-8859-1",
+        "charset=windows-1252",
+        "charset=\"windows-1252",
+        "charset=latin1",
+    ]
+    .iter()
+    .any(|c| head.contains(c));
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !declared_latin => s.to_owned(),
+        _ => bytes
+            .iter()
+            .map(|&b| match b {
+                0x80..=0x9F => cp1252(b),
+                _ => char::from(b),
+            })
+            .collect(),
+    }
+}
+
+fn cp1252(b: u8) -> char {
+    const HIGH: [char; 32] = [
+        '€', '\u{81}', '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', '\u{8d}', 'Ž',
+        '\u{8f}', '\u{90}', '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', '\u{9d}',
+        'ž', 'Ÿ',
+    ];
+    HIGH[usize::from(b - 0x80)]
+}
+
+/// Parses a page into a tree, closing what browsers close.
+pub(crate) fn parse(text: &str, deadline: Deadline) -> Result<Dom> {
+    let mut dom = Dom {
+        nodes: vec![Node::Element {
+            name: "#document".into(),
+            attrs: Vec::new(),
+            children: Vec::new(),
+        }],
+        title: None,
+    };
+    let mut stack: Vec<usize> = vec![0];
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    let mut text_start = 0;
+    let mut steps = 0u32;
+    while i < bytes.len() {
+        steps += 1;
+        if steps % 65_536 == 0 {
+            deadline.check()?;
+        }
+        if bytes[i] != b'<' {
+            i += 1;
+            continue;
+        }
+        // A tag, a comment, a declaration — or a lone '<' that is text.
+        let next = bytes.get(i + 1).copied().unwrap_or(0);
+        let is_tag = next.is_ascii_alphabetic() || next == b'/' || next == b'!' || next == b'?';
+        if !is_tag {
+            i += 1;
+            continue;
+        }
+        push_text(&mut dom, &stack, &text[text_start..i]);
+        if text[i..].starts_with("<!--") {
+            i = text[i + 4..]
+                .find("-->")
+                .map_or(bytes.len(), |e| i + 4 + e + 3);
+            text_start = i;
+            continue;
+        }
+        if next == b'!' || next == b'?' {
+            if text[i..].starts_with("<![CDATA[") {
+                let end = text[i + 9..].find("]]>").map_or(bytes.len(), |e| i + 9 + e);
+                push_text(&mut dom, &stack, &text[i + 9..end]);
+                i = (end + 3).min(bytes.len());
+            } else {
+                i = text[i..].find('>').map_or(bytes.len(), |e| i + e + 1);
+            }
+            text_start = i;
+            continue;
+        }
+        let end = tag_end(bytes, i);
+        let tag = &text[i + 1..end.saturating_sub(1).max(i + 1)];
+        i = end;
+        text_start = i;
+        if let Some(closing) = tag.strip_prefix('/') {
+            let name = closing
+                .split(|c: char| c.is_whitespace() || c == '>')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            close(&dom, &mut stack, &name);
+            continue;
+        }
+        let (name, attrs, self_closing) = parse_tag(tag);
+        if name.is_empty() {
+            continue;
+        }
+        if RAW.contains(&name.as_str()) || name == "title" {
+            // Skip to its end tag; a title's text is the page's title.
+            let close_tag = format!("</{name}");
+            let lower_rest = &text[i..];
+            let end_at = find_ci(lower_rest, &close_tag).map_or(bytes.len(), |e| i + e);
+            if name == "title" && dom.title.is_none() {
+                let t = squash(&entities(&text[i..end_at]));
+                if !t.is_empty() {
+                    dom.title = Some(t);
+                }
+            }
+            i = text[end_at..]
+                .find('>')
+                .map_or(bytes.len(), |e| end_at + e + 1);
+            text_start = i;
+            continue;
+        }
+        implied_end(&dom, &mut stack, &name);
+        let index = dom.nodes.len();
+        dom.nodes.push(Node::Element {
+            name: name.clone(),
+            attrs,
+            children: Vec::new(),
+        });
+        if let Some(&parent) = stack.last() {
+            if let Some(Node::Element { children, .. }) = dom.nodes.get_mut(parent) {
+                children.push(index);
+            }
+        }
+        if !self_closing && !VOID.contains(&name.as_str()) {
+            stack.push(index);
+            if stack.len() > 512 {
+                // Pathological nesting: stop nesting deeper.
+                stack.pop();
+            }
+        }
+    }
+    push_text(&mut dom, &stack, &text[text_start.min(bytes.len())..]);
+    Ok(dom)
+}
+
+/// The end of the tag starting at `start` (past its `>`), skipping quoted attribute values.
+fn tag_end(bytes: &[u8], start: usize) -> usize {
+    let mut quote = 0u8;
+    let mut i = start + 1;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if quote != 0 {
+            if b == quote {
+                quote = 0;
+            }
+        } else if b == b'"' || b == b'\'' {
+            // Quotes only open inside an attribute value (after `=`).
+            if bytes[..i].iter().rev().find(|c| !c.is_ascii_whitespace()) == Some(&b'=') {
+                quote = b;
+            }
+        } else if b == b'>' {
+            return i + 1;
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+fn find_ci(hay: &str, needle: &str) -> Option<usize> {
+    let n = needle.len();
+    let hb = hay.as_bytes();
+    let nb = needle.as_bytes();
+    if hb.len() < n {
+        return None;
+    }
+    (0..=hb.len() - n).find(|&k| hb[k..k + n].eq_ignore_ascii_case(nb))
+}
+
+/// A start tag's name (lower case), attributes and whether it closes itself.
+fn parse_tag(tag: &str) -> (String, Vec<(String, String)>, bool) {
+    let self_closing = tag.trim_end().ends_with('/');
+    let tag = tag.trim_end().trim_end_matches('/');
+    let name_end = tag
+        .find(|c: char| c.is_whitespace() || c == '/')
+        .unwrap_or(tag.len());
+    let raw_name = &tag[..name_end];
+    // `epub:type`-style prefixes stay on attributes; a prefixed element keeps its local name.
+    let name = raw_name
+        .rsplit(':')
+        .next()
+        .unwrap_or(raw_name)
+        .to_ascii_lowercase();
+    let mut attrs = Vec::new();
+    let b = tag.as_bytes();
+    let mut i = name_end;
+    while i < b.len() && attrs.len() < 64 {
+        while i < b.len() && (b[i].is_ascii_whitespace() || b[i] == b'/') {
+            i += 1;
+        }
+        let ks = i;
+        while i < b.len() && !b[i].is_ascii_whitespace() && b[i] != b'=' && b[i] != b'/' {
+            i += 1;
+        }
+        if ks == i {
+            i += 1;
+            continue;
+        }
+        let key = tag[ks..i].to_ascii_lowercase();
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        let mut value = String::new();
+        if i < b.len() && b[i] == b'=' {
+            i += 1;
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            if i < b.len() && (b[i] == b'"' || b[i] == b'\'') {
+                let q = b[i];
+                let vs = i + 1;
+                let ve = b[vs..]
+                    .iter()
+                    .position(|&c| c == q)
+                    .map_or(b.len(), |p| vs + p);
+                value = entities(&tag[vs..ve]);
+                i = (ve + 1).min(b.len());
+            } else {
+                let vs = i;
+                while i < b.len() && !b[i].is_ascii_whitespace() {
+                    i += 1;
+                }
+                value = entities(&tag[vs..i]);
+            }
+        }
+        attrs.push((key, value));
+    }
+    (name, attrs, self_closing)
+}
+
+fn push_text(dom: &mut Dom, stack: &[usize], raw: &str) {
+    if raw.is_empty() {
+        return;
+    }
+    let index = dom.nodes.len();
+    dom.nodes.push(Node::Text(entities(raw)));
+    if let Some(&parent) = stack.last() {
+        if let Some(Node::Element { children, .. }) = dom.nodes.get_mut(parent) {
+            children.push(index);
+        }
+    }
+}
+
+/// Closes elements an opening `name` implies closed (`<p>` before a block, `<li>` before an item, …).
+fn implied_end(dom: &Dom, stack: &mut Vec<usize>, name: &str) {
+    let top = |stack: &Vec<usize>| {
+        stack
+            .last()
+            .map(|&i| dom.name(i).to_owned())
+            .unwrap_or_default()
+    };
+    let in_scope = |stack: &Vec<usize>, target: &[&str], stops: &[&str]| {
+        for &i in stack.iter().rev() {
+            let n = dom.name(i);
+            if target.contains(&n) {
+                return true;
+            }
+            if stops.contains(&n) {
+                return false;
+            }
+        }
+        false
+    };
+    let pop_until = |stack: &mut Vec<usize>, target: &[&str]| {
+        while let Some(&i) = stack.last() {
+            if i == 0 {
+                break;
+            }
+            let n = dom.name(i).to_owned();
+            stack.pop();
+            if target.contains(&n.as_str()) {
+                break;
+            }
+        }
+    };
+    if BLOCKS.contains(&name)
+        && in_scope(
+            stack,
+            &["p"],
+            &[
+                "div",
+                "td",
+                "th",
+                "li",
+                "table",
+                "body",
+                "article",
+                "section",
+                "main",
+                "blockquote",
+                "button",
+            ],
+        )
+    {
+        pop_until(stack, &["p"]);
+    }
+    match name {
+        "li" if in_scope(stack, &["li"], &["ul", "ol", "menu", "table"]) => {
+            pop_until(stack, &["li"])
+        }
+        "dt" | "dd" if in_scope(stack, &["dt", "dd"], &["dl", "table"]) => {
+            pop_until(stack, &["dt", "dd"])
+        }
+        "tr" if in_scope(stack, &["tr"], &["table"]) => pop_until(stack, &["tr"]),
+        "td" | "th" if in_scope(stack, &["td", "th"], &["tr", "table"]) => {
+            pop_until(stack, &["td", "th"])
+        }
+        "tbody" | "thead" | "tfoot"
+            if in_scope(stack, &["tbody", "thead", "tfoot"], &["table"]) =>
+        {
+            pop_until(stack, &["tbody", "thead", "tfoot"])
+        }
+        "option" if top(stack) == "option" => pop_until(stack, &["option"]),
+        h if h.len() == 2 && h.starts_with('h') && h.as_bytes()[1].is_ascii_digit() => {
+            let t = top(stack);
+            if t.len() == 2 && t.starts_with('h') && t.as_bytes()[1].is_ascii_digit() {
+                stack.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Closes `name` if it is open (and what is open inside it); a stray end tag is ignored.
+fn close(dom: &Dom, stack: &mut Vec<usize>, name: &str) {
+    let local = name.rsplit(':').next().unwrap_or(name);
+    if let Some(pos) = stack.iter().rposition(|&i| dom.name(i) == local) {
+        if pos > 0 {
+            stack.truncate(pos);
+        }
+    } else if local == "p" {
+        // `</p>` with no `<p>` open is an empty paragraph: nothing to do.
+    }
+}
+
+/// Replaces character references (`&amp;`, `&#233;`, `&#xE9;`, the named ones of HTML 4 and `&apos;`).
+pub(crate) fn entities(s: &str) -> String {
+    if !s.contains('&') {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        let end = tail
+            .char_indices()
+            .take(32)
+            .find(|&(_, c)| c == ';' || !(c.is_ascii_alphanumeric() || c == '#'))
+            .map(|(k, c)| (k, c == ';'));
+        let decoded = end.and_then(|(k, semi)| {
+            let name = &tail[..k];
+            let c = if let Some(num) = name.strip_prefix('#') {
+                let v = match num.strip_prefix(['x', 'X']) {
+                    Some(hex) => u32::from_str_radix(hex, 16).ok(),
+                    None => num.parse::<u32>().ok(),
+                }?;
+                Some(match v {
+                    0x80..=0x9F => cp1252(v as u8),
+                    _ => char::from_u32(v).unwrap_or('\u{FFFD}'),
+                })
+            } else {
+                named_entity(name)
+            }?;
+            Some((c, k + usize::from(semi)))
+        });
+        match decoded {
+            Some((c, used)) => {
+                out.push(c);
+                rest = &tail[used..];
+            }
+            None => {
+                out.push('&');
+                rest = tail;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+fn named_entity(name: &str) -> Option<char> {
+    // HTML 4's character entity references (Latin-1, symbols and Greek, special) and `apos`.
+    const NAMES: &str = "nbsp 160 iexcl 161 cent 162 pound 163 curren 164 yen 165 brvbar 166 sect 167 uml 168 \
+        copy 169 ordf 170 laquo 171 not 172 shy 173 reg 174 macr 175 deg 176 plusmn 177 sup2 178 sup3 179 \
+        acute 180 micro 181 para 182 middot 183 cedil 184 sup1 185 ordm 186 raquo 187 frac14 188 frac12 189 \
+        frac34 190 iquest 191 Agrave 192 Aacute 193 Acirc 194 Atilde 195 Auml 196 Aring 197 AElig 198 \
+        Ccedil 199 Egrave 200 Eacute 201 Ecirc 202 Euml 203 Igrave 204 Iacute 205 Icirc 206 Iuml 207 ETH 208 \
+        Ntilde 209 Ograve 210 Oacute 211 Ocirc 212 Otilde 213 Ouml 214 times 215 Oslash 216 Ugrave 217 \
+        Uacute 218 Ucirc 219 Uuml 220 Yacute 221 THORN 222 szlig 223 agrave 224 aacute 225 acirc 226 \
+        atilde 227 auml 228 aring 229 aelig 230 ccedil 231 egrave 232 eacute 233 ecirc 234 euml 235 \
+        igrave 236 iacute 237 icirc 238 iuml 239 eth 240 ntilde 241 ograve 242 oacute 243 ocirc 244 \
+        otilde 245 ouml 246 divide 247 oslash 248 ugrave 249 uacute 250 ucirc 251 uuml 252 yacute 253 \
+        thorn 254 yuml 255 quot 34 amp 38 lt 60 gt 62 apos 39 OElig 338 oelig 339 Scaron 352 scaron 353 \
+        Yuml 376 circ 710 tilde 732 ensp 8194 emsp 8195 thinsp 8201 zwnj 8204 zwj 8205 lrm 8206 rlm 8207 \
+        ndash 8211 mdash 8212 lsquo 8216 rsquo 8217 sbquo 8218 ldquo 8220 rdquo 8221 bdquo 8222 \
+        dagger 8224 Dagger 8225 permil 8240 lsaquo 8249 rsaquo 8250 euro 8364 fnof 402 Alpha 913 Beta 914 \
+        Gamma 915 Delta 916 Epsilon 917 Zeta 918 Eta 919 Theta 920 Iota 921 Kappa 922 Lambda 923 Mu 924 \
+        Nu 925 Xi 926 Omicron 927 Pi 928 Rho 929 Sigma 931 Tau 932 Upsilon 933 Phi 934 Chi 935 Psi 936 \
+        Omega 937 alpha 945 beta 946 gamma 947 delta 948 epsilon 949 zeta 950 eta 951 theta 952 iota 953 \
+        kappa 954 lambda 955 mu 956 nu 957 xi 958 omicron 959 pi 960 rho 961 sigmaf 962 sigma 963 tau 964 \
+        upsilon 965 phi 966 chi 967 psi 968 omega 969 thetasym 977 upsih 978 piv 982 bull 8226 \
+        hellip 8230 prime 8242 Prime 8243 oline 8254 frasl 8260 weierp 8472 image 8465 real 8476 \
+        trade 8482 alefsym 8501 larr 8592 uarr 8593 rarr 8594 darr 8595 harr 8596 crarr 8629 lArr 8656 \
+        uArr 8657 rArr 8658 dArr 8659 hArr 8660 forall 8704 part 8706 exist 8707 empty 8709 nabla 8711 \
+        isin 8712 notin 8713 ni 8715 prod 8719 sum 8721 minus 8722 lowast 8727 radic 8730 prop 8733 \
+        infin 8734 ang 8736 and 8743 or 8744 cap 8745 cup 8746 int 8747 there4 8756 sim 8764 cong 8773 \
+        asymp 8776 ne 8800 equiv 8801 le 8804 ge 8805 sub 8834 sup 8835 nsub 8836 sube 8838 supe 8839 \
+        oplus 8853 otimes 8855 perp 8869 sdot 8901 lceil 8968 rceil 8969 lfloor 8970 rfloor 8971 \
+        lang 9001 rang 9002 loz 9674 spades 9824 clubs 9827 hearts 9829 diams 9830";
+    let mut it = NAMES.split_ascii_whitespace();
+    while let (Some(n), Some(v)) = (it.next(), it.next()) {
+        if n == name {
+            return v.parse::<u32>().ok().and_then(char::from_u32);
+        }
+    }
+    None
+}
+
+// ------------------------------------------------------------------------------------------- boilerplate
+
+/// Elements that are never a page's content.
+const NEVER: &[&str] = &[
+    "nav", "aside", "footer", "form", "button", "select", "input", "label", "svg", "canvas",
+    "video", "audio", "object", "embed", "map", "dialog", "menu", "head",
+];
+
+const BOILER_WORDS: &[&str] = &[
+    "nav",
+    "navbar",
+    "navigation",
+    "menu",
+    "menubar",
+    "breadcrumb",
+    "breadcrumbs",
+    "footer",
+    "sidebar",
+    "side",
+    "widget",
+    "widgets",
+    "cookie",
+    "cookies",
+    "consent",
+    "gdpr",
+    "banner",
+    "popup",
+    "modal",
+    "overlay",
+    "newsletter",
+    "subscribe",
+    "subscription",
+    "share",
+    "sharing",
+    "social",
+    "related",
+    "comments",
+    "comment",
+    "advert",
+    "advertisement",
+    "ads",
+    "ad",
+    "sponsor",
+    "sponsored",
+    "promo",
+    "toolbar",
+    "pagination",
+    "pager",
+    "masthead",
+    "skip",
+    "legal",
+    "copyright",
+    "topbar",
+    "signup",
+    "login",
+    "print",
+    "disclaimer",
+    "tags",
+    "byline",
+    "author-bio",
+];
+
+const CONTENT_WORDS: &[&str] = &[
+    "article", "content", "post", "entry", "story", "main", "body", "text",
+];
+
+/// The words of a class or id value (`site-footer__links` → `site`, `footer`, `links`).
+fn words(value: &str) -> impl Iterator<Item = String> + '_ {
+    value
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_ascii_lowercase)
+}
+
+fn is_boilerplate(dom: &Dom, i: usize, top_level: bool) -> bool {
+    let name = dom.name(i);
+    if NEVER.contains(&name) {
+        return true;
+    }
+    // A page's own header (not an article's).
+    if name == "header" && top_level {
+        return true;
+    }
+    if dom.attr(i, "hidden").is_some() || dom.attr(i, "aria-hidden") == Some("true") {
+        return true;
+    }
+    if let Some(style) = dom.attr(i, "style") {
+        let s: String = style
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        if s.contains("display:none") || s.contains("visibility:hidden") {
+            return true;
+        }
+    }
+    if let Some(role) = dom.attr(i, "role") {
+        if matches!(
+            role.to_ascii_lowercase().as_str(),
+            "navigation"
+                | "banner"
+                | "contentinfo"
+                | "complementary"
+                | "search"
+                | "menu"
+                | "menubar"
+                | "dialog"
+                | "alertdialog"
+                | "toolbar"
+        ) {
+            return true;
+        }
+    }
+    let mut boiler = false;
+    let mut content = false;
+    for key in ["class", "id"] {
+        if let Some(v) = dom.attr(i, key) {
+            for w in words(v) {
+                if BOILER_WORDS.contains(&w.as_str()) {
+                    boiler = true;
+                }
+                if CONTENT_WORDS.contains(&w.as_str()) {
+                    content = true;
+                }
+            }
+        }
+    }
+    boiler && !content
+}
+
+/// The tree with boilerplate cut: a copy of the children lists where cut elements are gone.
+fn prune(dom: &Dom, root: usize, keep_headers: bool) -> HashMap<usize, Vec<usize>> {
+    let mut kept: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut stack = vec![(root, 0usize, false)];
+    while let Some((i, depth, in_article)) = stack.pop() {
+        let name = dom.name(i);
+        let article = in_article || matches!(name, "article" | "main");
+        let children: Vec<usize> = dom
+            .children(i)
+            .iter()
+            .copied()
+            .filter(|&c| match dom.nodes.get(c) {
+                Some(Node::Text(_)) => true,
+                Some(Node::Element { .. }) => !is_boilerplate(dom, c, !article && !keep_headers),
+                None => false,
+            })
+            .collect();
+        for &c in &children {
+            if matches!(dom.nodes.get(c), Some(Node::Element { .. })) && depth < 400 {
+                stack.push((c, depth + 1, article));
+            }
+        }
+        kept.insert(i, children);
+    }
+    kept
+}
+
+/// Text statistics of a pruned subtree: (all text, text inside links, links).
+fn text_stats(dom: &Dom, kept: &HashMap<usize, Vec<usize>>, i: usize) -> (usize, usize, usize) {
+    let mut all = 0;
+    let mut linked = 0;
+    let mut links = 0;
+    let mut stack = vec![(i, false)];
+    while let Some((n, in_link)) = stack.pop() {
+        match dom.nodes.get(n) {
+            Some(Node::Text(t)) => {
+                let len = t.split_whitespace().map(str::len).sum::<usize>();
+                all += len;
+                if in_link {
+                    linked += len;
+                }
+            }
+            Some(Node::Element { name, .. }) => {
+                let link = name == "a";
+                if link {
+                    links += 1;
+                }
+                for &c in kept.get(&n).map_or(&[][..], Vec::as_slice) {
+                    stack.push((c, in_link || link));
+                }
+            }
+            None => {}
+        }
+    }
+    (all, linked, links)
+}
+
+/// The content root under `body`: `<main>`, the `<article>` with the most text, else the best-scoring
+/// container of paragraphs — unless it holds under 40 % of the page's text.
+fn content_root(dom: &Dom, kept: &HashMap<usize, Vec<usize>>, body: usize) -> usize {
+    let nodes: Vec<usize> = reachable(kept, body);
+    let total = text_stats(dom, kept, body).0.max(1);
+    let mains: Vec<usize> = nodes
+        .iter()
+        .copied()
+        .filter(|&n| dom.name(n) == "main" || dom.attr(n, "role") == Some("main"))
+        .collect();
+    if let Some(&m) = mains.first() {
+        if text_stats(dom, kept, m).0 * 5 >= total {
+            return m;
+        }
+    }
+    let best_article = nodes
+        .iter()
+        .copied()
+        .filter(|&n| dom.name(n) == "article")
+        .max_by_key(|&n| text_stats(dom, kept, n).0);
+    if let Some(a) = best_article {
+        if text_stats(dom, kept, a).0 * 5 >= total * 2 {
+            return a;
+        }
+    }
+    // Readability's scoring of paragraph containers.
+    let mut score: HashMap<usize, f64> = HashMap::new();
+    let mut parent: HashMap<usize, usize> = HashMap::new();
+    for &n in &nodes {
+        for &c in kept.get(&n).map_or(&[][..], Vec::as_slice) {
+            parent.insert(c, n);
+        }
+    }
+    for &n in &nodes {
+        if !matches!(dom.name(n), "p" | "pre" | "td" | "blockquote" | "li") {
+            continue;
+        }
+        let (len, linked, _) = text_stats(dom, kept, n);
+        if len < 25 {
+            continue;
+        }
+        let s = 1.0 + (len as f64 / 100.0).min(3.0) + (len - linked) as f64 / len as f64;
+        if let Some(&p) = parent.get(&n) {
+            *score.entry(p).or_default() += s;
+            if let Some(&g) = parent.get(&p) {
+                *score.entry(g).or_default() += s / 2.0;
+            }
+        }
+    }
+    let best = score
+        .into_iter()
+        .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+        .map(|(n, _)| n);
+    match best {
+        Some(b) if text_stats(dom, kept, b).0 * 5 >= total * 2 => b,
+        _ => body,
+    }
+}
+
+fn reachable(kept: &HashMap<usize, Vec<usize>>, root: usize) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        out.push(n);
+        if let Some(c) = kept.get(&n) {
+            stack.extend(c.iter().rev());
+        }
+    }
+    out
+}
+
+// ------------------------------------------------------------------------------------------------ blocks
+
+struct Writer<'d> {
+    dom: &'d Dom,
+    kept: HashMap<usize, Vec<usize>>,
+    out: Builder,
+    inline: String,
+    list_depth: usize,
+    /// Drop lists and blocks that are mostly links.
+    link_filter: bool,
+}
+
+impl Writer<'_> {
+    fn children(&self, i: usize) -> Vec<usize> {
+        self.kept.get(&i).cloned().unwrap_or_default()
+    }
+
+    fn flush(&mut self) {
+        let text = std::mem::take(&mut self.inline);
+        if !text.trim().is_empty() {
+            self.out.paragraph(&text);
+        }
+    }
+
+    /// The inline text of `i` (every descendant's text, line breaks as spaces).
+    fn text_of(&self, i: usize) -> String {
+        let mut s = String::new();
+        let mut stack = vec![i];
+        while let Some(n) = stack.pop() {
+            match self.dom.nodes.get(n) {
+                Some(Node::Text(t)) => s.push_str(t),
+                Some(Node::Element { name, .. }) => {
+                    if matches!(name.as_str(), "br" | "td" | "th" | "li" | "p" | "div") {
+                        s.push(' ');
+                    }
+                    for &c in self
+                        .kept
+                        .get(&n)
+                        .map_or(&[][..], Vec::as_slice)
+                        .iter()
+                        .rev()
+                    {
+                        stack.push(c);
+                    }
+                }
+                None => {}
+            }
+        }
+        s
+    }
+
+    fn mostly_links(&self, i: usize) -> bool {
+        if !self.link_filter {
+            return false;
+        }
+        let (all, linked, links) = text_stats(self.dom, &self.kept, i);
+        links >= 3 && linked * 10 > all * 6
+    }
+
+    fn walk(&mut self, i: usize) -> Result<()> {
+        self.out.check()?;
+        match self.dom.nodes.get(i) {
+            Some(Node::Text(t)) => {
+                self.inline.push_str(t);
+                return Ok(());
+            }
+            None => return Ok(()),
+            Some(Node::Element { .. }) => {}
+        }
+        let name = self.dom.name(i).to_owned();
+        match name.as_str() {
+            "h1" | "h2" | "h3" | "h4" | "h5" | "h6" => {
+                self.flush();
+                let level = name.as_bytes()[1] - b'0';
+                let text = self.text_of(i);
+                self.out.heading(level, &text);
+            }
+            "ul" | "ol" | "menu" | "dl" => {
+                self.flush();
+                if self.mostly_links(i) {
+                    return Ok(());
+                }
+                self.list_depth += 1;
+                for c in self.children(i) {
+                    self.walk(c)?;
+                }
+                self.list_depth -= 1;
+                self.flush();
+            }
+            "li" | "dt" | "dd" => {
+                self.flush();
+                // The item's own text; nested lists after it.
+                let mut own = String::new();
+                let mut nested = Vec::new();
+                for c in self.children(i) {
+                    if matches!(self.dom.name(c), "ul" | "ol" | "dl" | "table" | "pre") {
+                        nested.push(c);
+                    } else {
+                        own.push_str(&self.text_of(c));
+                        own.push(' ');
+                    }
+                }
+                self.out.list_item(self.list_depth.saturating_sub(1), &own);
+                for c in nested {
+                    self.walk(c)?;
+                }
+            }
+            "table" => {
+                self.flush();
+                let rows = self.table_rows(i);
+                // A layout table (one row or one column of cells holding blocks) is read as blocks.
+                let layout = rows.len() <= 1 || self.is_layout_table(i);
+                if layout {
+                    for c in self.children(i) {
+                        self.walk(c)?;
+                    }
+                } else {
+                    self.out.table(&rows);
+                }
+            }
+            "pre" => {
+                self.flush();
+                let t = self.text_of(i);
+                self.out.code(&t);
+            }
+            "br" => self.inline.push(' '),
+            "img" => {}
+            "p" | "div" | "section" | "article" | "main" | "blockquote" | "figure"
+            | "figcaption" | "header" | "address" | "center" | "details" | "summary" | "body"
+            | "html" | "td" | "th" | "tr" | "tbody" | "thead" | "tfoot" | "caption" | "hgroup"
+            | "#document" | "fieldset" => {
+                self.flush();
+                if matches!(name.as_str(), "div" | "section") && self.mostly_links(i) {
+                    return Ok(());
+                }
+                for c in self.children(i) {
+                    self.walk(c)?;
+                }
+                self.flush();
+            }
+            _ => {
+                // Inline: its text runs on.
+                for c in self.children(i) {
+                    self.walk(c)?;
+                }
+                if matches!(name.as_str(), "span" | "a" | "b" | "i" | "em" | "strong") {
+                    // nothing: inline
+                } else {
+                    self.inline.push(' ');
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn table_rows(&self, table: usize) -> Vec<Vec<String>> {
+        let mut rows = Vec::new();
+        let mut stack = vec![table];
+        while let Some(n) = stack.pop() {
+            for c in self.children(n).into_iter().rev() {
+                match self.dom.name(c) {
+                    "tr" => {
+                        let cells: Vec<String> = self
+                            .children(c)
+                            .into_iter()
+                            .filter(|&d| matches!(self.dom.name(d), "td" | "th"))
+                            .map(|d| self.text_of(d))
+                            .collect();
+                        rows.push((c, cells));
+                    }
+                    "thead" | "tbody" | "tfoot" => stack.push(c),
+                    _ => {}
+                }
+            }
+        }
+        rows.sort_by_key(|(c, _)| *c);
+        rows.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// A table used for layout: a cell holds headings, paragraphs, lists or tables.
+    fn is_layout_table(&self, table: usize) -> bool {
+        reachable(&self.kept, table).into_iter().any(|n| {
+            n != table
+                && matches!(
+                    self.dom.name(n),
+                    "p" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "ul" | "ol" | "table" | "div"
+                )
+        })
+    }
+}
+
+/// Writes the blocks of `root` (boilerplate removed with `boilerplate`) into `out`.
+pub(crate) fn write(dom: &Dom, out: Builder, boilerplate: bool) -> Result<Builder> {
+    let body = dom.find(0, "body").unwrap_or(0);
+    let kept = prune(dom, body, !boilerplate);
+    let root = if boilerplate {
+        content_root(dom, &kept, body)
+    } else {
+        body
+    };
+    let mut w = Writer {
+        dom,
+        kept,
+        out,
+        inline: String::new(),
+        list_depth: 0,
+        link_filter: boilerplate,
+    };
+    w.walk(root)?;
+    w.flush();
+    Ok(w.out)
+}
+
+pub(crate) fn read(bytes: &[u8], deadline: Deadline) -> Result<Extracted> {
+    let text = decode(bytes);
+    let dom = parse(&text, deadline)?;
+    let out = write(&dom, Builder::new(deadline), true)?;
+    Ok(out.finish(Format::Html, dom.title.clone(), 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn read_str(s: &str) -> Extracted {
+        read(s.as_bytes(), Deadline::new(Duration::from_secs(5))).unwrap()
+    }
+
+    #[test]
+    fn closes_what_authors_leave_open() {
+        let doc = read_str("<body><p>One<p>Two &amp; three<ul><li>a<li>b</ul><table><tr><td>x<td>y<tr><td>1<td>2</table>");
+        assert_eq!(
+            doc.text,
+            "One\n\nTwo & three\n\n- a\n- b\n\n| x | y |\n| --- | --- |\n| 1 | 2 |\n"
+        );
+    }
+
+    #[test]
+    fn drops_navigation_banners_and_footers() {
+        let page = r#"<html><head><title>T</title><script>var x = "<p>no</p>";</script></head><body>
+            <header><a href="/">Site</a></header>
+            <div class="cookie-banner">We use cookies. <button>OK</button></div>
+            <nav><ul><li><a href="/">Home</a><li><a href="/a">About</a></ul></nav>
+            <main><h1>Title</h1><p>Body text that matters, long enough to count as content.</p>
+            <div class="share-buttons">Share</div></main>
+            <aside>Related</aside><footer>© 2026</footer></body></html>"#;
+        let doc = read_str(page);
+        assert_eq!(
+            doc.text,
+            "# Title\n\nBody text that matters, long enough to count as content.\n"
+        );
+        assert_eq!(doc.title.as_deref(), Some("T"));
+    }
+
+    #[test]
+    fn entities_decode() {
+        assert_eq!(
+            entities("a&nbsp;b &eacute;&#233;&#xE9; &copy &bogus; &"),
+            "a\u{a0}b ééé © &bogus; &"
+        );
+    }
+}

@@ -1,0 +1,914 @@
+//! From glyphs to the blocks of a document.
+//!
+//! 1. **Words**: glyphs on one baseline run into a word until a space glyph, a jump back, or a gap wider
+//!    than 0.15 em (word spaces in TeX's PDFs are gaps, not characters); overprinted copies (fake bold)
+//!    are dropped.
+//! 2. **Tables** (ruled): filled or stroked cell rectangles that line up in rows of two or more become a
+//!    table; the words inside are its cells.
+//! 3. **Reading order**: the page is cut recursively (XY-cut): a vertical cut where a band of white space
+//!    runs down the whole region (a column gutter, at least half an em wide, with lines on both sides); where a
+//!    few rows cross an otherwise empty band (a title or a figure over two columns) a horizontal cut first
+//!    sets them apart. Regions are read top to bottom, columns left to right.
+//! 4. **Lines**: the words of a region grouped by baseline.
+//! 5. **Running headers and footers**: lines in the top or bottom tenth of pages that repeat (digits
+//!    aside) on at least two pages and 40 % of them, and page numbers there (`12`, `Page 3 of 9`, `- iv -`),
+//!    are dropped.
+//! 6. **Blocks**: a line clearly larger than the body text (the size most text has) is a heading, its level
+//!    by size; a line starting with a bullet or an item number starts a list item; other lines make
+//!    paragraphs, broken by vertical gaps, indents and short last lines, and carried on over column and page
+//!    breaks when the last line ends mid-sentence. Words hyphenated across lines are joined.
+
+use super::content::{Glyph, PageContent};
+use crate::builder::Builder;
+
+/// A word on a page.
+#[derive(Debug, Clone)]
+struct Word {
+    text: String,
+    x0: f32,
+    x1: f32,
+    y: f32,
+    size: f32,
+    bold: bool,
+    /// Index of a table (this "word" stands for the whole table), if any.
+    table: Option<usize>,
+}
+
+impl Word {
+    fn top(&self) -> f32 {
+        self.y + 0.75 * self.size
+    }
+    fn bottom(&self) -> f32 {
+        self.y - 0.25 * self.size
+    }
+}
+
+/// A line of text, in reading order.
+#[derive(Debug, Clone)]
+pub(crate) struct Line {
+    pub(crate) text: String,
+    pub(crate) x0: f32,
+    pub(crate) x1: f32,
+    pub(crate) y: f32,
+    pub(crate) size: f32,
+    pub(crate) bold: bool,
+    pub(crate) page: u32,
+    /// The region (column block) of its page, counted over the document.
+    pub(crate) region: u32,
+    /// The region's left and right edges.
+    pub(crate) left: f32,
+    pub(crate) right: f32,
+    /// A table's rows, when the line stands for a table.
+    pub(crate) table: Option<Vec<Vec<String>>>,
+}
+
+/// The words of a page's glyphs.
+fn words(content: &PageContent) -> Vec<Word> {
+    let mut out: Vec<Word> = Vec::new();
+    let mut cur: Option<(Word, usize, usize)> = None;
+    let mut last: Option<&Glyph> = None;
+    let finish = |w: Option<(Word, usize, usize)>, out: &mut Vec<Word>| {
+        let Some((mut w, bold, n)) = w else {
+            return;
+        };
+        if w.text.trim().is_empty() {
+            return;
+        }
+        w.bold = bold * 2 > n;
+        // Overprinted copies (fake bold, shadows): the same word at nearly the same place.
+        let dup = out
+            .iter()
+            .rev()
+            .take(4)
+            .any(|o| o.text == w.text && (o.x0 - w.x0).abs() < 1.5 && (o.y - w.y).abs() < 1.5);
+        if !dup {
+            out.push(w);
+        }
+    };
+    for g in &content.glyphs {
+        if g.space {
+            finish(cur.take(), &mut out);
+            last = Some(g);
+            continue;
+        }
+        let text = &content.text[g.start as usize..g.end as usize];
+        let joins = match (&cur, last) {
+            (Some((w, _, _)), Some(p)) => {
+                let em = g.size.max(p.size);
+                let gap = g.x0 - p.x1;
+                !p.space
+                    && !p.gap_after
+                    && (g.y - p.y).abs() < 0.3 * em
+                    && gap < 0.15 * em
+                    && gap > -0.6 * em
+                    && (g.size - w.size).abs() < 0.35 * w.size.max(1.0)
+            }
+            _ => false,
+        };
+        if !joins {
+            finish(cur.take(), &mut out);
+        }
+        match &mut cur {
+            Some((w, bold, n)) => {
+                w.text.push_str(text);
+                w.x1 = w.x1.max(g.x1);
+                w.x0 = w.x0.min(g.x0);
+                w.size = w.size.max(g.size);
+                *bold += usize::from(g.bold);
+                *n += 1;
+            }
+            None => {
+                cur = Some((
+                    Word {
+                        text: text.to_owned(),
+                        x0: g.x0,
+                        x1: g.x1,
+                        y: g.y,
+                        size: g.size,
+                        bold: g.bold,
+                        table: None,
+                    },
+                    usize::from(g.bold),
+                    1,
+                ))
+            }
+        }
+        last = Some(g);
+    }
+    finish(cur.take(), &mut out);
+    out
+}
+
+/// Ruled tables: cell rectangles in rows. Returns each table's box and its cell rectangles by row.
+fn tables(rules: &[[f32; 4]], page_area: f32) -> Vec<([f32; 4], Vec<Vec<[f32; 4]>>)> {
+    let mut cells: Vec<[f32; 4]> = rules
+        .iter()
+        .copied()
+        .filter(|r| {
+            let (w, h) = (r[2] - r[0], r[3] - r[1]);
+            w > 4.0 && h > 4.0 && w * h < page_area * 0.4
+        })
+        .collect();
+    if cells.len() < 4 {
+        return Vec::new();
+    }
+    // Rows: cells with the same top and bottom.
+    cells.sort_by(|a, b| b[3].total_cmp(&a[3]).then(a[0].total_cmp(&b[0])));
+    let mut rows: Vec<Vec<[f32; 4]>> = Vec::new();
+    for c in cells {
+        match rows.last_mut() {
+            Some(r) if (r[0][3] - c[3]).abs() < 1.0 && (r[0][1] - c[1]).abs() < 1.0 => {
+                // The same cell drawn twice (fill, then stroke) counts once.
+                if !r
+                    .iter()
+                    .any(|o| (o[0] - c[0]).abs() < 1.0 && (o[2] - c[2]).abs() < 1.0)
+                {
+                    r.push(c);
+                }
+            }
+            _ => rows.push(vec![c]),
+        }
+    }
+    rows.retain(|r| r.len() >= 2);
+    // Tables: runs of rows that touch (each row's top at the previous row's bottom).
+    let mut out = Vec::new();
+    let mut group: Vec<Vec<[f32; 4]>> = Vec::new();
+    for row in rows {
+        let touches = group
+            .last()
+            .is_some_and(|prev| (prev[0][1] - row[0][3]).abs() < 2.0);
+        if !touches && group.len() >= 2 {
+            out.push(std::mem::take(&mut group));
+        } else if !touches {
+            group.clear();
+        }
+        group.push(row);
+    }
+    if group.len() >= 2 {
+        out.push(group);
+    }
+    out.into_iter()
+        .map(|rows| {
+            let x0 = rows.iter().flatten().map(|c| c[0]).fold(f32::MAX, f32::min);
+            let y0 = rows.iter().flatten().map(|c| c[1]).fold(f32::MAX, f32::min);
+            let x1 = rows.iter().flatten().map(|c| c[2]).fold(f32::MIN, f32::max);
+            let y1 = rows.iter().flatten().map(|c| c[3]).fold(f32::MIN, f32::max);
+            let mut rows = rows;
+            for r in &mut rows {
+                r.sort_by(|a, b| a[0].total_cmp(&b[0]));
+            }
+            ([x0, y0, x1, y1], rows)
+        })
+        .collect()
+}
+
+/// Moves the words inside ruled tables into the tables' cells; each table becomes one placeholder word.
+fn lift_tables(
+    words: &mut Vec<Word>,
+    rules: &[[f32; 4]],
+    page_area: f32,
+    out: &mut Vec<Vec<Vec<String>>>,
+) {
+    for (bbox, rows) in tables(rules, page_area) {
+        let mut cells: Vec<Vec<Vec<&Word>>> =
+            rows.iter().map(|r| vec![Vec::new(); r.len()]).collect();
+        let mut inside = vec![false; words.len()];
+        for (k, w) in words.iter().enumerate() {
+            let (cx, cy) = ((w.x0 + w.x1) / 2.0, w.y + 0.3 * w.size);
+            if cx < bbox[0] || cx > bbox[2] || cy < bbox[1] || cy > bbox[3] {
+                continue;
+            }
+            for (ri, r) in rows.iter().enumerate() {
+                for (ci, c) in r.iter().enumerate() {
+                    if cx >= c[0] && cx <= c[2] && cy >= c[1] && cy <= c[3] {
+                        cells[ri][ci].push(w);
+                        inside[k] = true;
+                    }
+                }
+            }
+        }
+        let filled = cells.iter().flatten().filter(|c| !c.is_empty()).count();
+        if filled < 2 {
+            continue;
+        }
+        let table: Vec<Vec<String>> = cells
+            .iter()
+            .map(|r| {
+                r.iter()
+                    .map(|c| {
+                        let mut ws: Vec<&Word> = c.clone();
+                        ws.sort_by(|a, b| b.y.total_cmp(&a.y).then(a.x0.total_cmp(&b.x0)));
+                        ws.iter()
+                            .map(|w| w.text.as_str())
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    })
+                    .collect()
+            })
+            .collect();
+        let size = cells
+            .iter()
+            .flatten()
+            .flatten()
+            .map(|w| w.size)
+            .fold(0.0f32, f32::max);
+        let index = out.len();
+        out.push(table);
+        let mut k = 0;
+        words.retain(|_| {
+            let keep = !inside[k];
+            k += 1;
+            keep
+        });
+        // The placeholder sits where the table's first line is.
+        words.push(Word {
+            text: String::new(),
+            x0: bbox[0],
+            x1: bbox[2],
+            y: bbox[3] - size.max(4.0),
+            size: (bbox[3] - bbox[1]).max(1.0) / 1.0,
+            bold: false,
+            table: Some(index),
+        });
+    }
+}
+
+fn median(mut v: Vec<f32>) -> f32 {
+    if v.is_empty() {
+        return 10.0;
+    }
+    v.sort_by(f32::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Rows of words: groups of words whose vertical extents overlap, top to bottom.
+fn rows_of(words: &[Word], ids: &[usize]) -> Vec<Vec<usize>> {
+    let mut ids = ids.to_vec();
+    ids.sort_by(|&a, &b| words[b].y.total_cmp(&words[a].y));
+    let mut rows: Vec<(f32, f32, Vec<usize>)> = Vec::new();
+    for i in ids {
+        let w = &words[i];
+        let (top, bottom) = (w.top(), w.bottom());
+        match rows.last_mut() {
+            // Same row when the baselines are close (a superscript stays on its line).
+            Some((rtop, rbottom, r))
+                if w.table.is_none()
+                    && words[r[0]].table.is_none()
+                    && (words[r[0]].y - w.y).abs() < 0.45 * w.size.max(words[r[0]].size)
+                    && bottom < *rtop =>
+            {
+                *rtop = rtop.max(top);
+                *rbottom = rbottom.min(bottom);
+                r.push(i);
+            }
+            _ => rows.push((top, bottom, vec![i])),
+        }
+    }
+    rows.into_iter()
+        .map(|(_, _, mut r)| {
+            r.sort_by(|&a, &b| words[a].x0.total_cmp(&words[b].x0));
+            r
+        })
+        .collect()
+}
+
+/// The widest vertical band of white space through every word of `ids`, with enough lines on both sides
+/// to be a column gutter: its middle x.
+fn vertical_cut(words: &[Word], ids: &[usize], em: f32) -> Option<f32> {
+    let mut spans: Vec<(f32, f32)> = ids.iter().map(|&i| (words[i].x0, words[i].x1)).collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut best: Option<(f32, f32)> = None;
+    let mut reach = spans.first()?.1;
+    for &(a, b) in &spans[1..] {
+        if a > reach {
+            let gap = a - reach;
+            let mid = (a + reach) / 2.0;
+            if best.is_none_or(|(g, _)| gap > g) {
+                best = Some((gap, mid));
+            }
+        }
+        reach = reach.max(b);
+    }
+    let (gap, mid) = best?;
+    if gap < 0.5 * em {
+        return None;
+    }
+    // Lines on both sides: at least three rows each, unless the band is wide (two em or more).
+    let left: Vec<usize> = ids
+        .iter()
+        .copied()
+        .filter(|&i| words[i].x1 <= mid)
+        .collect();
+    let right: Vec<usize> = ids
+        .iter()
+        .copied()
+        .filter(|&i| words[i].x0 >= mid)
+        .collect();
+    let (lr, rr) = (rows_of(words, &left).len(), rows_of(words, &right).len());
+    if lr == 0 || rr == 0 {
+        return None;
+    }
+    if (lr < 3 || rr < 3) && gap < 2.0 * em {
+        return None;
+    }
+    Some(mid)
+}
+
+/// A band of white space that only a few rows cross (a full-width title over two columns): the rows that
+/// cross it, for a horizontal cut to set apart.
+fn blocked_gutter(words: &[Word], ids: &[usize], em: f32) -> Option<Vec<usize>> {
+    let rows = rows_of(words, ids);
+    if rows.len() < 4 {
+        return None;
+    }
+    let x0 = ids.iter().map(|&i| words[i].x0).fold(f32::MAX, f32::min);
+    let x1 = ids.iter().map(|&i| words[i].x1).fold(f32::MIN, f32::max);
+    let width = (x1 - x0).max(1.0);
+    // Rows covering each x (one-point bins), from rows' word spans.
+    let bins = (width.ceil() as usize).min(4096);
+    let mut cover = vec![0u32; bins + 1];
+    for r in &rows {
+        let mut marked = vec![false; bins + 1];
+        for &i in r {
+            let a = (((words[i].x0 - x0) / width) * bins as f32)
+                .floor()
+                .max(0.0) as usize;
+            let b = (((words[i].x1 - x0) / width) * bins as f32).ceil() as usize;
+            for m in marked.iter_mut().take(b.min(bins) + 1).skip(a) {
+                *m = true;
+            }
+        }
+        for (c, m) in cover.iter_mut().zip(&marked) {
+            *c += u32::from(*m);
+        }
+    }
+    let limit = ((rows.len() as f32) * 0.2).max(1.0) as u32;
+    // The widest run of bins crossed by at most `limit` rows, inside the text's width.
+    let mut best: Option<(usize, usize)> = None;
+    let mut start = None;
+    for (k, &c) in cover.iter().enumerate() {
+        if c <= limit && k > 0 && k < bins {
+            start.get_or_insert(k);
+        } else if let Some(s) = start.take() {
+            if best.is_none_or(|(a, b)| k - s > b - a) {
+                best = Some((s, k));
+            }
+        }
+    }
+    let (a, b) = best?;
+    let px = width / bins as f32;
+    if ((b - a) as f32) * px < 0.5 * em {
+        return None;
+    }
+    let (ga, gb) = (x0 + a as f32 * px, x0 + b as f32 * px);
+    let mid = (ga + gb) / 2.0;
+    // Text on both sides in most rows' worth.
+    let left = ids.iter().filter(|&&i| words[i].x1 <= ga).count();
+    let right = ids.iter().filter(|&&i| words[i].x0 >= gb).count();
+    if left * 5 < ids.len() || right * 5 < ids.len() {
+        return None;
+    }
+    let crossing: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.iter().any(|&i| words[i].x0 < mid && words[i].x1 > mid))
+        .map(|(k, _)| k)
+        .collect();
+    if crossing.is_empty() {
+        return None;
+    }
+    Some(crossing)
+}
+
+/// Cuts `ids` into regions in reading order.
+fn segment(words: &[Word], ids: Vec<usize>, em: f32, depth: usize, out: &mut Vec<Vec<usize>>) {
+    if ids.len() <= 1 || depth > 64 {
+        out.push(ids);
+        return;
+    }
+    if let Some(mid) = vertical_cut(words, &ids, em) {
+        let (left, right): (Vec<usize>, Vec<usize>) =
+            ids.into_iter().partition(|&i| words[i].x1 <= mid);
+        segment(words, left, em, depth + 1, out);
+        segment(words, right, em, depth + 1, out);
+        return;
+    }
+    if let Some(crossing) = blocked_gutter(words, &ids, em) {
+        let rows = rows_of(words, &ids);
+        let first = crossing[0];
+        // Cut above the first crossing row, or below it when it is the first row.
+        let cut = if first == 0 {
+            let mut end = 0;
+            while crossing.get(end) == Some(&end) {
+                end += 1;
+            }
+            end
+        } else {
+            first
+        };
+        if cut > 0 && cut < rows.len() {
+            let top: Vec<usize> = rows[..cut].iter().flatten().copied().collect();
+            let bottom: Vec<usize> = rows[cut..].iter().flatten().copied().collect();
+            segment(words, top, em, depth + 1, out);
+            segment(words, bottom, em, depth + 1, out);
+            return;
+        }
+    }
+    out.push(ids);
+}
+
+/// The lines of one page in reading order.
+pub(crate) fn page_lines(
+    content: &PageContent,
+    bbox: [f64; 4],
+    page: u32,
+    region_base: u32,
+) -> (Vec<Line>, u32) {
+    let mut ws = words(content);
+    let area = ((bbox[2] - bbox[0]) * (bbox[3] - bbox[1])).abs() as f32;
+    let mut tables_found = Vec::new();
+    lift_tables(&mut ws, &content.rules, area, &mut tables_found);
+    if ws.is_empty() {
+        return (Vec::new(), 0);
+    }
+    let em = median(
+        ws.iter()
+            .filter(|w| w.table.is_none())
+            .map(|w| w.size)
+            .collect(),
+    );
+    let mut regions = Vec::new();
+    segment(&ws, (0..ws.len()).collect(), em, 0, &mut regions);
+    let mut lines = Vec::new();
+    let mut count = 0;
+    for ids in regions {
+        if ids.is_empty() {
+            continue;
+        }
+        let region = region_base + count;
+        count += 1;
+        let left = ids.iter().map(|&i| ws[i].x0).fold(f32::MAX, f32::min);
+        let right = ids.iter().map(|&i| ws[i].x1).fold(f32::MIN, f32::max);
+        for row in rows_of(&ws, &ids) {
+            if let Some(t) = ws[row[0]].table {
+                let w = &ws[row[0]];
+                lines.push(Line {
+                    text: String::new(),
+                    x0: w.x0,
+                    x1: w.x1,
+                    y: w.y,
+                    size: em,
+                    bold: false,
+                    page,
+                    region,
+                    left,
+                    right,
+                    table: tables_found.get(t).cloned(),
+                });
+                continue;
+            }
+            let mut text = String::new();
+            let mut size = 0.0f32;
+            let mut bold = 0usize;
+            let mut chars = 0usize;
+            let mut prev_x1: Option<f32> = None;
+            for &i in &row {
+                let w = &ws[i];
+                if let Some(p) = prev_x1 {
+                    // Words of a row: one space between, none where they touch (a split word).
+                    if w.x0 - p > 0.1 * w.size || text.ends_with(|c: char| !c.is_alphanumeric()) {
+                        text.push(' ');
+                    }
+                }
+                text.push_str(&w.text);
+                let n = w.text.chars().count();
+                if w.size > size && n > 0 {
+                    size = size.max(w.size);
+                }
+                bold += if w.bold { n } else { 0 };
+                chars += n;
+                prev_x1 = Some(w.x1);
+            }
+            // The row's size is its text's (the largest word's, unless that is a lone symbol).
+            let sizes: Vec<f32> = row.iter().map(|&i| ws[i].size).collect();
+            let size = median(sizes).max(size * 0.0);
+            lines.push(Line {
+                text: text.trim().to_owned(),
+                x0: ws[row[0]].x0,
+                x1: row.iter().map(|&i| ws[i].x1).fold(f32::MIN, f32::max),
+                y: ws[row[0]].y,
+                size,
+                bold: chars > 0 && bold * 10 >= chars * 9,
+                page,
+                region,
+                left,
+                right,
+                table: None,
+            });
+        }
+    }
+    (lines, count)
+}
+
+/// A key for running headers and footers: the text with digits made `#`, lower case, spaces squashed.
+fn running_key(text: &str) -> String {
+    let mut k = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_ascii_digit() {
+            if !k.ends_with('#') {
+                k.push('#');
+            }
+        } else if c.is_whitespace() {
+            if !k.ends_with(' ') {
+                k.push(' ');
+            }
+        } else {
+            k.extend(c.to_lowercase());
+        }
+    }
+    k.trim().to_owned()
+}
+
+/// Whether a line is only a page number (`12`, `Page 3`, `3 of 9`, `- 4 -`, `iv`).
+fn is_page_number(text: &str) -> bool {
+    let t = text
+        .trim()
+        .trim_matches(|c: char| c == '-' || c == '–' || c == '—' || c == '|' || c.is_whitespace())
+        .to_ascii_lowercase();
+    let t = t.strip_prefix("page").map_or(t.as_str(), str::trim);
+    let t = t.strip_prefix("p.").map_or(t, str::trim);
+    if t.is_empty() {
+        return false;
+    }
+    let mut parts = t
+        .split(|c: char| c == '/' || c.is_whitespace())
+        .filter(|p| !p.is_empty() && *p != "of");
+    let number = |p: &str| {
+        p.chars().all(|c| c.is_ascii_digit()) && p.len() <= 5
+            || p.len() <= 6 && p.chars().all(|c| matches!(c, 'i' | 'v' | 'x' | 'l' | 'c'))
+    };
+    let Some(first) = parts.next() else {
+        return false;
+    };
+    number(first) && parts.all(number)
+}
+
+/// Drops running headers, footers and page numbers from the lines of `pages` pages (`heights`: each
+/// page's box `[y0, y1]`). Returns how many lines were dropped.
+pub(crate) fn drop_running(lines: &mut Vec<Line>, heights: &[[f32; 2]]) -> usize {
+    let pages = heights.len();
+    if pages < 2 {
+        return 0;
+    }
+    let margin_of = |l: &Line| -> Option<bool> {
+        let [y0, y1] = *heights.get(l.page.saturating_sub(1) as usize)?;
+        let h = (y1 - y0).max(1.0);
+        if l.y > y1 - 0.1 * h {
+            Some(true)
+        } else if l.y < y0 + 0.1 * h {
+            Some(false)
+        } else {
+            None
+        }
+    };
+    let mut counts: std::collections::HashMap<(bool, String), std::collections::BTreeSet<u32>> =
+        std::collections::HashMap::new();
+    for l in lines.iter() {
+        if l.table.is_some() {
+            continue;
+        }
+        if let Some(top) = margin_of(l) {
+            counts
+                .entry((top, running_key(&l.text)))
+                .or_default()
+                .insert(l.page);
+        }
+    }
+    let needed = 2.max((pages as f32 * 0.4).ceil() as usize);
+    let before = lines.len();
+    lines.retain(|l| {
+        if l.table.is_some() {
+            return true;
+        }
+        let Some(top) = margin_of(l) else {
+            return true;
+        };
+        if is_page_number(&l.text) {
+            return false;
+        }
+        let n = counts
+            .get(&(top, running_key(&l.text)))
+            .map_or(0, |s| s.len());
+        n < needed
+    });
+    before - lines.len()
+}
+
+fn is_bullet(text: &str) -> Option<&str> {
+    let mut chars = text.chars();
+    let first = chars.next()?;
+    if matches!(
+        first,
+        '•' | '◦'
+            | '▪'
+            | '‣'
+            | '●'
+            | '○'
+            | '■'
+            | '□'
+            | '–'
+            | '-'
+            | '*'
+            | '·'
+            | '\u{F0B7}'
+            | '➢'
+            | '✓'
+    ) {
+        let rest = chars.as_str();
+        if rest.starts_with(' ') || first != '-' && first != '*' {
+            return Some(rest.trim_start());
+        }
+    }
+    // `1.`, `12)`, `(a)`, `b.` followed by a space.
+    let t = text.trim_start_matches('(');
+    let n = t.bytes().take_while(u8::is_ascii_digit).count();
+    let letter = n == 0 && t.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && t.len() > 2;
+    let m = if n > 0 && n <= 3 {
+        n
+    } else if letter {
+        1
+    } else {
+        return None;
+    };
+    let rest = &t[m..];
+    if (rest.starts_with(". ") || rest.starts_with(") ")) && rest.len() > 2 {
+        return Some(text);
+    }
+    None
+}
+
+fn ends_sentence(text: &str) -> bool {
+    text.trim_end()
+        .trim_end_matches(['"', '\'', '”', '’', ')', ']', '*'])
+        .ends_with(['.', '!', '?', ':', '…'])
+}
+
+/// Joins `next` to a paragraph's text: a word hyphenated over the line break is joined.
+fn join_line(text: &mut String, next: &str) {
+    let trimmed = text.trim_end();
+    let hyphen = trimmed.ends_with(['-', '\u{2010}', '\u{00AD}']);
+    let before_hyphen = trimmed
+        .trim_end_matches(['-', '\u{2010}', '\u{00AD}'])
+        .chars()
+        .last()
+        .is_some_and(char::is_alphabetic);
+    let next_lower = next.chars().next().is_some_and(char::is_lowercase);
+    if hyphen && before_hyphen && next_lower && !trimmed.ends_with("--") {
+        let cut = trimmed
+            .trim_end_matches(['-', '\u{2010}', '\u{00AD}'])
+            .len();
+        text.truncate(cut);
+        text.push_str(next);
+    } else {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(next);
+    }
+}
+
+/// Writes the document's lines as blocks.
+pub(crate) fn write_blocks(lines: &[Line], out: &mut Builder) {
+    // The body size: the size most characters have (half-point steps).
+    let mut by_size: std::collections::HashMap<i32, usize> = std::collections::HashMap::new();
+    for l in lines.iter().filter(|l| l.table.is_none()) {
+        *by_size.entry((l.size * 2.0).round() as i32).or_default() += l.text.chars().count();
+    }
+    let body = by_size
+        .iter()
+        .max_by_key(|(s, n)| (**n, -**s))
+        .map_or(10.0, |(s, _)| *s as f32 / 2.0);
+    let is_heading = |l: &Line| {
+        l.table.is_none()
+            && l.text.chars().count() < 200
+            && l.text.chars().any(char::is_alphabetic)
+            && (l.size >= body * 1.15
+                || l.bold
+                    && l.size >= body * 0.98
+                    && l.text.chars().count() < 90
+                    && !ends_sentence(&l.text))
+    };
+    // Heading levels by size, largest first.
+    let mut heading_sizes: Vec<i32> = lines
+        .iter()
+        .filter(|l| is_heading(l))
+        .map(|l| (l.size * 2.0).round() as i32)
+        .collect();
+    heading_sizes.sort_unstable_by(|a, b| b.cmp(a));
+    heading_sizes.dedup();
+    let level_of = |l: &Line| -> u8 {
+        let s = (l.size * 2.0).round() as i32;
+        let rank = heading_sizes
+            .iter()
+            .position(|&h| h == s)
+            .unwrap_or(heading_sizes.len());
+        (rank as u8 + 1).min(6)
+    };
+    // Line pitch per region: the median distance between consecutive lines of body size.
+    let mut pitches: std::collections::HashMap<u32, Vec<f32>> = std::collections::HashMap::new();
+    for w in lines.windows(2) {
+        if w[0].region == w[1].region && w[0].table.is_none() && w[1].table.is_none() {
+            let d = w[0].y - w[1].y;
+            if d > 0.0 && d < 3.0 * w[0].size.max(1.0) {
+                pitches.entry(w[0].region).or_default().push(d);
+            }
+        }
+    }
+    let pitch: std::collections::HashMap<u32, f32> =
+        pitches.into_iter().map(|(r, v)| (r, median(v))).collect();
+
+    enum Open {
+        None,
+        Para(Vec<(String, u32)>),
+        Item(String, u32),
+        Heading(String, u8, u32),
+    }
+    let mut open = Open::None;
+    let mut prev: Option<&Line> = None;
+    let close = |open: &mut Open, out: &mut Builder| match std::mem::replace(open, Open::None) {
+        Open::Para(pieces) => {
+            let refs: Vec<(&str, u32)> = pieces.iter().map(|(t, p)| (t.as_str(), *p)).collect();
+            out.paragraph_pieces(&refs);
+        }
+        Open::Item(text, page) => {
+            out.set_page(page);
+            out.list_item(0, &text);
+        }
+        Open::Heading(text, level, page) => {
+            out.set_page(page);
+            out.heading(level, &text);
+        }
+        Open::None => {}
+    };
+    for l in lines {
+        if let Some(rows) = &l.table {
+            close(&mut open, out);
+            out.set_page(l.page);
+            out.table(rows);
+            prev = Some(l);
+            continue;
+        }
+        if l.text.is_empty() {
+            continue;
+        }
+        let heading = is_heading(l);
+        let same_region = prev.is_some_and(|p| p.region == l.region);
+        let p_pitch = pitch.get(&l.region).copied().unwrap_or(l.size * 1.25);
+        let gap_break =
+            prev.is_some_and(|p| same_region && (p.y - l.y) > p_pitch + 0.3 * l.size.min(p.size));
+        let size_break = prev.is_some_and(|p| (p.size - l.size).abs() > 0.12 * p.size.max(l.size));
+        if heading {
+            match &mut open {
+                // A heading over several lines: the same size, a line's height apart.
+                Open::Heading(text, level, _)
+                    if prev.is_some_and(|p| {
+                        (p.size - l.size).abs() < 0.5 && same_region && p.y - l.y < 1.6 * l.size
+                    }) && *level == level_of(l) =>
+                {
+                    join_line(text, &l.text);
+                }
+                _ => {
+                    close(&mut open, out);
+                    open = Open::Heading(l.text.clone(), level_of(l), l.page);
+                }
+            }
+            prev = Some(l);
+            continue;
+        }
+        if let Some(item) = is_bullet(&l.text) {
+            close(&mut open, out);
+            open = Open::Item(item.to_owned(), l.page);
+            prev = Some(l);
+            continue;
+        }
+        let continues = match (&open, prev) {
+            (Open::Para(_) | Open::Item(..), Some(p)) if same_region => {
+                let indent = l.x0 > p.x0 + 0.8 * l.size && !matches!(open, Open::Item(..));
+                // A short line that ends a sentence ends its paragraph.
+                let short_end =
+                    ends_sentence(&p.text) && p.x1 < p.right - 0.15 * (p.right - p.left).max(1.0);
+                let item_continues = matches!(open, Open::Item(..)) && l.x0 > p.left + 0.3 * l.size;
+                !gap_break
+                    && !size_break
+                    && !short_end
+                    && (!indent || item_continues)
+                    && (!matches!(open, Open::Item(..)) || item_continues)
+            }
+            // Over a column or page break: on when the last line stopped mid-sentence.
+            (Open::Para(_), Some(p)) => !ends_sentence(&p.text) && !size_break,
+            _ => false,
+        };
+        if continues {
+            match &mut open {
+                Open::Para(pieces) => match pieces.last_mut() {
+                    Some((text, page)) if *page == l.page => join_line(text, &l.text),
+                    _ => {
+                        // A new page: the word hyphenated over the break is joined in the last piece.
+                        let last_hyphen = pieces.last().is_some_and(|(t, _)| {
+                            t.trim_end().ends_with('-')
+                                && l.text.chars().next().is_some_and(char::is_lowercase)
+                        });
+                        if last_hyphen {
+                            let (first, rest) = l.text.split_once(' ').unwrap_or((&l.text, ""));
+                            if let Some((t, _)) = pieces.last_mut() {
+                                join_line(t, first);
+                            }
+                            pieces.push((rest.to_owned(), l.page));
+                        } else {
+                            pieces.push((l.text.clone(), l.page));
+                        }
+                    }
+                },
+                Open::Item(text, _) => join_line(text, &l.text),
+                _ => {}
+            }
+        } else {
+            close(&mut open, out);
+            open = Open::Para(vec![(l.text.clone(), l.page)]);
+        }
+        prev = Some(l);
+    }
+    close(&mut open, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_numbers_and_running_keys() {
+        for t in ["12", "Page 3", "3 of 9", "- 4 -", "iv", "Page 2 / 10"] {
+            assert!(is_page_number(t), "{t}");
+        }
+        for t in ["1984 was a year", "Chapter 3", "vivid"] {
+            assert!(!is_page_number(t), "{t}");
+        }
+        assert_eq!(
+            running_key("Annual Report 2024 — page 7"),
+            "annual report # — page #"
+        );
+    }
+
+    #[test]
+    fn hyphenated_words_join() {
+        let mut t = "the exam-".to_owned();
+        join_line(&mut t, "ple shows");
+        assert_eq!(t, "the example shows");
+        let mut t = "well-".to_owned();
+        join_line(&mut t, "Known");
+        assert_eq!(t, "well- Known");
+        assert!(is_bullet("• item").is_some());
+        assert!(is_bullet("1. first").is_some());
+        assert!(is_bullet("-5 degrees").is_none());
+    }
+}
