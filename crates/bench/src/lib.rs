@@ -542,6 +542,7 @@ async fn run_methods(
                     title: (!p.title.is_empty()).then(|| p.title.clone()),
                     text: p.text.clone(),
                 },
+                origin: None,
             })
             .collect()
     } else {
@@ -559,6 +560,7 @@ async fn run_methods(
                         title: Some(p.title.clone()),
                         text,
                     },
+                    origin: None,
                 }
             })
             .collect()

@@ -10,7 +10,10 @@ use kgrag::config::Config;
 use kgrag::{Index, ReloadPolicy};
 use kgrag_bench::{run, BenchArgs, METHODS};
 
+mod indexing;
 mod terminal;
+
+use indexing::{IndexRun, ReadArgs, Selection};
 
 #[derive(Parser)]
 #[command(
@@ -31,12 +34,17 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build an index of documents: a folder (recursively) or files of .txt/.md (one document each),
-    /// .jsonl ({"id"?, "title"?, "text"} per line) or .json (a HippoRAG corpus).
+    /// Build an index of documents, or bring it up to date: a folder (recursively; hidden and
+    /// .gitignore'd files left out) or files — PDF, Word, PowerPoint, Excel/ODS, HTML, EPUB, text and
+    /// Markdown (one document each, cited to the page), .jsonl ({"id"?, "title"?, "text"} per line) or
+    /// .json (a HippoRAG corpus). A file that cannot be read is reported and skipped. Run again on the same
+    /// folder, it adds new and changed files and removes deleted ones.
     Index {
         /// Files or folders.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        #[command(flatten)]
+        selection: Selection,
         /// The index directory (created if missing).
         #[arg(long)]
         index: PathBuf,
@@ -61,11 +69,16 @@ enum Command {
     },
     /// Answer a question from an index.
     Query(QueryArgs),
+    /// Show what kgrag reads from files: their text, block by block, with each block's page (slide,
+    /// sheet, chapter) and section; --json adds the chunks and each chunk's pages.
+    Read(ReadArgs),
     /// Add documents to an index.
     Insert {
         /// Files or folders.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
+        #[command(flatten)]
+        selection: Selection,
         /// The index directory.
         #[arg(long)]
         index: PathBuf,
@@ -272,117 +285,6 @@ fn progress(quiet: bool) -> bool {
     !quiet && std::io::stderr().is_terminal()
 }
 
-async fn run_index(
-    paths: Vec<PathBuf>,
-    index: PathBuf,
-    config: Option<PathBuf>,
-    methods: Vec<String>,
-    (force, openie_cache, estimate): (bool, Option<PathBuf>, bool),
-    quiet: bool,
-) -> kgrag::Result<()> {
-    let docs = kgrag::documents::read_inputs(&paths)?;
-    let mut prefilled = std::collections::HashMap::new();
-    if let Some(path) = &openie_cache {
-        for doc in kgrag::openie::read_openie_file(path)? {
-            prefilled
-                .entry(doc.extraction.chunk_id.clone())
-                .or_insert(doc.extraction);
-        }
-    }
-    let config = config_arg(config.as_deref())?.unwrap_or_default();
-    if estimate {
-        return run_estimate(docs, &index, config, &methods, &prefilled);
-    }
-    let handle = Index::options()
-        .config(config.clone())
-        .progress(progress(quiet))
-        .open_or_create(&index)?;
-    if let Some(manifest) = handle
-        .committed()
-        .or_else(|e| if force { Ok(None) } else { Err(e) })?
-    {
-        if !force {
-            handle.check_compatible(&manifest)?;
-            let methods_now: Vec<String> = if methods.is_empty() {
-                config.index.methods.clone()
-            } else {
-                methods.clone()
-            };
-            let same_docs = manifest.documents.len() == docs.len()
-                && manifest
-                    .documents
-                    .iter()
-                    .zip(&docs)
-                    .all(|(a, b)| a.id == b.id && a.doc_id == b.document.id);
-            let same_methods = methods_now.len() == manifest.methods.len()
-                && methods_now.iter().all(|m| manifest.methods.contains_key(m));
-            // Chunks whose extraction failed in the last build (every attempt at a model call failed) are
-            // retried by a rerun: not up to date while there are any. (A reply that holds no usable JSON
-            // is not a failure: the chunk is stored with what could be read, and its issues counted.)
-            let failed = manifest.extraction.get("failed").copied().unwrap_or(0);
-            if failed > 0 && same_docs && same_methods {
-                kgrag::progress::say(&format!(
-                    "the last build of {} left {failed} chunks unextracted: building again, retrying them \
-                     (finished extractions and model replies come from the cache)",
-                    index.display()
-                ));
-            }
-            if same_docs && same_methods && failed == 0 {
-                kgrag::progress::say(&format!(
-                    "the index in {} is up to date (generation {}, {} documents)",
-                    index.display(),
-                    manifest.generation,
-                    manifest.documents.len()
-                ));
-                return Ok(());
-            }
-        }
-    }
-    let mut writer = handle.writer()?;
-    writer.rebuild(docs, &methods, prefilled).await?;
-    let generation = writer.commit().await?;
-    drop(writer);
-    let searcher = handle.reader_with(ReloadPolicy::Manual)?.searcher();
-    println!(
-        "indexed {} documents ({} chunks) into {} — generation {generation}",
-        searcher.documents().len(),
-        searcher.corpus().chunks.len(),
-        index.display()
-    );
-    Ok(())
-}
-
-/// `kgrag index --estimate`: the expected LLM use of building `docs` into `index`, printed; the chat
-/// model is built (no request is sent) and nothing is written — not even the cache folder.
-fn run_estimate(
-    docs: Vec<kgrag::documents::SourceDoc>,
-    index: &Path,
-    config: Config,
-    methods: &[String],
-    prefilled: &std::collections::HashMap<kgrag::types::ChunkId, kgrag::types::Extraction>,
-) -> kgrag::Result<()> {
-    let chat: Option<std::sync::Arc<dyn kgrag::types::ChatModel>> = match &config.chat {
-        Some(c) => Some(kgrag::llm::build_chat(c, None)?),
-        None => None,
-    };
-    // The estimate embeds nothing: a hashing embedder stands in for loading the configured one.
-    let embedder = kgrag::llm::build_embedder(
-        &kgrag::llm::EmbedderConfig::Hashing(Default::default()),
-        None,
-    )?;
-    let cache_dir = config.cache_dir_or(&index.join("cache"));
-    let handle = Index::options()
-        .config(config)
-        .models(embedder, chat)
-        .cache_dir(cache_dir)
-        .in_memory()?;
-    let keys: std::collections::HashSet<kgrag::types::ChunkId> =
-        prefilled.keys().cloned().collect();
-    let e = handle.estimate(docs, methods, &keys)?;
-    print!("{}", e.render());
-    Ok(())
-}
-
 async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
     let QueryArgs {
         question,
@@ -428,11 +330,13 @@ async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
             .take(160)
             .collect::<String>()
             .replace('\n', " ");
+        let cite = p
+            .source
+            .as_ref()
+            .map_or_else(|| p.documents.join(", "), |s| s.label.clone());
+        println!("[{}] {cite}  (score {:.4})", p.rank, p.score);
         println!(
-            "  {:>3}. {:.6}  [{}]  {}{}",
-            p.rank,
-            p.score,
-            p.documents.join(", "),
+            "    {}{}",
             preview,
             if p.text.chars().count() > 160 {
                 "…"
@@ -453,60 +357,6 @@ async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
             "context ({} tokens):\n{}",
             a.context.context_tokens, a.context.rendered
         );
-    }
-    Ok(())
-}
-
-async fn run_change(
-    index: PathBuf,
-    config: Option<PathBuf>,
-    quiet: bool,
-    insert: Option<Vec<PathBuf>>,
-    delete: Option<Vec<String>>,
-) -> kgrag::Result<()> {
-    let docs = match &insert {
-        Some(paths) => Some(kgrag::documents::read_inputs(paths)?),
-        None => None,
-    };
-    let config = config_arg(config.as_deref())?;
-    let handle = open(&index, config, progress(quiet))?;
-    let mut writer = handle.writer()?;
-    match (docs, delete) {
-        (Some(docs), _) => {
-            let mut s = writer.add_documents(docs).await?;
-            s.generation = writer.commit().await?;
-            println!(
-                "inserted {} documents ({} new chunks){} — generation {}",
-                s.documents,
-                s.chunks,
-                if s.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; {} already present: {}",
-                        s.skipped.len(),
-                        s.skipped.join(", ")
-                    )
-                },
-                s.generation
-            );
-        }
-        (None, Some(ids)) => {
-            let mut s = writer.delete_documents(&ids).await?;
-            s.generation = writer.commit().await?;
-            println!(
-                "deleted {} documents ({} chunks){} — generation {}",
-                s.documents,
-                s.chunks,
-                if s.skipped.is_empty() {
-                    String::new()
-                } else {
-                    format!("; not found: {}", s.skipped.join(", "))
-                },
-                s.generation
-            );
-        }
-        (None, None) => {}
     }
     Ok(())
 }
@@ -765,6 +615,7 @@ fn main() -> ExitCode {
     let (what, result): (&str, Result<(), CliError>) = match cli.command {
         Command::Index {
             paths,
+            selection,
             index,
             config,
             methods,
@@ -774,16 +625,22 @@ fn main() -> ExitCode {
         } => (
             "index",
             runtime
-                .block_on(run_index(
-                    paths,
-                    index,
-                    config,
-                    methods,
-                    (force, openie_cache, estimate),
+                .block_on(indexing::run_index(
+                    IndexRun {
+                        paths,
+                        index,
+                        config,
+                        methods,
+                        force,
+                        openie_cache,
+                        estimate,
+                        selection,
+                    },
                     quiet,
                 ))
                 .map_err(CliError::from),
         ),
+        Command::Read(args) => ("read", indexing::run_read(args).map_err(CliError::from)),
         Command::Query(args) => (
             "query",
             runtime
@@ -792,18 +649,25 @@ fn main() -> ExitCode {
         ),
         Command::Insert {
             paths,
+            selection,
             index,
             config,
         } => (
             "insert",
             runtime
-                .block_on(run_change(index, config, quiet, Some(paths), None))
+                .block_on(indexing::run_change(
+                    index,
+                    config,
+                    quiet,
+                    Some((paths, selection)),
+                    None,
+                ))
                 .map_err(CliError::from),
         ),
         Command::Delete { ids, index, config } => (
             "delete",
             runtime
-                .block_on(run_change(index, config, quiet, None, Some(ids)))
+                .block_on(indexing::run_change(index, config, quiet, None, Some(ids)))
                 .map_err(CliError::from),
         ),
         Command::Serve(args) => ("serve", runtime.block_on(run_serve(args, quiet))),

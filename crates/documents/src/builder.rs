@@ -46,10 +46,6 @@ impl Builder {
         self.open.clear();
     }
 
-    /// The current unit.
-    pub fn page(&self) -> u32 {
-        self.page
-    }
 
     /// Notes something the reader worked around (said once per text).
     pub fn note(&mut self, note: impl Into<String>) {
@@ -252,10 +248,6 @@ impl Builder {
         self.push(BlockKind::Code, start, self.page, self.page);
     }
 
-    /// Whether nothing has been written.
-    pub fn is_empty(&self) -> bool {
-        self.text.is_empty()
-    }
 
     /// The document, with `units` units (the blocks' highest unit when larger).
     pub fn finish(mut self, format: Format, title: Option<String>, units: u32) -> Extracted {

@@ -48,6 +48,8 @@ mod xls;
 mod xml;
 mod zipfile;
 
+pub use text::map_text;
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 

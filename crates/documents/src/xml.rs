@@ -40,14 +40,6 @@ pub(crate) fn child<'a, 'i>(node: &Node<'a, 'i>, name: &str) -> Option<Node<'a, 
     node.children().find(|c| is(c, name))
 }
 
-/// The child elements named `name`.
-pub(crate) fn children<'a, 'i: 'a>(
-    node: &Node<'a, 'i>,
-    name: &'a str,
-) -> impl Iterator<Item = Node<'a, 'i>> + 'a {
-    node.children().filter(move |c| is(c, name))
-}
-
 /// The first descendant element named `name` (the node itself included).
 pub(crate) fn descendant<'a, 'i>(node: &Node<'a, 'i>, name: &str) -> Option<Node<'a, 'i>> {
     node.descendants().find(|c| is(c, name))

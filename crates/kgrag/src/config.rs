@@ -164,6 +164,9 @@ pub struct IndexSection {
     /// under `<cache_dir>/vectors` instead of memory, for the build's duration. The index is the same
     /// either way. Default `true`; `false` holds them in memory.
     pub sentence_vectors_on_disk: bool,
+    /// Keep a copy of every original file read (content-addressed, `<index>/originals/<sha256>.<ext>`), so
+    /// that a citation can open the file at its page (`GET /v1/documents/{id}/file`). Default `true`.
+    pub keep_originals: bool,
 }
 
 impl Default for IndexSection {
@@ -173,6 +176,54 @@ impl Default for IndexSection {
             chunking: kgrag_text::ChunkerConfig::hirag(),
             fact_vectors_on_disk: true,
             sentence_vectors_on_disk: true,
+            keep_originals: true,
+        }
+    }
+}
+
+/// `[documents]`: bounds on reading one file (a zip bomb, a sheet of a million cells, a 2 GB file end in an
+/// error naming the file, and the folder's other files are read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DocumentsSection {
+    /// The largest file read, in MiB.
+    pub max_file_mib: u64,
+    /// The most entries a zip container (DOCX, PPTX, XLSX, ODS, EPUB) may have.
+    pub max_entries: usize,
+    /// The most a container's entries or a PDF's streams may unpack to, in MiB.
+    pub max_unpacked_mib: u64,
+    /// The most non-empty cells read from one spreadsheet.
+    pub max_cells: u64,
+    /// The most pages (slides, sheets, chapters) read from one file.
+    pub max_pages: u32,
+    /// How long reading one file may take, in seconds.
+    pub deadline_secs: u64,
+}
+
+impl Default for DocumentsSection {
+    fn default() -> Self {
+        let l = kgrag_documents::Limits::default();
+        Self {
+            max_file_mib: l.max_file_bytes >> 20,
+            max_entries: l.max_entries,
+            max_unpacked_mib: l.max_unpacked_bytes >> 20,
+            max_cells: l.max_cells,
+            max_pages: l.max_pages,
+            deadline_secs: l.deadline.as_secs(),
+        }
+    }
+}
+
+impl DocumentsSection {
+    /// The readers' limits.
+    pub fn limits(&self) -> kgrag_documents::Limits {
+        kgrag_documents::Limits {
+            max_file_bytes: self.max_file_mib.saturating_mul(1 << 20),
+            max_entries: self.max_entries,
+            max_unpacked_bytes: self.max_unpacked_mib.saturating_mul(1 << 20),
+            max_cells: self.max_cells,
+            max_pages: self.max_pages,
+            deadline: std::time::Duration::from_secs(self.deadline_secs),
         }
     }
 }
@@ -255,6 +306,8 @@ pub struct Config {
     pub retriever: RetrieverSection,
     /// What `kgrag index` builds.
     pub index: IndexSection,
+    /// Bounds on reading one file.
+    pub documents: DocumentsSection,
     /// Where the index lives: files in the index directory, or PostgreSQL.
     pub storage: StorageConfig,
 }
@@ -369,6 +422,7 @@ impl Default for Config {
             leanrag: LeanragConfig::default(),
             retriever: RetrieverSection::default(),
             index: IndexSection::default(),
+            documents: DocumentsSection::default(),
             storage: StorageConfig::default(),
         }
     }

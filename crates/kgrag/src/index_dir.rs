@@ -41,6 +41,54 @@ pub struct DocRecord {
     pub source: String,
     /// Its chunks, in document order.
     pub chunks: Vec<ChunkId>,
+    /// The file it was read from (`None`: given in code, or an index from before files were kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileRecord>,
+    /// Where each chunk lies in the file (pages, section), in the order of `chunks`; empty when the file
+    /// has no source map (a corpus entry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub locations: Vec<ChunkLocation>,
+}
+
+/// The file a document was read from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRecord {
+    /// The file as citations name it (its path relative to the folder indexed, else its name).
+    pub name: String,
+    /// Its format (`pdf`, `docx`, …).
+    pub format: String,
+    /// SHA-256 of its bytes (hex): the original's name under `originals/`, and how a re-run of `kgrag
+    /// index` knows the file unchanged.
+    pub digest: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// Its units (`page`, `slide`, `sheet`, `chapter`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<kgrag_documents::Unit>,
+    /// How many units it has.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub units: u32,
+    /// Whether the index keeps a copy of the original.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub kept: bool,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// Where a chunk lies in its file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChunkLocation {
+    /// The first unit (page, slide, sheet, chapter) it touches.
+    #[serde(default, rename = "p", skip_serializing_if = "Option::is_none")]
+    pub page: Option<u32>,
+    /// The last unit it touches.
+    #[serde(default, rename = "pe", skip_serializing_if = "Option::is_none")]
+    pub page_end: Option<u32>,
+    /// The heading of the section it mostly lies in.
+    #[serde(default, rename = "s", skip_serializing_if = "Option::is_none")]
+    pub section: Option<String>,
 }
 
 /// A file of a generation.

@@ -53,6 +53,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod citations;
 pub mod config;
 pub mod documents;
 pub mod env;
@@ -62,6 +63,7 @@ pub mod index;
 pub mod index_dir;
 pub mod memory;
 pub mod methods;
+pub mod originals;
 pub mod pipeline;
 pub mod progress;
 pub mod storage;

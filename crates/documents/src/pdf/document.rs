@@ -118,7 +118,6 @@ impl<'a> Pdf<'a> {
         if self.bytes[lx.pos..].starts_with(b"xref") {
             lx.pos += 4;
             loop {
-                let save = lx.pos;
                 match lx.token()? {
                     Token::Int(first) => {
                         let Some(Token::Int(count)) = lx.token() else {
@@ -147,10 +146,7 @@ impl<'a> Pdf<'a> {
                         };
                         return lx.dict_body(0);
                     }
-                    _ => {
-                        lx.pos = save;
-                        return None;
-                    }
+                    _ => return None,
                 }
             }
         }
@@ -335,13 +331,9 @@ impl<'a> Pdf<'a> {
         let Obj::Dict(d) = &obj else {
             return Some(obj);
         };
-        let save = lx.pos;
         match lx.token() {
             Some(Token::Keyword(b"stream")) => {}
-            _ => {
-                lx.pos = save;
-                return Some(obj);
-            }
+            _ => return Some(obj),
         }
         // The data starts after the end of line that follows `stream`.
         let mut start = lx.pos;

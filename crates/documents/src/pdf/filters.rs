@@ -9,7 +9,7 @@ pub(crate) enum FilterError {
     /// An image codec (DCT, JPX, JBIG2, CCITT): never needed for text.
     Image,
     /// A filter this reader does not know.
-    Unknown(String),
+    Unknown,
     /// The output passed the cap.
     TooLarge,
 }
@@ -63,11 +63,7 @@ pub(crate) fn decode(
                 return Err(FilterError::Image)
             }
             b"Crypt" => cur,
-            other => {
-                return Err(FilterError::Unknown(
-                    String::from_utf8_lossy(other).into_owned(),
-                ))
-            }
+            _ => return Err(FilterError::Unknown),
         };
         if cur.len() > cap {
             return Err(FilterError::TooLarge);

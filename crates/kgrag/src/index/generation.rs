@@ -31,7 +31,8 @@ pub(crate) struct Generation {
     pub(crate) llm: BTreeMap<String, UsageEntry>,
     methods: BTreeMap<String, OnceLock<Arc<dyn MethodIndex>>>,
     retrievers: BTreeMap<&'static str, OnceLock<Arc<dyn Retriever>>>,
-    docs_of: OnceLock<HashMap<ChunkId, Vec<String>>>,
+    /// Each chunk's documents: (index in `documents`, position among the document's chunks).
+    homes: OnceLock<HashMap<ChunkId, Vec<(u32, u32)>>>,
     /// Serialises loading a method or building a retriever (never held while querying).
     loading: Mutex<()>,
     shared: std::sync::Weak<Shared>,
@@ -85,7 +86,7 @@ impl Generation {
             llm: c.llm,
             methods,
             retrievers,
-            docs_of: OnceLock::new(),
+            homes: OnceLock::new(),
             loading: Mutex::new(()),
             shared: Arc::downgrade(shared),
             live: shared.live.clone(),
@@ -261,18 +262,40 @@ impl Generation {
             .collect()
     }
 
-    /// The ids of the documents holding each chunk.
-    pub(crate) fn documents_of(&self, chunk: &ChunkId) -> Vec<String> {
-        let map = self.docs_of.get_or_init(|| {
-            let mut map: HashMap<ChunkId, Vec<String>> = HashMap::new();
-            for d in &self.documents {
-                for c in &d.chunks {
-                    map.entry(c.clone()).or_default().push(d.id.clone());
+    fn homes(&self) -> &HashMap<ChunkId, Vec<(u32, u32)>> {
+        self.homes.get_or_init(|| {
+            let mut map: HashMap<ChunkId, Vec<(u32, u32)>> = HashMap::new();
+            for (i, d) in self.documents.iter().enumerate() {
+                for (k, c) in d.chunks.iter().enumerate() {
+                    map.entry(c.clone()).or_default().push((i as u32, k as u32));
                 }
             }
             map
-        });
-        map.get(chunk).cloned().unwrap_or_default()
+        })
+    }
+
+    /// The ids of the documents holding a chunk.
+    pub(crate) fn documents_of(&self, chunk: &ChunkId) -> Vec<String> {
+        self.homes()
+            .get(chunk)
+            .map(|h| {
+                h.iter()
+                    .filter_map(|&(i, _)| self.documents.get(i as usize).map(|d| d.id.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Where a chunk came from: its first document's file, pages and section.
+    pub(crate) fn source_of(&self, chunk: &ChunkId) -> Option<crate::citations::PassageSource> {
+        let &(i, k) = self.homes().get(chunk)?.first()?;
+        let d = self.documents.get(i as usize)?;
+        Some(crate::citations::PassageSource::of(d, k as usize))
+    }
+
+    /// The document with the user's id `id`.
+    pub(crate) fn document(&self, id: &str) -> Option<&DocRecord> {
+        self.documents.iter().find(|d| d.id == id)
     }
 }
 

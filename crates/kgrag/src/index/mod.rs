@@ -386,7 +386,7 @@ impl Index {
         let env = &self.shared.env;
         let methods = writer::method_list(env, methods)?;
         // The build's own chunks, as the writer cuts them.
-        let (records, chunks) = writer::chunk_docs(env, docs, &Default::default())?;
+        let (records, chunks, _) = writer::chunk_docs(env, docs, &Default::default())?;
         crate::estimate::estimate(env, &methods, records.len(), &chunks, &|id| {
             prefilled.contains(id)
         })

@@ -98,6 +98,10 @@ pub struct PassageHit {
     pub documents: Vec<String>,
     /// The chunk's text.
     pub text: String,
+    /// Where it came from: the document's file, the pages the chunk spans, its section (`None` in
+    /// documents given without a file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::citations::PassageSource>,
 }
 
 /// What [`Searcher::answer`] returns.
@@ -305,8 +309,34 @@ impl Searcher {
                     .text_of(p.chunk_id.as_str())
                     .unwrap_or_default()
                     .to_owned(),
+                source: self.generation.source_of(&p.chunk_id),
             })
             .collect()
+    }
+
+    /// Where chunk `chunk` came from (its first document's file, pages and section).
+    pub fn source_of(&self, chunk: &ChunkId) -> Option<crate::citations::PassageSource> {
+        self.generation.source_of(chunk)
+    }
+
+    /// The original file of document `id` as the index keeps it: its record and bytes (`None`: no such
+    /// document, or no original kept for it — a document given as text, or `keep_originals = false`).
+    pub fn original(&self, id: &str) -> Result<Option<(crate::index_dir::FileRecord, Vec<u8>)>> {
+        let Some(file) = self.generation.document(id).and_then(|d| d.file.clone()) else {
+            return Ok(None);
+        };
+        let Some(root) = &self.shared.root else {
+            return Ok(None);
+        };
+        if !file.kept {
+            return Ok(None);
+        }
+        let path = crate::originals::path_of(root, &file);
+        match std::fs::read(&path) {
+            Ok(bytes) => Ok(Some((file, bytes))),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(KgragError::Io { path, source }),
+        }
     }
 
     /// The graph of `method` (default: `hipporag2`, else `hirag`) as GraphML, with the method's name.

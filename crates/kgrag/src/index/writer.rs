@@ -17,7 +17,8 @@ use super::generation::{empty_corpus, Committed};
 use super::{Generation, Shared, WritingGuard};
 use crate::config::OpenIeMode;
 use crate::documents::SourceDoc;
-use crate::index_dir::{self, DocRecord, EmbedderInfo, Manifest, MethodEntry, UsageEntry};
+use crate::index_dir::{self, DocRecord, EmbedderInfo, FileRecord, Manifest, MethodEntry, UsageEntry};
+use crate::originals;
 use crate::methods::{self, Change, Corpus, Env, MethodIndex};
 use crate::progress::{say, Stages};
 use crate::storage::{self, NewGeneration, WriterLock};
@@ -104,6 +105,8 @@ pub struct IndexWriter {
     work: Work,
     /// Changed since the last commit.
     dirty: bool,
+    /// The originals of files added since the last commit, stored at the commit.
+    pending_originals: Vec<originals::Pending>,
 }
 
 impl IndexWriter {
@@ -135,6 +138,7 @@ impl IndexWriter {
             loaded: false,
             work: Work::empty(manifest, opened),
             dirty: false,
+            pending_originals: Vec::new(),
         };
         if writer.work.opened == 0 {
             writer.loaded = true;
@@ -298,6 +302,7 @@ impl IndexWriter {
         self.loaded = self.work.opened == 0 && self.base.is_none();
         self.work = Work::empty(self.work.manifest.clone(), self.work.opened);
         self.dirty = false;
+        self.pending_originals.clear();
     }
 
     /// Writes the changes as a new generation (one atomic commit in the backend) and hands it to the
@@ -343,6 +348,20 @@ impl IndexWriter {
     fn commit_to(&mut self, store: &dyn storage::IndexStore) -> Result<u64> {
         let t = Instant::now();
         let env = &self.shared.env;
+        // The originals first: a generation never names a file the index has not stored.
+        let keep_originals = env.config.index.keep_originals;
+        if let (Some(root), true) = (&self.shared.root, keep_originals) {
+            match originals::store(root, &self.pending_originals) {
+                Ok(present) => {
+                    for d in &mut self.work.documents {
+                        if let Some(f) = &mut d.file {
+                            f.kept = present.contains(&f.digest);
+                        }
+                    }
+                }
+                Err(e) => say(&format!("note: the original files were not kept ({e})")),
+            }
+        }
         let entries = self
             .work
             .methods
@@ -396,6 +415,15 @@ impl IndexWriter {
         })?;
         // Committed: nothing below may turn that into a failure.
         let generation = manifest.generation;
+        self.pending_originals.clear();
+        if let Some(root) = &self.shared.root {
+            let named: HashSet<String> = manifest
+                .documents
+                .iter()
+                .filter_map(|d| d.file.as_ref().filter(|f| f.kept).map(|f| f.digest.clone()))
+                .collect();
+            originals::retain(root, &named);
+        }
         if let Some(root) = &self.shared.root {
             if let Err(e) = storage::write_pointer(root, store.pointer().as_ref()) {
                 say(&format!(
@@ -552,7 +580,8 @@ impl IndexWriter {
         }
         let mut stages = Stages::new(self.env().progress, true);
         let t = Instant::now();
-        let (records, chunks) = chunk_docs(self.env(), docs, &HashSet::new())?;
+        let (records, chunks, pending) = chunk_docs(self.env(), docs, &HashSet::new())?;
+        self.pending_originals = pending;
         stages.record("chunking", t.elapsed().as_secs_f64());
         say(&format!(
             "{} documents, {} chunks ({})",
@@ -762,7 +791,8 @@ impl IndexWriter {
             .iter()
             .map(|(id, _)| id.clone())
             .collect();
-        let (records, fresh) = chunk_docs(self.env(), new_docs, &known)?;
+        let (records, fresh, pending) = chunk_docs(self.env(), new_docs, &known)?;
+        self.pending_originals.extend(pending);
         if self.needs_triples(&methods) {
             let before = self.shared.usage();
             let t = Instant::now();
@@ -879,38 +909,74 @@ pub(crate) fn method_list(env: &Env, methods: &[String]) -> Result<Vec<String>> 
         .collect())
 }
 
-/// Chunks `docs` into records; returns the records and the chunks not yet in `known`, in order. Each
-/// document is dropped once chunked and each chunk's text moved, so that the corpus is never held
-/// twice (as documents and as chunks).
-pub(crate) fn chunk_docs(
-    env: &Env,
-    docs: Vec<SourceDoc>,
-    known: &HashSet<ChunkId>,
-) -> Result<(Vec<DocRecord>, Vec<Passage>)> {
+/// What [`chunk_docs`] makes: the documents' records, the chunks not known before (in order), and the
+/// originals of their files to keep.
+pub(crate) type Chunked = (Vec<DocRecord>, Vec<Passage>, Vec<originals::Pending>);
+
+/// Chunks `docs` into records (with each chunk's pages and section, from the document's source map);
+/// returns the records, the chunks not yet in `known`, in order, and the files' originals. Each document
+/// is dropped once chunked and each chunk's text moved, so that the corpus is never held twice (as
+/// documents and as chunks).
+pub(crate) fn chunk_docs(env: &Env, docs: Vec<SourceDoc>, known: &HashSet<ChunkId>) -> Result<Chunked> {
     let chunker = Chunker::new(env.config.index.chunking)?;
     let mut records = Vec::with_capacity(docs.len());
     let mut fresh = Vec::new();
+    let mut pending = Vec::new();
     let mut seen: HashSet<ChunkId> = known.clone();
     for d in docs {
         let chunks = chunker
             .chunk(&d.document)
             .map_err(|e| KgragError::Input(format!("{}: chunking failed: {e}", d.source)))?;
         let mut ids = Vec::with_capacity(chunks.len());
+        let mut locations = Vec::new();
+        let map = d.origin.as_ref().and_then(|o| o.map.as_ref());
         for c in chunks {
+            if let Some(m) = map {
+                let at = m.locate(c.span.byte_start, c.span.byte_end);
+                locations.push(crate::index_dir::ChunkLocation {
+                    page: at.page,
+                    page_end: at.page_end,
+                    section: at.section,
+                });
+            }
             if seen.insert(c.id.clone()) {
                 fresh.push((c.id.clone(), Arc::from(c.text)));
             }
             ids.push(c.id);
         }
+        // A document without any page or section says nothing per chunk.
+        if locations.iter().all(|l| *l == Default::default()) {
+            locations.clear();
+        }
+        let file = d.origin.map(|o| {
+            if let Some(original) = o.original {
+                pending.push(originals::Pending {
+                    digest: o.digest.clone(),
+                    ext: originals::extension(&o.format).to_owned(),
+                    original,
+                });
+            }
+            FileRecord {
+                name: o.file,
+                format: o.format,
+                digest: o.digest,
+                size: o.size,
+                unit: o.unit,
+                units: o.units,
+                kept: false,
+            }
+        });
         records.push(DocRecord {
             id: d.id,
             doc_id: d.document.id,
             title: d.document.title,
             source: d.source,
             chunks: ids,
+            file,
+            locations,
         });
     }
-    Ok((records, fresh))
+    Ok((records, fresh, pending))
 }
 
 /// A method's own count of its model calls as a usage entry (retries are not counted per stage).

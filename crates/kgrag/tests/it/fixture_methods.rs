@@ -397,6 +397,7 @@ async fn leanrag_g0_is_hirag_base_layer_extracted_once() {
             id: format!("p{i}"),
             source: "fixture".into(),
             document: kgrag::types::Document::passage(p.title.clone(), &p.text),
+            origin: None,
         })
         .collect();
     pipeline

@@ -30,6 +30,7 @@ pub(crate) fn fixture_docs() -> (Vec<SourceDoc>, Vec<String>) {
             id: format!("p{i:02}"),
             source: "fixture".into(),
             document: Document::passage(p.title.clone(), &p.text),
+            origin: None,
         })
         .collect();
     let questions = ds.questions.iter().map(|q| q.question.clone()).collect();
@@ -137,6 +138,7 @@ async fn hipporag_delete_equals_a_build_without_the_document() {
         id: "copy".into(),
         source: "test".into(),
         document: Document::passage("A copy", docs[5].document.text.split_once('\n').unwrap().1),
+        origin: None,
     }];
     with_copy.extend(docs.iter().cloned());
     let mut full = build(&with_copy, Some(&root), &cache, &["dense", "hipporag2"]).await;

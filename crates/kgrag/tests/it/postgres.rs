@@ -418,6 +418,7 @@ async fn a_second_writer_fails_at_once_naming_the_first() {
         id: "nul".into(),
         source: "test".into(),
         document: Document::passage("Bad", "A text with a \0 inside."),
+        origin: None,
     };
     let err = second.insert(vec![nul]).await.err().unwrap().to_string();
     assert!(err.contains("U+0000") && err.contains("chunk-"), "{err}");
