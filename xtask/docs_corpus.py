@@ -112,9 +112,13 @@ def ultradomain_docs(data_dir, count, max_words):
         paras = gutenberg_paragraphs(text)
         if not paras:
             continue
-        title = paras[0][:80]
+        # The first paragraph is the title when it is short; else the title is its first words.
+        if len(paras[0]) <= 120 and len(paras) > 1:
+            title, rest = paras[0], paras[1:]
+        else:
+            title, rest = " ".join(paras[0].split()[:8]), paras
         body, words = [], 0
-        for p in paras[1:]:
+        for p in rest:
             body.append(p)
             words += len(p.split())
             if max_words and words >= max_words:
@@ -171,6 +175,10 @@ class PdfLayout:
         else:
             self.pdf.add_font("Body", "", regular)
             self.pdf.add_font("Body", "B", bold)
+            fallback = find_font("DejaVuSans.ttf")
+            if fallback:
+                self.pdf.add_font("Fallback", "", fallback)
+                self.pdf.set_fallback_fonts(["Fallback"])
             self.family = "Body"
             self.core = False
         self.columns = columns
@@ -240,9 +248,28 @@ class PdfLayout:
             self.pdf.text(self.x0(), self.y, self.text_ok(" ".join(w for w, _ in line)))
         self.y += size * 0.4
 
+    def split_long(self, words, width):
+        """Words wider than a line, broken after punctuation (so their tokens stay the same) to fit."""
+        out = []
+        for word, sid in words:
+            while self.pdf.get_string_width(self.text_ok(word)) > width and len(word) > 1:
+                cut = None
+                for k in range(len(word) - 1, 0, -1):
+                    if not (word[k - 1].isalnum() or word[k - 1] == "_") and self.pdf.get_string_width(self.text_ok(word[:k])) <= width:
+                        cut = k
+                        break
+                if cut is None:
+                    cut = max(1, next((k for k in range(len(word), 0, -1)
+                                       if self.pdf.get_string_width(self.text_ok(word[:k])) <= width), 1))
+                out.append((word[:cut], sid))
+                word = word[cut:]
+            out.append((word, sid))
+        return out
+
     def break_words(self, words, width, indent=0.0):
         space = self.pdf.get_string_width(" ")
         lines, line, used = [], [], indent
+        words = self.split_long(words, width - indent)
         for word, sid in words:
             ww = self.pdf.get_string_width(self.text_ok(word))
             need = ww + (space if line else 0)
@@ -355,6 +382,44 @@ class PdfLayout:
         return sents, self.page
 
 
+_CHARSET = None
+
+
+def font_charset():
+    """The characters the PDF fonts can draw (DejaVu Serif and its DejaVu Sans fallback): text outside it
+    would be drawn as empty boxes, so the PDFs and their truth leave it out."""
+    global _CHARSET
+    if _CHARSET is None:
+        from fontTools.ttLib import TTFont
+
+        chars = set()
+        for name in ("DejaVuSerif.ttf", "DejaVuSerif-Bold.ttf", "DejaVuSans.ttf"):
+            path = find_font(name)
+            if path:
+                chars |= set(TTFont(path).getBestCmap().keys())
+        _CHARSET = chars
+    return _CHARSET
+
+
+def drawable(doc):
+    """`doc` with the characters its PDF font cannot draw removed."""
+    chars = font_charset()
+    if not chars:
+        return doc
+    keep = lambda t: " ".join("".join(c for c in t if ord(c) in chars or c.isspace()).split())
+    sections = []
+    for heading, paras in doc.sections:
+        ps = []
+        for kind, sents in paras:
+            sents = [keep(x) for x in sents]
+            sents = [x for x in sents if x]
+            if sents:
+                ps.append((kind, sents))
+        sections.append((keep(heading) or heading, ps))
+    table = [[keep(c) for c in row] for row in doc.table] if doc.table else None
+    return Doc(doc.name, keep(doc.title), sections, table, doc.source)
+
+
 def expected_for_pdf(doc, core, table_rows=None):
     if table_rows is not None:
         doc = Doc(doc.name, doc.title, doc.sections, table_rows, doc.source)
@@ -365,6 +430,8 @@ def expected_for_pdf(doc, core, table_rows=None):
 def write_pdf(doc, out_dir, variant, page_format="A4"):
     columns = 2 if variant == "two-column" else 1
     core = variant == "one-column-core"
+    if not core:
+        doc = drawable(doc)
     layout = PdfLayout(doc, columns, page_format, core_font=core, boilerplate=(columns == 2),
                        hyphenate=(columns == 2), body_size=9.5 if columns == 2 else 11)
     suffix = {"one-column": "", "one-column-core": "-core", "two-column": "-2col"}[variant]

@@ -312,69 +312,27 @@ fn rows_of(words: &[Word], ids: &[usize]) -> Vec<Vec<usize>> {
         .collect()
 }
 
-/// The widest vertical band of white space through every word of `ids`, with enough lines on both sides
-/// to be a column gutter: its middle x.
-fn vertical_cut(words: &[Word], ids: &[usize], em: f32) -> Option<f32> {
-    let mut spans: Vec<(f32, f32)> = ids.iter().map(|&i| (words[i].x0, words[i].x1)).collect();
-    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut best: Option<(f32, f32)> = None;
-    let mut reach = spans.first()?.1;
-    for &(a, b) in &spans[1..] {
-        if a > reach {
-            let gap = a - reach;
-            let mid = (a + reach) / 2.0;
-            if best.is_none_or(|(g, _)| gap > g) {
-                best = Some((gap, mid));
-            }
-        }
-        reach = reach.max(b);
-    }
-    let (gap, mid) = best?;
-    if gap < 0.5 * em {
-        return None;
-    }
-    // Lines on both sides: at least three rows each, unless the band is wide (two em or more).
-    let left: Vec<usize> = ids
-        .iter()
-        .copied()
-        .filter(|&i| words[i].x1 <= mid)
-        .collect();
-    let right: Vec<usize> = ids
-        .iter()
-        .copied()
-        .filter(|&i| words[i].x0 >= mid)
-        .collect();
-    let (lr, rr) = (rows_of(words, &left).len(), rows_of(words, &right).len());
-    if lr == 0 || rr == 0 {
-        return None;
-    }
-    if (lr < 3 || rr < 3) && gap < 2.0 * em {
-        return None;
-    }
-    Some(mid)
-}
-
-/// A band of white space that only a few rows cross (a full-width title over two columns): the rows that
-/// cross it, for a horizontal cut to set apart.
-fn blocked_gutter(words: &[Word], ids: &[usize], em: f32) -> Option<Vec<usize>> {
-    let rows = rows_of(words, ids);
-    if rows.len() < 4 {
+/// A column gutter in `ids`: a vertical band at least half an em wide, away from the text's edges, that few
+/// rows cross (a full-width title or running header may) while the text on each side is covered by four
+/// times as many rows at least (two at least). Of several, the one with the sharpest contrast between its
+/// sides and itself. Returns the band's edges.
+fn gutter(words: &[Word], ids: &[usize], rows: &[Vec<usize>], em: f32) -> Option<(f32, f32)> {
+    if rows.len() < 2 {
         return None;
     }
     let x0 = ids.iter().map(|&i| words[i].x0).fold(f32::MAX, f32::min);
     let x1 = ids.iter().map(|&i| words[i].x1).fold(f32::MIN, f32::max);
     let width = (x1 - x0).max(1.0);
-    // Rows covering each x (one-point bins), from rows' word spans.
-    let bins = (width.ceil() as usize).min(4096);
+    let bins = (width.ceil() as usize).clamp(1, 4096);
+    let px = width / bins as f32;
+    let bin = |x: f32| ((((x - x0) / width) * bins as f32).max(0.0) as usize).min(bins);
+    // Rows covering each bin.
     let mut cover = vec![0u32; bins + 1];
-    for r in &rows {
-        let mut marked = vec![false; bins + 1];
+    let mut marked = vec![false; bins + 1];
+    for r in rows {
+        marked.iter_mut().for_each(|m| *m = false);
         for &i in r {
-            let a = (((words[i].x0 - x0) / width) * bins as f32)
-                .floor()
-                .max(0.0) as usize;
-            let b = (((words[i].x1 - x0) / width) * bins as f32).ceil() as usize;
-            for m in marked.iter_mut().take(b.min(bins) + 1).skip(a) {
+            for m in &mut marked[bin(words[i].x0)..=bin(words[i].x1)] {
                 *m = true;
             }
         }
@@ -382,61 +340,63 @@ fn blocked_gutter(words: &[Word], ids: &[usize], em: f32) -> Option<Vec<usize>> 
             *c += u32::from(*m);
         }
     }
-    let limit = ((rows.len() as f32) * 0.2).max(1.0) as u32;
-    // The widest run of bins crossed by at most `limit` rows, inside the text's width.
-    let mut best: Option<(usize, usize)> = None;
-    let mut start = None;
-    for (k, &c) in cover.iter().enumerate() {
-        if c <= limit && k > 0 && k < bins {
-            start.get_or_insert(k);
-        } else if let Some(s) = start.take() {
-            if best.is_none_or(|(a, b)| k - s > b - a) {
-                best = Some((s, k));
+    let mut best: Option<(u32, f32, f32)> = None;
+    for threshold in [0u32, 1, 2, 3, 5, 8] {
+        let mut k = 1;
+        while k < bins {
+            if cover[k] > threshold {
+                k += 1;
+                continue;
+            }
+            let start = k;
+            while k < bins && cover[k] <= threshold {
+                k += 1;
+            }
+            let end = k;
+            if ((end - start) as f32) * px < 0.5 * em || end >= bins {
+                continue;
+            }
+            let band = cover[start..end].iter().copied().max().unwrap_or(0);
+            let left = cover[..start].iter().copied().max().unwrap_or(0);
+            let right = cover[end..].iter().copied().max().unwrap_or(0);
+            let side = left.min(right);
+            if side < 2 || band * 4 > side {
+                continue;
+            }
+            let contrast = side - band;
+            if best.is_none_or(|(c, _, _)| contrast > c) {
+                best = Some((contrast, x0 + start as f32 * px, x0 + end as f32 * px));
             }
         }
     }
-    let (a, b) = best?;
-    let px = width / bins as f32;
-    if ((b - a) as f32) * px < 0.5 * em {
-        return None;
-    }
-    let (ga, gb) = (x0 + a as f32 * px, x0 + b as f32 * px);
-    let mid = (ga + gb) / 2.0;
-    // Text on both sides in most rows' worth.
-    let left = ids.iter().filter(|&&i| words[i].x1 <= ga).count();
-    let right = ids.iter().filter(|&&i| words[i].x0 >= gb).count();
-    if left * 5 < ids.len() || right * 5 < ids.len() {
-        return None;
-    }
-    let crossing: Vec<usize> = rows
-        .iter()
-        .enumerate()
-        .filter(|(_, r)| r.iter().any(|&i| words[i].x0 < mid && words[i].x1 > mid))
-        .map(|(k, _)| k)
-        .collect();
-    if crossing.is_empty() {
-        return None;
-    }
-    Some(crossing)
+    best.map(|(_, a, b)| (a, b))
 }
 
-/// Cuts `ids` into regions in reading order.
+/// Cuts `ids` into regions in reading order: at a gutter, the columns left to right (recursively, so three
+/// columns work); rows that cross the gutter (a title over both columns) are set apart first by a
+/// horizontal cut, the part above them read before the part below.
 fn segment(words: &[Word], ids: Vec<usize>, em: f32, depth: usize, out: &mut Vec<Vec<usize>>) {
     if ids.len() <= 1 || depth > 64 {
         out.push(ids);
         return;
     }
-    if let Some(mid) = vertical_cut(words, &ids, em) {
-        let (left, right): (Vec<usize>, Vec<usize>) =
-            ids.into_iter().partition(|&i| words[i].x1 <= mid);
-        segment(words, left, em, depth + 1, out);
-        segment(words, right, em, depth + 1, out);
-        return;
+    let rows = rows_of(words, &ids);
+    if std::env::var_os("KGRAG_DEBUG_LAYOUT").is_some() {
+        let first: Vec<&str> = ids.iter().take(5).map(|&i| words[i].text.as_str()).collect();
+        eprintln!("{:w$}segment {} words {} rows gutter {:?} {first:?}", "", ids.len(), rows.len(), gutter(words, &ids, &rows, em), w = depth * 2);
     }
-    if let Some(crossing) = blocked_gutter(words, &ids, em) {
-        let rows = rows_of(words, &ids);
-        let first = crossing[0];
-        // Cut above the first crossing row, or below it when it is the first row.
+    let Some((ga, gb)) = gutter(words, &ids, &rows, em) else {
+        out.push(ids);
+        return;
+    };
+    let crossing: Vec<usize> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.iter().any(|&i| words[i].x0 < gb && words[i].x1 > ga))
+        .map(|(k, _)| k)
+        .collect();
+    if let Some(&first) = crossing.first() {
+        // Cut above the first crossing row, or below the crossing rows that start the region.
         let cut = if first == 0 {
             let mut end = 0;
             while crossing.get(end) == Some(&end) {
@@ -451,10 +411,15 @@ fn segment(words: &[Word], ids: Vec<usize>, em: f32, depth: usize, out: &mut Vec
             let bottom: Vec<usize> = rows[cut..].iter().flatten().copied().collect();
             segment(words, top, em, depth + 1, out);
             segment(words, bottom, em, depth + 1, out);
-            return;
+        } else {
+            out.push(ids);
         }
+        return;
     }
-    out.push(ids);
+    let mid = (ga + gb) / 2.0;
+    let (left, right): (Vec<usize>, Vec<usize>) = ids.into_iter().partition(|&i| words[i].x1 <= mid);
+    segment(words, left, em, depth + 1, out);
+    segment(words, right, em, depth + 1, out);
 }
 
 /// The lines of one page in reading order.
@@ -566,7 +531,11 @@ fn running_key(text: &str) -> String {
             k.extend(c.to_lowercase());
         }
     }
-    k.trim().to_owned()
+    // A number at either end (a page number beside the running text) does not tell pages apart.
+    k.trim()
+        .trim_start_matches(['#', ' ', '-', '|', '·'])
+        .trim_end_matches(['#', ' ', '-', '|', '·'])
+        .to_owned()
 }
 
 /// Whether a line is only a page number (`12`, `Page 3`, `3 of 9`, `- 4 -`, `iv`).
@@ -618,10 +587,10 @@ pub(crate) fn drop_running(lines: &mut Vec<Line>, heights: &[[f32; 2]]) -> usize
             continue;
         }
         if let Some(top) = margin_of(l) {
-            counts
-                .entry((top, running_key(&l.text)))
-                .or_default()
-                .insert(l.page);
+            let key = running_key(&l.text);
+            if !key.is_empty() {
+                counts.entry((top, key)).or_default().insert(l.page);
+            }
         }
     }
     let needed = 2.max((pages as f32 * 0.4).ceil() as usize);
@@ -703,7 +672,17 @@ fn join_line(text: &mut String, next: &str) {
         .last()
         .is_some_and(char::is_alphabetic);
     let next_lower = next.chars().next().is_some_and(char::is_lowercase);
-    if hyphen && before_hyphen && next_lower && !trimmed.ends_with("--") {
+    // `FOLL-` + `OWING`: a capitalised word split as well.
+    let caps = || {
+        let stem = trimmed.trim_end_matches(['-', '\u{2010}', '\u{00AD}']);
+        let last = stem.rsplit(|c: char| !c.is_alphabetic()).next().unwrap_or("");
+        let first = next.split(|c: char| !c.is_alphabetic()).next().unwrap_or("");
+        last.chars().count() >= 2
+            && first.chars().count() >= 2
+            && last.chars().all(char::is_uppercase)
+            && first.chars().all(char::is_uppercase)
+    };
+    if hyphen && before_hyphen && (next_lower || caps()) && !trimmed.ends_with("--") {
         let cut = trimmed
             .trim_end_matches(['-', '\u{2010}', '\u{00AD}'])
             .len();
