@@ -308,6 +308,8 @@ async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
             "strategy": a.strategy,
             "question": a.question,
             "answer": a.answer,
+            "citations": a.citations,
+            "dropped_citations": a.dropped_citations,
             "passages": a.passages,
             "context_tokens": a.context.context_tokens,
             "stats": a.context.stats,
@@ -322,6 +324,16 @@ async fn run_query(args: QueryArgs, quiet: bool) -> kgrag::Result<()> {
     }
     println!("strategy: {}", a.strategy);
     println!("answer: {}", a.answer.as_deref().unwrap_or("(no reader)"));
+    if !a.citations.is_empty() {
+        println!("cited:");
+        for c in &a.citations {
+            let label = c
+                .source
+                .as_ref()
+                .map_or_else(|| c.chunk_id.to_string(), |s| s.label.clone());
+            println!("  [{}] {label}", c.number);
+        }
+    }
     println!("passages:");
     for p in &a.passages {
         let preview: String = p

@@ -6,6 +6,7 @@
 //! openie = "auto"                    # chunks missing from a dataset's OpenIE cache: "auto" (llm with a
 //!                                    # chat model, else rules) | "llm" | "rules" | "cache_only"
 //! reader = "auto"                    # "auto" (llm with a chat model, else extractive) | "llm" | "extractive" | "none"
+//! cite = true                        # answers cite their passages as [n] (the bench keeps the reference readers)
 //!
 //! [embedder]                         # kgrag-llm EmbedderConfig; default: local all-MiniLM-L6-v2
 //! provider = "local"
@@ -282,6 +283,10 @@ pub struct Config {
     pub openie: OpenIeMode,
     /// The reader.
     pub reader: ReaderMode,
+    /// Answers cite their sources: the reader sees numbered passages (HiRAG: its Sources table's ids) and
+    /// cites them as `[n]`; the extractive reader cites the passage each sentence comes from. Default
+    /// `true`; `kgrag bench` always runs each method's reference reader.
+    pub cite: bool,
     /// The embedder (all methods share it).
     pub embedder: EmbedderConfig,
     /// The chat model, if any.
@@ -408,6 +413,7 @@ impl Default for Config {
             cache_dir: None,
             openie: OpenIeMode::Auto,
             reader: ReaderMode::Auto,
+            cite: true,
             embedder: EmbedderConfig::Local(LocalEmbedderConfig::default()),
             chat: None,
             judge: None,

@@ -53,6 +53,7 @@
 
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod answer;
 pub mod citations;
 pub mod config;
 pub mod documents;

@@ -45,6 +45,17 @@ impl ChatModel for ScopedChat {
         let _ = REQUEST.try_with(|c| c.end(&result));
         result
     }
+
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        on_token: &kgrag_types::TokenSink<'_>,
+    ) -> kgrag_types::Result<ChatResponse> {
+        let _ = REQUEST.try_with(|c| c.begin());
+        let result = self.inner.chat_stream(request, on_token).await;
+        let _ = REQUEST.try_with(|c| c.end(&result));
+        result
+    }
 }
 
 #[cfg(test)]

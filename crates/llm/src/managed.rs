@@ -25,6 +25,17 @@ pub trait ChatBackend: Send + Sync {
     fn model(&self) -> &str;
     /// Sends one request.
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse>;
+    /// Sends one request, handing the reply's pieces to `on_token` as they arrive (default: the whole
+    /// reply once, from [`complete`](Self::complete)).
+    async fn complete_stream(
+        &self,
+        request: &ChatRequest,
+        on_token: &kgrag_types::TokenSink<'_>,
+    ) -> Result<ChatResponse> {
+        let reply = self.complete(request).await?;
+        on_token(&reply.content);
+        Ok(reply)
+    }
 }
 
 /// One attempt at embedding a batch against a provider: no retries, no cache.
@@ -217,7 +228,21 @@ impl<B> Managed<B> {
     }
 
     /// Runs `attempt` under the concurrency limit and timeout, retrying retryable failures.
-    async fn with_retries<T, F, Fut>(&self, provider: &str, mut attempt: F) -> Result<T>
+    async fn with_retries<T, F, Fut>(&self, provider: &str, attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.with_retries_while(provider, || true, attempt).await
+    }
+
+    /// [`with_retries`](Self::with_retries), retrying a failure only while `may_retry()` says so.
+    async fn with_retries_while<T, F, Fut>(
+        &self,
+        provider: &str,
+        may_retry: impl Fn() -> bool,
+        mut attempt: F,
+    ) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
@@ -247,7 +272,7 @@ impl<B> Managed<B> {
                 }
                 Err(err) => err,
             };
-            if !err.is_retryable() {
+            if !err.is_retryable() || !may_retry() {
                 Counters::add(&self.counters.failures, 1);
                 return Err(err);
             }
@@ -287,6 +312,25 @@ fn fill_usage(request: &ChatRequest, response: &mut ChatResponse) {
 impl<B: ChatBackend> Managed<B> {
     /// Chat with the provider's own error type (the [`ChatModel`] impl converts it).
     pub async fn chat_checked(&self, request: &ChatRequest) -> Result<ChatResponse> {
+        self.chat_inner(request, None).await
+    }
+
+    /// [`chat_checked`](Self::chat_checked), streaming the reply to `on_token`: a cached reply is handed
+    /// over whole; a failed attempt is retried only while nothing of it has been handed over (a retry
+    /// would send the start twice).
+    pub async fn chat_stream_checked(
+        &self,
+        request: &ChatRequest,
+        on_token: &kgrag_types::TokenSink<'_>,
+    ) -> Result<ChatResponse> {
+        self.chat_inner(request, Some(on_token)).await
+    }
+
+    async fn chat_inner(
+        &self,
+        request: &ChatRequest,
+        on_token: Option<&kgrag_types::TokenSink<'_>>,
+    ) -> Result<ChatResponse> {
         Counters::add(&self.counters.requests, 1);
         let provider = self.backend.provider();
         let model = self.backend.model();
@@ -298,12 +342,31 @@ impl<B: ChatBackend> Managed<B> {
             if let Some(mut hit) = cache.get_chat(key)? {
                 Counters::add(&self.counters.cache_hits, 1);
                 hit.cached = true;
+                if let Some(sink) = on_token {
+                    sink(&hit.content);
+                }
                 return Ok(hit);
             }
         }
-        let mut response = self
-            .with_retries(provider, || self.backend.complete(request))
-            .await?;
+        let mut response = match on_token {
+            None => {
+                self.with_retries(provider, || self.backend.complete(request))
+                    .await?
+            }
+            Some(sink) => {
+                let sent = std::sync::atomic::AtomicBool::new(false);
+                let counted = |piece: &str| {
+                    sent.store(true, std::sync::atomic::Ordering::Relaxed);
+                    sink(piece);
+                };
+                self.with_retries_while(
+                    provider,
+                    || !sent.load(std::sync::atomic::Ordering::Relaxed),
+                    || self.backend.complete_stream(request, &counted),
+                )
+                .await?
+            }
+        };
         fill_usage(request, &mut response);
         Counters::add(&self.counters.prompt_tokens, response.usage.prompt_tokens);
         Counters::add(
@@ -326,6 +389,16 @@ impl<B: ChatBackend> ChatModel for Managed<B> {
 
     async fn chat(&self, request: &ChatRequest) -> kgrag_types::Result<ChatResponse> {
         self.chat_checked(request)
+            .await
+            .map_err(|e| e.into_types(label(self.backend.provider(), self.backend.model())))
+    }
+
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        on_token: &kgrag_types::TokenSink<'_>,
+    ) -> kgrag_types::Result<ChatResponse> {
+        self.chat_stream_checked(request, on_token)
             .await
             .map_err(|e| e.into_types(label(self.backend.provider(), self.backend.model())))
     }

@@ -326,6 +326,61 @@ impl ChatBackend for OpenAiChat {
             .map_err(|e| map_error(&self.label, e))?;
         parse_chat_reply(&self.label, &reply)
     }
+
+    /// The reply as server-sent events (`stream: true`, usage in the last chunk where the server sends
+    /// it): each chunk's `delta.content` goes to `on_token` as it arrives.
+    async fn complete_stream(
+        &self,
+        request: &ChatRequest,
+        on_token: &kgrag_types::TokenSink<'_>,
+    ) -> Result<ChatResponse> {
+        use futures_util::StreamExt;
+        let mut body = chat_body(&self.config.model, request);
+        if let Some(map) = body.as_object_mut() {
+            map.insert("stream".into(), Value::Bool(true));
+            map.insert("stream_options".into(), json!({"include_usage": true}));
+        }
+        let mut stream = self
+            .client
+            .chat()
+            .create_stream_byot::<Value, Value>(body)
+            .await
+            .map_err(|e| map_error(&self.label, e))?;
+        let mut content = String::new();
+        let mut finish_reason = FinishReason::Stop;
+        let mut usage = Usage::default();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| map_error(&self.label, e))?;
+            if let Some(choice) = chunk.get("choices").and_then(|c| c.get(0)) {
+                if let Some(piece) = choice.pointer("/delta/content").and_then(Value::as_str) {
+                    if !piece.is_empty() {
+                        on_token(piece);
+                        content.push_str(piece);
+                    }
+                }
+                match choice.get("finish_reason").and_then(Value::as_str) {
+                    Some("length") => finish_reason = FinishReason::Length,
+                    Some("stop") | None => {}
+                    Some(other) => finish_reason = FinishReason::Other(other.to_owned()),
+                }
+            }
+            if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
+                usage = Usage {
+                    prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
+                    completion_tokens: u
+                        .get("completion_tokens")
+                        .and_then(Value::as_u64)
+                        .unwrap_or(0),
+                };
+            }
+        }
+        Ok(ChatResponse {
+            content,
+            usage,
+            finish_reason,
+            cached: false,
+        })
+    }
 }
 
 /// Embeddings from an OpenAI-compatible server. Query instructions are prepended as

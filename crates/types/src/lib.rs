@@ -53,7 +53,7 @@ pub use normalize::{is_python_whitespace, python_strip, Normalisation};
 pub use traits::{
     embed_one, retrieve_by_vector, ChatModel, ChatRequest, ChatResponse, EmbedKind, Embedder,
     Embeddings, Extractor, FinishReason, GenerationSettings, Message, ResponseFormat,
-    RetrievalRequest, Retriever, Role, Summarizer, SummaryRequest, Usage,
+    RetrievalRequest, Retriever, Role, Summarizer, SummaryRequest, TokenSink, Usage,
 };
 pub use usage::{CountingChat, StageUsage, UsageCounter};
 pub use vecset::VecSet;

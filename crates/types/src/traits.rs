@@ -154,7 +154,19 @@ pub trait ChatModel: Send + Sync {
 
     /// Runs one chat completion.
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse>;
+
+    /// Runs one chat completion, handing the reply's text to `on_token` piece by piece as the model
+    /// generates it (the pieces joined are the returned reply's `content`). Models that cannot stream, and
+    /// replies from a cache, hand it over whole once.
+    async fn chat_stream(&self, request: &ChatRequest, on_token: &TokenSink<'_>) -> Result<ChatResponse> {
+        let reply = self.chat(request).await?;
+        on_token(&reply.content);
+        Ok(reply)
+    }
 }
+
+/// Where a streamed reply's pieces go, in order.
+pub type TokenSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
 
 /// What a text is embedded as.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -367,6 +379,13 @@ macro_rules! forward_impls {
             }
             async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
                 (**self).chat(request).await
+            }
+            async fn chat_stream(
+                &self,
+                request: &ChatRequest,
+                on_token: &TokenSink<'_>,
+            ) -> Result<ChatResponse> {
+                (**self).chat_stream(request, on_token).await
             }
         }
 

@@ -105,4 +105,15 @@ impl ChatModel for CountingChat {
         self.counter.end(&result);
         result
     }
+
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        on_token: &crate::TokenSink<'_>,
+    ) -> crate::Result<ChatResponse> {
+        self.counter.begin();
+        let result = self.inner.chat_stream(request, on_token).await;
+        self.counter.end(&result);
+        result
+    }
 }

@@ -5,11 +5,12 @@ use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
 use kgrag_openie::ExtractionStore;
-use kgrag_types::{ChunkId, RetrievalRequest, RetrievedContext, Retriever};
+use kgrag_types::{ChunkId, RetrievalRequest, RetrievedContext, Retriever, TokenSink};
 use serde::{Deserialize, Serialize};
 
 use super::{Generation, Shared};
-use crate::config::Config;
+use crate::answer::{self, CitedAnswer, Citation, Numbered, Timed};
+use crate::config::{Config, ReaderMode};
 use crate::index_dir::{DocRecord, Manifest, UsageEntry};
 use crate::methods::{self, Corpus, MethodIndex};
 use crate::{KgragError, Result};
@@ -113,6 +114,15 @@ pub struct QueryAnswer {
     pub question: String,
     /// The reader's answer (`None` with `reader = "none"`).
     pub answer: Option<String>,
+    /// The sources the answer cites (`cite = true`): number, chunk, file, pages, section.
+    #[serde(default)]
+    pub citations: Vec<crate::answer::Citation>,
+    /// Citation marks the reader wrote that named no source (removed from the answer).
+    #[serde(default)]
+    pub dropped_citations: u32,
+    /// Milliseconds to the model's first token (an LLM reader).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_ms: Option<f64>,
     /// The ranked passages.
     pub passages: Vec<PassageHit>,
     /// The full retrieval output (rendered context, entities, paths, stats).
@@ -261,24 +271,174 @@ impl Searcher {
             .await
     }
 
-    /// Retrieves `top_k` passages for `question` with `strategy` and reads the answer.
+    /// The reader's answer to `question` from `ctx` (retrieved with `strategy`), citing its sources as
+    /// [`crate::answer`] says (with `cite = false`, the method's reference reader and no citations); the
+    /// model's tokens go to `on_token` as they come. `None` with `reader = "none"`.
+    pub async fn read_cited(
+        &self,
+        strategy: &str,
+        question: &str,
+        ctx: &RetrievedContext,
+        on_token: Option<&TokenSink<'_>>,
+    ) -> Result<Option<CitedAnswer>> {
+        let env = &self.shared.env;
+        if env.reader == ReaderMode::None {
+            return Ok(None);
+        }
+        let timed = Timed::new(on_token);
+        if !env.config.cite {
+            let text = self.read(strategy, question, ctx).await?;
+            if let Some(t) = &text {
+                timed.push(t);
+            }
+            return Ok(text.map(|text| CitedAnswer {
+                text,
+                first_token_ms: timed.first_token_ms(),
+                ..CitedAnswer::default()
+            }));
+        }
+        let method = methods::method_of(strategy)
+            .ok_or_else(|| KgragError::Config(format!("unknown strategy {strategy:?}")))?
+            .name();
+        let sources = self.numbered_sources(method, ctx);
+        let (text, cited, dropped) = match (env.reader, &env.chat) {
+            (ReaderMode::Llm, Some(chat)) => {
+                let request = match method {
+                    "hirag" => {
+                        if kgrag_hirag::answer::is_no_hit(ctx) {
+                            let fail = kgrag_hirag::FAIL_RESPONSE.to_owned();
+                            timed.push(&fail);
+                            return Ok(Some(CitedAnswer {
+                                text: fail,
+                                first_token_ms: timed.first_token_ms(),
+                                ..CitedAnswer::default()
+                            }));
+                        }
+                        answer::with_system_suffix(
+                            kgrag_hirag::answer::answer_request(
+                                ctx,
+                                question,
+                                &env.config.hirag.response_type,
+                            ),
+                            answer::HIRAG_CITE_INSTRUCTION,
+                        )
+                    }
+                    "leanrag" => answer::with_system_suffix(
+                        kgrag_leanrag::answer::answer_request(ctx, question, &env.config.leanrag),
+                        &format!(
+                            "{}\n\n{}",
+                            answer::NUMBERED_CITE_INSTRUCTION,
+                            answer::numbered_block(&sources)
+                        ),
+                    ),
+                    _ => {
+                        let k = match method {
+                            "dense" => env.config.dense.qa_top_k,
+                            _ => env.config.hipporag.qa_top_k,
+                        };
+                        answer::passage_request(&sources[..k.min(sources.len())], question)
+                    }
+                };
+                let reply = chat
+                    .chat_stream(&request, &|piece: &str| timed.push(piece))
+                    .await
+                    .map_err(|e| KgragError::Model(format!("{strategy}: answering failed: {e}")))?;
+                let known: Vec<u32> = sources.iter().map(|s| s.number).collect();
+                answer::resolve_marks(reply.content.trim(), &known)
+            }
+            _ => {
+                let Some(text) = self.read(strategy, question, ctx).await? else {
+                    return Ok(None);
+                };
+                let (text, cited) = answer::cite_sentences(&text, &sources);
+                timed.push(&text);
+                (text, cited, 0)
+            }
+        };
+        let citations = cited
+            .into_iter()
+            .filter_map(|n| {
+                let s = sources.iter().find(|s| s.number == n)?;
+                Some(Citation {
+                    number: n,
+                    chunk_id: s.chunk_id.clone(),
+                    source: self.generation.source_of(&s.chunk_id),
+                })
+            })
+            .collect();
+        Ok(Some(CitedAnswer {
+            text,
+            citations,
+            dropped_citations: dropped,
+            first_token_ms: timed.first_token_ms(),
+        }))
+    }
+
+    /// The sources an answer of `method` may cite: HiRAG's Sources table rows (its rendered text units,
+    /// numbered from 0 as the table numbers them), else the retrieved passages numbered from 1.
+    fn numbered_sources(&self, method: &str, ctx: &RetrievedContext) -> Vec<Numbered> {
+        let passages = &self.generation.corpus.passages;
+        let text = |id: &ChunkId| passages.text_of(id.as_str()).unwrap_or_default().to_owned();
+        if method == "hirag" {
+            let shown = ctx.stats.get("text_units").copied().unwrap_or(0.0) as usize;
+            return ctx.passages[..shown.min(ctx.passages.len())]
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Numbered {
+                    number: i as u32,
+                    chunk_id: p.chunk_id.clone(),
+                    text: text(&p.chunk_id),
+                })
+                .collect();
+        }
+        ctx.passages
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Numbered {
+                number: i as u32 + 1,
+                chunk_id: p.chunk_id.clone(),
+                text: text(&p.chunk_id),
+            })
+            .collect()
+    }
+
+    /// Retrieves `top_k` passages for `question` with `strategy` and reads the answer, citing its sources
+    /// (see [`crate::answer`]).
     pub async fn answer(
         &self,
         question: &str,
         strategy: &str,
         top_k: usize,
     ) -> Result<QueryAnswer> {
+        self.answer_streaming(question, strategy, top_k, None).await
+    }
+
+    /// [`answer`](Self::answer), handing the model's tokens to `on_token` as they are generated.
+    pub async fn answer_streaming(
+        &self,
+        question: &str,
+        strategy: &str,
+        top_k: usize,
+        on_token: Option<&TokenSink<'_>>,
+    ) -> Result<QueryAnswer> {
         let t = Instant::now();
         let ctx = self.context(question, strategy, top_k).await?;
         let retrieve_ms = t.elapsed().as_secs_f64() * 1e3;
         let t = Instant::now();
-        let answer = self.read(strategy, question, &ctx).await?;
+        let cited = self.read_cited(strategy, question, &ctx, on_token).await?;
         let answer_ms = t.elapsed().as_secs_f64() * 1e3;
         let passages = self.hits(&ctx, top_k);
+        let (answer, citations, dropped_citations, first_token_ms) = match cited {
+            Some(c) => (Some(c.text), c.citations, c.dropped_citations, c.first_token_ms),
+            None => (None, Vec::new(), 0, None),
+        };
         Ok(QueryAnswer {
             strategy: strategy.to_owned(),
             question: question.to_owned(),
             answer,
+            citations,
+            dropped_citations,
+            first_token_ms,
             passages,
             context: ctx,
             retrieve_ms,

@@ -333,7 +333,12 @@ pub async fn extractive_answer(
     for p in passages {
         let body = p.split_once('\n').map_or(p.as_str(), |(_, text)| text);
         for s in kgrag_openie::rules::sentences(body) {
-            let s = s.trim();
+            // Markdown structure of a document read from a file: headings and table rows are not
+            // sentences, a list item's dash is not part of it.
+            let s = s.trim().trim_start_matches("- ").trim();
+            if s.starts_with('#') || s.starts_with('|') || s.starts_with("```") {
+                continue;
+            }
             if !s.is_empty() && !sentences.iter().any(|x| x == s) {
                 sentences.push(s.to_owned());
             }
