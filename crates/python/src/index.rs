@@ -12,6 +12,7 @@ use crate::convert::{
     source_docs,
 };
 use crate::errors::{Failure, Outcome};
+use crate::sources::{AnswerStream, Citation, Piece, Source};
 use crate::{released, runtime};
 
 /// The most passages one query may ask for.
@@ -45,6 +46,8 @@ pub struct Hit {
     score: f64,
     /// The chunk's text.
     text: String,
+    /// Where it came from: file, pages, section (`None` for documents given as text without a file).
+    source: Option<Source>,
 }
 
 /// What a strategy retrieved for a question: the passages, the context the reader sees, its entities,
@@ -88,8 +91,14 @@ pub struct Answer {
     strategy: String,
     /// The question.
     question: String,
-    /// The reader's answer (`None` with `reader = "none"`).
+    /// The reader's answer (`None` with `reader = "none"`), citing its sources as `[n]`.
     answer: Option<String>,
+    /// The sources the answer cites.
+    citations: Vec<Citation>,
+    /// Citation marks the reader wrote that named no source (removed from the answer).
+    dropped_citations: u32,
+    /// Milliseconds to the model's first token (an LLM reader).
+    first_token_ms: Option<f64>,
     /// The ranked passages.
     passages: Vec<Hit>,
     /// The retrieval output the answer was read from.
@@ -111,6 +120,7 @@ impl Hit {
             documents: p.documents,
             score: p.score,
             text: p.text,
+            source: p.source.map(Source::of),
         }
     }
 
@@ -122,6 +132,7 @@ impl Hit {
             "documents": self.documents,
             "score": self.score,
             "text": self.text,
+            "source": self.source.as_ref().map(Source::json),
         })
     }
 }
@@ -184,6 +195,9 @@ impl Answer {
             "strategy": self.strategy,
             "question": self.question,
             "answer": self.answer,
+            "citations": self.citations.iter().map(Citation::json).collect::<Vec<_>>(),
+            "dropped_citations": self.dropped_citations,
+            "first_token_ms": self.first_token_ms,
             "passages": self.passages.iter().map(Hit::json).collect::<Vec<_>>(),
             "context": self.context.raw,
             "retrieve_ms": self.retrieve_ms,
@@ -226,6 +240,25 @@ fn context_of(
         text: ctx.rendered,
         passages,
         raw,
+    }
+}
+
+/// The Python `Answer` of a query's answer.
+fn answer_of(a: kgrag::QueryAnswer) -> Answer {
+    let passages = hits(a.passages);
+    let context = context_of(&a.strategy, &a.question, a.context, passages.clone());
+    Answer {
+        strategy: a.strategy,
+        question: a.question,
+        answer: a.answer,
+        citations: a.citations.into_iter().map(Citation::of).collect(),
+        dropped_citations: a.dropped_citations,
+        first_token_ms: a.first_token_ms,
+        passages,
+        context,
+        retrieve_ms: a.retrieve_ms,
+        answer_ms: a.answer_ms,
+        generation: a.generation,
     }
 }
 
@@ -409,12 +442,29 @@ impl Index {
         json_to_py(py, &summary)
     }
 
-    /// Adds the documents of files or folders (`.txt`, `.md`, `.jsonl`, `.json`, read as `kgrag index`
-    /// reads them) and commits them as one generation.
-    fn add_files<'py>(&self, py: Python<'py>, paths: Vec<PathBuf>) -> PyResult<Bound<'py, PyAny>> {
+    /// Adds the documents of files or folders — PDF, Word, PowerPoint, spreadsheets, web pages, EPUB,
+    /// text, Markdown, `.jsonl`, `.json`, read as `kgrag index` reads them (a folder's hidden and
+    /// `.gitignore`'d files left out, `include`/`exclude` globs) — and commits them as one generation. A
+    /// file that cannot be read is listed in the summary's `skipped_files` with the reason.
+    #[pyo3(signature = (paths, include=None, exclude=None))]
+    fn add_files<'py>(
+        &self,
+        py: Python<'py>,
+        paths: Vec<PathBuf>,
+        include: Option<Vec<String>>,
+        exclude: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let summary = released(py, || {
-            let docs = kgrag::documents::read_inputs(&paths)?;
-            self.change(Change::Add(docs))
+            let options = kgrag::documents::ReadOptions {
+                limits: self.index.config().documents.limits(),
+                include: include.unwrap_or_default(),
+                exclude: exclude.unwrap_or_default(),
+            };
+            let report = kgrag::documents::read_paths(&paths, &options)?;
+            let mut summary = self.change(Change::Add(report.docs))?;
+            summary["files_by_format"] = serde_json::to_value(&report.by_format).unwrap_or_default();
+            summary["skipped_files"] = serde_json::to_value(&report.skipped).unwrap_or_default();
+            Ok(summary)
         })?;
         json_to_py(py, &summary)
     }
@@ -475,19 +525,37 @@ impl Index {
         released(py, || {
             let (searcher, strategy, top_k) = self.query(question, strategy, top_k)?;
             let a = runtime()?.block_on(searcher.answer(question, &strategy, top_k))?;
-            let passages = hits(a.passages);
-            let context = context_of(&strategy, question, a.context, passages.clone());
-            Ok(Answer {
-                strategy,
-                question: question.to_owned(),
-                answer: a.answer,
-                passages,
-                context,
-                retrieve_ms: a.retrieve_ms,
-                answer_ms: a.answer_ms,
-                generation: a.generation,
-            })
+            Ok(answer_of(a))
         })
+    }
+
+    /// Retrieves with `strategy` and reads the answer as a stream: iterate it for the reader's text as
+    /// it is generated; its `answer` is the finished `Answer` (with citations) once exhausted.
+    #[pyo3(signature = (question, strategy=None, top_k=None))]
+    fn answer_stream(
+        &self,
+        py: Python<'_>,
+        question: &str,
+        strategy: Option<String>,
+        top_k: Option<i64>,
+    ) -> PyResult<AnswerStream> {
+        let (searcher, strategy, top_k) = released(py, || self.query(question, strategy, top_k))?;
+        let rt = released(py, || runtime())?;
+        let (tx, rx) = std::sync::mpsc::channel::<Piece>();
+        let question = question.to_owned();
+        rt.spawn(async move {
+            let tokens = tx.clone();
+            let sink = move |piece: &str| {
+                let _ = tokens.send(Piece::Token(piece.to_owned()));
+            };
+            let done = searcher
+                .answer_streaming(&question, &strategy, top_k, Some(&sink))
+                .await
+                .map(answer_of)
+                .map_err(Failure::from);
+            let _ = tx.send(Piece::Done(done));
+        });
+        Ok(AnswerStream::new(rx))
     }
 
     /// What `kgrag stats --json` prints: documents, chunks, per-method statistics, bytes, caches, model

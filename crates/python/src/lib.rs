@@ -13,6 +13,7 @@ mod bench;
 mod convert;
 mod errors;
 mod index;
+mod sources;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -139,6 +140,9 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<index::Hit>()?;
     m.add_class::<index::Context>()?;
     m.add_class::<index::Answer>()?;
+    m.add_class::<sources::Source>()?;
+    m.add_class::<sources::Citation>()?;
+    m.add_class::<sources::AnswerStream>()?;
     m.add_function(wrap_pyfunction!(bench::bench, m)?)?;
     m.add_function(wrap_pyfunction!(_provide_asset, m)?)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

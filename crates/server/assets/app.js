@@ -75,6 +75,98 @@ async function api(method, path, body) {
   return data;
 }
 
+// A POST whose reply is a stream of server-sent events: `onEvent(name, data)` for each (data parsed as JSON).
+async function apiStream(path, body, onEvent) {
+  const headers = { "Content-Type": "application/json", "Accept": "text/event-stream" };
+  const key = localStorage.getItem(KEY_STORE);
+  if (key) headers["Authorization"] = "Bearer " + key;
+  let resp;
+  try {
+    resp = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
+  } catch (e) {
+    throw new ApiError(0, "network", "Cannot reach the server: " + e.message);
+  }
+  if (!resp.ok) {
+    const text = await resp.text();
+    let data = null;
+    try { data = JSON.parse(text); } catch (_) { /* not JSON */ }
+    const err = data && data.error;
+    if (resp.status === 401) askForKey(key ? "The server rejected this key." : "This server needs an API key.");
+    throw new ApiError(resp.status, (err && err.code) || "http_" + resp.status, (err && err.message) || text || resp.statusText);
+  }
+  const reader = resp.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) name = line.slice(6).trim();
+        else if (line.startsWith("data:")) data += line.slice(5).replace(/^ /, "");
+      }
+      if (!data) continue;
+      let parsed = null;
+      try { parsed = JSON.parse(data); } catch (_) { continue; }
+      onEvent(name, parsed);
+    }
+  }
+}
+
+// Opens a document's original file (fetched with the key) in a new tab, at `page` for a PDF.
+async function openOriginal(id, page) {
+  const tab = window.open("about:blank", "_blank");
+  const headers = {};
+  const key = localStorage.getItem(KEY_STORE);
+  if (key) headers["Authorization"] = "Bearer " + key;
+  try {
+    const resp = await fetch("/v1/documents/" + encodeURIComponent(id) + "/file", { headers });
+    if (!resp.ok) throw new Error((await resp.text()) || resp.statusText);
+    const url = URL.createObjectURL(await resp.blob());
+    const target = url + (page ? "#page=" + page : "");
+    if (tab) tab.location.href = target; else window.location.href = target;
+  } catch (e) {
+    if (tab) tab.close();
+    showError(new Error(`Cannot open the original of ${id}: ${e.message}`));
+  }
+}
+
+// A passage's or citation's source: its label, a link that opens the original at the page when the index
+// keeps it.
+function sourceLink(source, testid) {
+  if (!source) return null;
+  if (!source.original) return el("span", { class: "source", text: source.label });
+  const a = el("a", { class: "source", href: "#", title: "open the original" + (source.page ? " at page " + source.page : ""),
+    dataset: { testid, document: source.document, page: source.page ?? "" }, text: source.label });
+  a.addEventListener("click", (ev) => { ev.preventDefault(); openOriginal(source.document, source.page); });
+  return a;
+}
+
+// The answer with its [n] marks as buttons that open the cited source.
+function renderAnswer(text, citations, cls) {
+  const byNumber = new Map((citations || []).map((c) => [String(c.number), c]));
+  const p = el("p", { class: cls, dataset: { testid: "answer" } });
+  let last = 0;
+  for (const m of text.matchAll(/\[(\d+(?:,\s*\d+)*)\]/g)) {
+    p.append(document.createTextNode(text.slice(last, m.index)));
+    for (const n of m[1].split(/,\s*/)) {
+      const c = byNumber.get(n);
+      if (!c) { p.append(document.createTextNode(`[${n}]`)); continue; }
+      const b = el("button", { type: "button", class: "cite", title: c.source ? c.source.label : c.chunk_id, dataset: { testid: "cite" }, text: n });
+      if (c.source && c.source.original) b.addEventListener("click", () => openOriginal(c.source.document, c.source.page));
+      p.append(b);
+    }
+    last = m.index + m[0].length;
+  }
+  p.append(document.createTextNode(text.slice(last)));
+  return p;
+}
+
 function setGeneration(g) {
   $("generation").textContent = "generation " + g;
 }
@@ -194,8 +286,36 @@ $("ask-form").addEventListener("submit", async (ev) => {
   results.replaceChildren(...strategies.map((s) =>
     el("article", { class: "result loading" }, el("h3", { text: s }), el("p", { class: "muted", text: "retrieving…" }))));
   try {
-    const data = await api("POST", "/v1/compare", body);
-    results.replaceChildren(...data.results.map(renderResult));
+    // Streamed: each column shows its passages once retrieved and its answer as the reader writes it;
+    // the finished result (with its citations) replaces it.
+    const columns = new Map();
+    results.replaceChildren(...strategies.map((s) => {
+      const col = el("article", { class: "result loading" }, el("h3", { text: s }), el("p", { class: "muted", text: "retrieving…" }));
+      columns.set(s, { col, answer: null });
+      return col;
+    }));
+    body.stream = true;
+    await apiStream("/v1/compare", body, (event, data) => {
+      const c = columns.get(data.strategy);
+      if (event === "passages" && c) {
+        const col = el("article", { class: "result loading", dataset: { strategy: data.strategy } }, el("h3", { text: data.strategy }));
+        c.answer = el("p", { class: "answer streaming", dataset: { testid: "streaming-answer" } });
+        if (body.answer) col.append(c.answer);
+        const ol = el("ol", { class: "passages" });
+        for (const p of data.passages || []) ol.append(renderPassage(p));
+        col.append(el("h4", { text: `passages (${(data.passages || []).length})` }), ol);
+        c.col.replaceWith(col);
+        c.col = col;
+      } else if (event === "token" && c && c.answer) {
+        c.answer.textContent += data.text;
+      } else if (event === "result" && c) {
+        const col = renderResult(data);
+        c.col.replaceWith(col);
+        c.col = col;
+      } else if (event === "done" && typeof data.generation === "number") {
+        setGeneration(data.generation);
+      }
+    });
     $("results-hint").hidden = results.scrollWidth <= results.clientWidth + 1;
   } catch (e) {
     results.replaceChildren();
@@ -223,9 +343,15 @@ function renderResult(r) {
   if (r.answer !== null && r.answer !== undefined) {
     // Short answers stand out; a long one (an extractive reader's sentences) is clamped like a passage.
     const long = r.answer.length > 240;
-    const answer = el("p", { class: long ? "answer long clamp" : "answer", text: r.answer });
+    const answer = renderAnswer(r.answer, r.citations, long ? "answer long clamp" : "answer");
     col.append(answer);
     if (long) col.append(moreButton(answer));
+    const cited = r.citations || [];
+    if (cited.length) {
+      col.append(el("ul", { class: "citations", dataset: { testid: "citations" } },
+        cited.map((c) => el("li", {}, el("span", { class: "num", text: `[${c.number}]` }), " ",
+          sourceLink(c.source, "citation") || el("span", { class: "source", text: c.chunk_id })))));
+    }
   }
   else if ($("want-answer").checked) col.append(el("p", { class: "answer muted", text: "no answer" }));
 
@@ -259,7 +385,8 @@ function renderPassage(p) {
     el("div", { class: "pmeta" },
       el("span", { class: "rank", text: "#" + p.rank }),
       el("span", { class: "score", title: "score", text: typeof p.score === "number" ? p.score.toFixed(4) : String(p.score) }),
-      el("span", { class: "docs", title: p.chunk_id || "", text: (p.documents || []).join(", ") })),
+      p.source ? sourceLink(p.source, "passage-source")
+        : el("span", { class: "docs", title: p.chunk_id || "", text: (p.documents || []).join(", ") })),
     text);
   // Long texts are clamped to a few lines; a button unfolds them.
   if ((p.text || "").length > 220) li.append(moreButton(text));

@@ -27,11 +27,13 @@
 
 mod api;
 mod assets;
+mod documents;
 pub mod error;
 mod graph;
 pub mod mcp;
 pub mod metrics;
 mod openai;
+mod query;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -112,7 +114,7 @@ pub enum ServerError {
 pub(crate) struct State {
     pub(crate) reader: IndexReader,
     /// Makes the document changes, one at a time.
-    pub(crate) writer: api::WriterThread,
+    pub(crate) writer: documents::WriterThread,
     /// Set at shutdown: changes not yet started are refused.
     pub(crate) closing: Arc<AtomicBool>,
     pub(crate) metrics: Arc<metrics::Metrics>,
@@ -152,7 +154,7 @@ impl Server {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
         let metrics = Arc::new(metrics::Metrics::default());
-        let writer = api::WriterThread::start(index.clone(), closing.clone(), metrics.clone())?;
+        let writer = documents::WriterThread::start(index.clone(), closing.clone(), metrics.clone())?;
         let state = Arc::new(State {
             limiter: tokio::sync::Semaphore::new(options.max_concurrency),
             reader,

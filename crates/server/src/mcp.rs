@@ -16,10 +16,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::api::{
-    change, check_question, check_range, check_strategy, committed, default_strategy, run_strategy,
-    Change,
-};
+use crate::api::{check_question, check_range, check_strategy, committed, default_strategy};
+use crate::documents::{change, Change};
+use crate::query::run_strategy;
 use crate::error::ApiError;
 use crate::{ServeOptions, Server, ServerError, State};
 
@@ -104,12 +103,14 @@ impl KgragMcp {
             &strategy,
             top_k,
             answer,
+            (&None, 0),
         )
         .await?;
         let mut v = outcome.to_json(&args.question, false);
         if !answer {
             if let Some(o) = v.as_object_mut() {
                 o.remove("answer");
+                o.remove("citations");
             }
         }
         Ok(v)
@@ -118,7 +119,8 @@ impl KgragMcp {
     /// Ranked passages for a question.
     #[tool(
         description = "Search the knowledge-graph index: the passages a retrieval strategy ranks highest \
-                       for a question, with scores and document ids. Strategies: see list_strategies."
+                       for a question, with scores, document ids and each passage's source (file, \
+                       pages, section: cite it as its label). Strategies: see list_strategies."
     )]
     async fn search(&self, Parameters(args): Parameters<QuestionArgs>) -> CallToolResult {
         result(self.ask(args, false).await)
@@ -126,8 +128,9 @@ impl KgragMcp {
 
     /// The reader's answer and its passages.
     #[tool(
-        description = "Answer a question from the index with a retrieval strategy: the answer, the \
-                       passages it was read from, and the stats (latency, context tokens, LLM calls)."
+        description = "Answer a question from the index with a retrieval strategy: the answer with its \
+                       citations ([n] marks, each naming its file, pages and section), the passages it \
+                       was read from, and the stats (latency, context tokens, LLM calls)."
     )]
     async fn answer(&self, Parameters(args): Parameters<QuestionArgs>) -> CallToolResult {
         result(self.ask(args, true).await)
@@ -145,14 +148,14 @@ impl KgragMcp {
         let docs: Vec<_> = args
             .documents
             .into_iter()
-            .map(|d| crate::api::NewDocument {
+            .map(|d| crate::documents::NewDocument {
                 id: d.id,
                 title: d.title,
                 text: d.text,
             })
             .collect();
         let value = async {
-            let docs = crate::api::json_documents(crate::api::NewDocuments { documents: docs })?;
+            let docs = crate::documents::json_documents(crate::documents::NewDocuments { documents: docs })?;
             let s = change(&self.state, Change::Add(docs)).await?;
             Ok(json!({"documents": s.documents, "chunks": s.chunks, "skipped": s.skipped, "generation": s.generation}))
         }

@@ -1,7 +1,8 @@
 //! OpenAI-compatible endpoints: `GET /v1/models` lists the strategies as models, `POST
 //! /v1/chat/completions` answers the last user message with the strategy named as the model (the answer
-//! from the configured reader), as one JSON reply or, with `stream: true`, as server-sent events. The
-//! ranked passages ride along in a `kgrag` field that OpenAI clients ignore.
+//! from the configured reader, citing its passages as `[n]`), as one JSON reply or, with `stream: true`,
+//! as server-sent events carrying the reader's tokens as it generates them. The ranked passages (with
+//! their sources) and the answer's citations ride along in a `kgrag` field that OpenAI clients ignore.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -15,7 +16,8 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::api::{check_question, check_strategy, committed, run_strategy, ApiJson};
+use crate::api::{check_question, check_strategy, committed, ApiJson};
+use crate::query::{run_strategy, Outcome, Progress};
 use crate::error::{ApiError, ApiResult};
 use crate::State;
 
@@ -65,26 +67,6 @@ fn text_of(content: &Value) -> String {
     }
 }
 
-/// Splits `text` into pieces of a few words for streaming (white space kept, so the pieces join back
-/// to `text`).
-fn pieces(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut current = String::new();
-    let mut words = 0;
-    for part in text.split_inclusive(char::is_whitespace) {
-        current.push_str(part);
-        words += 1;
-        if words == 4 {
-            out.push(std::mem::take(&mut current));
-            words = 0;
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
     Shared(state): Shared<Arc<State>>,
@@ -106,48 +88,30 @@ pub(crate) async fn chat_completions(
         ));
     }
     check_question(&question)?;
-    let top_k = searcher.config().retriever.top_k;
-    let outcome = run_strategy(
-        &state,
-        &searcher,
-        "/v1/chat/completions",
-        &question,
-        &request.model,
-        top_k,
-        true,
-    )
-    .await?;
-    let Some(answer) = outcome.answer.clone() else {
+    if state.reader_name == "none" {
         return Err(ApiError::bad_request(
             "this server has no reader (reader = \"none\"): use POST /v1/query for the ranked passages",
         ));
-    };
+    }
+    let top_k = searcher.config().retriever.top_k;
     let id = format!(
         "chatcmpl-kgrag-{}",
         state.completions.fetch_add(1, Ordering::Relaxed) + 1
     );
     let created = now();
-    // The reader's own counts with an LLM; offline, the context's tokens and the answer's words.
-    let completion_tokens = match outcome.usage.completion_tokens {
-        0 => answer.split_whitespace().count() as u64,
-        n => n,
-    };
-    let prompt_tokens = match outcome.usage.prompt_tokens {
-        0 => outcome.context.context_tokens as u64,
-        n => n,
-    };
-    let usage = json!({
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    });
-    let extra = json!({
-        "passages": outcome.passages,
-        "generation": outcome.generation,
-        "latency_ms": outcome.latency_ms,
-        "llm_calls": outcome.usage.calls,
-    });
     if request.stream != Some(true) {
+        let outcome = run_strategy(
+            &state,
+            &searcher,
+            "/v1/chat/completions",
+            &question,
+            &request.model,
+            top_k,
+            true,
+            (&None, 0),
+        )
+        .await?;
+        let answer = outcome.answer().unwrap_or_default().to_owned();
         return Ok(Json(json!({
             "id": id,
             "object": "chat.completion",
@@ -158,52 +122,104 @@ pub(crate) async fn chat_completions(
                 "message": {"role": "assistant", "content": answer},
                 "finish_reason": "stop",
             }],
-            "usage": usage,
-            "kgrag": extra,
+            "usage": usage(&outcome),
+            "kgrag": extra(&outcome),
         }))
         .into_response());
     }
-    let chunk = |delta: Value, finish: Option<&str>| {
+    // Streamed: the reader's tokens as they are generated, then the usage and kgrag's passages and
+    // citations in the last chunk.
+    let model = request.model.clone();
+    let chunk = move |delta: Value, finish: Option<&str>| {
         json!({
             "id": id,
             "object": "chat.completion.chunk",
             "created": created,
-            "model": request.model,
+            "model": model,
             "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
         })
     };
-    let mut events = vec![chunk(json!({"role": "assistant", "content": ""}), None)];
-    for piece in pieces(&answer) {
-        events.push(chunk(json!({"content": piece}), None));
-    }
-    let mut last = chunk(json!({}), Some("stop"));
-    last["usage"] = usage;
-    last["kgrag"] = extra;
-    events.push(last);
-    let stream = futures_util::stream::iter(
-        events
-            .into_iter()
-            .map(|e| Event::default().data(e.to_string()))
-            .chain(std::iter::once(Event::default().data("[DONE]")))
-            .map(Ok::<_, Infallible>),
-    );
-    Ok(Sse::new(stream)
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
+    let (events, out) = tokio::sync::mpsc::unbounded_channel::<Event>();
+    let data = |v: Value| Event::default().data(v.to_string());
+    let _ = events.send(data(chunk(json!({"role": "assistant", "content": ""}), None)));
+    let strategy = request.model.clone();
+    let task = tokio::spawn(async move {
+        let progress = Some(tx);
+        run_strategy(
+            &state,
+            &searcher,
+            "/v1/chat/completions",
+            &question,
+            &strategy,
+            top_k,
+            true,
+            (&progress, 0),
+        )
+        .await
+    });
+    tokio::spawn(async move {
+        while let Some((_, p)) = rx.recv().await {
+            if let Progress::Token(piece) = p {
+                if events.send(data(chunk(json!({"content": piece}), None))).is_err() {
+                    return;
+                }
+            }
+        }
+        let last = match task.await {
+            Ok(Ok(outcome)) => {
+                let mut last = chunk(json!({}), Some("stop"));
+                last["usage"] = usage(&outcome);
+                last["kgrag"] = extra(&outcome);
+                last
+            }
+            Ok(Err(e)) => json!({"error": {"code": e.code, "message": e.message}}),
+            Err(_) => json!({"error": {"code": "internal", "message": "the answer failed inside the server"}}),
+        };
+        let _ = events.send(data(last));
+        let _ = events.send(Event::default().data("[DONE]"));
+    });
+    let mut out = out;
+    let body = futures_util::stream::poll_fn(move |cx| out.poll_recv(cx).map(|e| e.map(Ok::<_, Infallible>)));
+    Ok(Sse::new(body)
         .keep_alive(KeepAlive::default())
         .into_response())
+}
+
+/// The usage of an answer: the reader's own counts with an LLM; offline, the context's tokens and the
+/// answer's words.
+fn usage(outcome: &Outcome) -> Value {
+    let answer = outcome.answer().unwrap_or_default();
+    let completion_tokens = match outcome.usage.completion_tokens {
+        0 => answer.split_whitespace().count() as u64,
+        n => n,
+    };
+    let prompt_tokens = match outcome.usage.prompt_tokens {
+        0 => outcome.context.context_tokens as u64,
+        n => n,
+    };
+    json!({
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    })
+}
+
+/// What rides along in the `kgrag` field: the passages (with their sources) and the answer's citations.
+fn extra(outcome: &Outcome) -> Value {
+    json!({
+        "passages": outcome.passages,
+        "citations": outcome.citations(),
+        "generation": outcome.generation,
+        "latency_ms": outcome.latency_ms,
+        "first_token_ms": outcome.cited.as_ref().and_then(|c| c.first_token_ms),
+        "llm_calls": outcome.usage.calls,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pieces_join_back_to_the_answer() {
-        let text = "Warsaw is the capital of Poland,\nand the Vistula flows through it.";
-        let p = pieces(text);
-        assert!(p.len() > 2);
-        assert_eq!(p.concat(), text);
-        assert!(pieces("").is_empty());
-    }
 
     #[test]
     fn content_parts_are_read_as_text() {

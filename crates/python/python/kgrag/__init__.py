@@ -33,13 +33,26 @@ from ._errors import (
     StorageError,
     UnknownStrategyError,
 )
-from ._native import STRATEGIES, Answer, Context, Hit, Index, __version__
+from ._native import (
+    STRATEGIES,
+    Answer,
+    AnswerStream,
+    Citation,
+    Context,
+    Hit,
+    Index,
+    Source,
+    __version__,
+)
 
 __all__ = [
     "Index",
     "Hit",
     "Context",
     "Answer",
+    "AnswerStream",
+    "Citation",
+    "Source",
     "bench",
     "STRATEGIES",
     "__version__",

@@ -2,7 +2,7 @@
 
 import os
 import pathlib
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Union
 
 from typing_extensions import final
 
@@ -12,6 +12,51 @@ _Document = Union[str, Dict[str, Optional[str]]]
 
 __version__: str
 STRATEGIES: List[str]
+
+@final
+class Source:
+    """Where a passage came from: its document, file, pages and section."""
+
+    @property
+    def document(self) -> str:
+        """The document's id."""
+    @property
+    def file(self) -> Optional[str]:
+        """The file it was read from (its path in the folder indexed)."""
+    @property
+    def format(self) -> Optional[str]:
+        """The file's format (``pdf``, ``docx``, …)."""
+    @property
+    def unit(self) -> Optional[str]:
+        """What its pages are: ``page``, ``slide``, ``sheet`` or ``chapter``."""
+    @property
+    def page(self) -> Optional[int]:
+        """The first page (slide, sheet, chapter) the passage spans."""
+    @property
+    def page_end(self) -> Optional[int]:
+        """The last page it spans."""
+    @property
+    def section(self) -> Optional[str]:
+        """The heading of its section."""
+    @property
+    def original(self) -> bool:
+        """Whether the index keeps the original file."""
+    @property
+    def label(self) -> str:
+        """The citation as people read it: ``report.pdf p. 12–13 § 2.3 Methods``."""
+    def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class Citation:
+    """A source an answer cites as ``[number]``."""
+
+    @property
+    def number(self) -> int: ...
+    @property
+    def chunk_id(self) -> str: ...
+    @property
+    def source(self) -> Optional[Source]: ...
+    def to_dict(self) -> Dict[str, Any]: ...
 
 @final
 class Hit:
@@ -35,6 +80,9 @@ class Hit:
     @property
     def text(self) -> str:
         """The chunk's text."""
+    @property
+    def source(self) -> Optional[Source]:
+        """Where it came from (``None`` for documents given as text)."""
     def to_dict(self) -> Dict[str, Any]:
         """The hit as a dict."""
 
@@ -75,7 +123,16 @@ class Answer:
     def question(self) -> str: ...
     @property
     def answer(self) -> Optional[str]:
-        """The reader's answer (``None`` with ``reader = "none"``)."""
+        """The reader's answer (``None`` with ``reader = "none"``), citing its sources as ``[n]``."""
+    @property
+    def citations(self) -> List[Citation]:
+        """The sources the answer cites."""
+    @property
+    def dropped_citations(self) -> int:
+        """Citation marks that named no source (removed from the answer)."""
+    @property
+    def first_token_ms(self) -> Optional[float]:
+        """Milliseconds to the model's first token."""
     @property
     def passages(self) -> List[Hit]: ...
     @property
@@ -87,6 +144,16 @@ class Answer:
     @property
     def generation(self) -> int: ...
     def to_dict(self) -> Dict[str, Any]: ...
+
+@final
+class AnswerStream:
+    """An answer being read: iterate it for the reader's text as it is generated."""
+
+    def __iter__(self) -> "AnswerStream": ...
+    def __next__(self) -> str: ...
+    @property
+    def answer(self) -> Optional[Answer]:
+        """The finished answer, once the stream is exhausted."""
 
 @final
 class Index:
@@ -109,8 +176,13 @@ class Index:
         """The committed generation queries are answered from."""
     def add(self, documents: Iterable[_Document]) -> Dict[str, Any]:
         """Adds documents and commits them; returns ``{"documents", "chunks", "skipped", "generation"}``."""
-    def add_files(self, paths: Sequence[_Path]) -> Dict[str, Any]:
-        """Adds the documents of files or folders and commits them."""
+    def add_files(
+        self,
+        paths: Sequence[_Path],
+        include: Optional[Sequence[str]] = None,
+        exclude: Optional[Sequence[str]] = None,
+    ) -> Dict[str, Any]:
+        """Adds the documents of files or folders (PDF, Office, HTML, EPUB, text, …) and commits them."""
     def delete(self, ids: Union[str, Iterable[str]]) -> Dict[str, Any]:
         """Deletes documents by id and commits."""
     def search(
@@ -125,6 +197,10 @@ class Index:
         self, question: str, strategy: Optional[str] = None, top_k: Optional[int] = None
     ) -> Answer:
         """Retrieves with ``strategy`` and reads the answer."""
+    def answer_stream(
+        self, question: str, strategy: Optional[str] = None, top_k: Optional[int] = None
+    ) -> AnswerStream:
+        """Retrieves with ``strategy`` and streams the reader's answer."""
     def stats(self) -> Dict[str, Any]:
         """What ``kgrag stats --json`` prints."""
     def strategies(self) -> List[str]:
