@@ -281,14 +281,31 @@ fn usable(a: &Option<String>) -> Option<&str> {
 
 /// Writes `dir/answers/<method>.jsonl` (`{query, answer}` per answered question: the shape `--answers`
 /// reads), `dir/judgments/<method>-vs-<baseline>.jsonl` (`{query_index, swapped, verdict}`) and
-/// `dir/scores/<method>.jsonl` (`{query_index, repeats, failures}`), atomically. Returns the files written.
+/// `dir/scores/<method>.jsonl` (`{query_index, repeats, failures}`), and `dir/sources/<method>.jsonl` (per
+/// question, `{query_index, sources}`: where its top passages came from — document, file, pages, section,
+/// label), atomically. Returns the files written.
 pub fn write_records(
     dir: &Path,
     questions: &[Question],
     answers: &BTreeMap<String, Vec<Option<String>>>,
+    sources: &BTreeMap<String, Vec<Vec<kgrag::citations::PassageSource>>>,
     judged: Option<&Judged>,
 ) -> Result<Vec<PathBuf>> {
     let mut files: Vec<(PathBuf, String)> = Vec::new();
+    for (name, per_question) in sources {
+        let mut text = String::new();
+        for (i, list) in per_question.iter().enumerate() {
+            text.push_str(&json_line(&serde_json::json!({
+                "query_index": i,
+                "sources": list,
+            }))?);
+        }
+        files.push((
+            dir.join("sources")
+                .join(format!("{}.jsonl", file_safe(name))),
+            text,
+        ));
+    }
     for (name, list) in answers {
         let mut text = String::new();
         for (q, a) in questions.iter().zip(list) {

@@ -321,6 +321,7 @@ pub async fn run_with_judge(
 
     let mut reports = BTreeMap::new();
     let mut answers: BTreeMap<String, Vec<Option<String>>> = BTreeMap::new();
+    let mut sources = BTreeMap::new();
     let mut index_report = kgrag_eval::IndexReport::default();
     let mut cache = None;
     let mut searcher = None;
@@ -337,6 +338,7 @@ pub async fn run_with_judge(
         index_report = ran.index;
         reports = ran.reports;
         answers = ran.answers;
+        sources = ran.sources;
         cache = ran.cache;
         searcher = Some(ran.searcher);
     }
@@ -497,6 +499,7 @@ pub async fn run_with_judge(
         &out,
         &dataset.questions,
         &answers,
+        &sources,
         judged.as_ref(),
     )?);
     Ok(BenchOutcome {
@@ -513,6 +516,8 @@ struct Ran {
     index: kgrag_eval::IndexReport,
     reports: BTreeMap<String, kgrag_eval::MethodReport>,
     answers: BTreeMap<String, Vec<Option<String>>>,
+    /// Each method's top passages' sources, per question (`sources/<method>.jsonl`).
+    sources: BTreeMap<String, Vec<Vec<kgrag::citations::PassageSource>>>,
     cache: Option<kgrag_llm::ResponseCache>,
     searcher: kgrag::Searcher,
 }
@@ -602,10 +607,11 @@ async fn run_methods(
     // Methods.
     let mut reports = BTreeMap::new();
     let mut answers = BTreeMap::new();
+    let mut sources = BTreeMap::new();
     for strategy in strategies {
         let retriever = searcher.retriever(strategy)?;
         let before = index.chat_usage();
-        let (mut report, list) = run_method(
+        let (mut report, list, cited) = run_method(
             retriever.as_ref(),
             strategy,
             dataset,
@@ -623,6 +629,7 @@ async fn run_methods(
         if list.iter().any(Option::is_some) {
             answers.insert(strategy.clone(), list);
         }
+        sources.insert(strategy.clone(), cited);
     }
     notes.extend(index.notes());
 
@@ -659,6 +666,7 @@ async fn run_methods(
         },
         reports,
         answers,
+        sources,
         cache: index.response_cache(),
         searcher,
     })
@@ -693,9 +701,14 @@ async fn run_method(
     config: &Config,
     searcher: &Searcher,
     progress: bool,
-) -> Result<(kgrag_eval::MethodReport, Vec<Option<String>>)> {
+) -> Result<(
+    kgrag_eval::MethodReport,
+    Vec<Option<String>>,
+    Vec<Vec<kgrag::citations::PassageSource>>,
+)> {
     let gold_answers = dataset.has_gold_answers();
     let mut answers = Vec::with_capacity(dataset.questions.len());
+    let mut sources = Vec::with_capacity(dataset.questions.len());
     let name = retriever.name().to_owned();
     let stages = Stages::new(progress, false);
     let bar = stages.bar(dataset.questions.len(), &name);
@@ -718,6 +731,7 @@ async fn run_method(
                 failures.push(format!("{}: {e}", q.id));
                 acc.add(&QuestionResult::failure(latency_ms));
                 answers.push(None);
+                sources.push(Vec::new());
                 bar.inc(1);
                 continue;
             }
@@ -728,6 +742,13 @@ async fn run_method(
             .filter_map(|p| store.text_of(p.chunk_id.as_str()))
             .map(str::to_owned)
             .collect();
+        sources.push(
+            ctx.passages
+                .iter()
+                .take(SOURCES_KEPT)
+                .filter_map(|p| searcher.source_of(&p.chunk_id))
+                .collect(),
+        );
         let mut result =
             QuestionResult::retrieval(retrieved, q.gold.clone(), ctx.context_tokens, latency_ms);
         result.stats = ctx.stats.clone();
@@ -772,5 +793,8 @@ async fn run_method(
     if failures.len() > 5 {
         kgrag::progress::say(&format!("{name}: … {} failures in all", failures.len()));
     }
-    Ok((acc.finish(), answers))
+    Ok((acc.finish(), answers, sources))
 }
+
+/// Passages per question whose sources `sources/<method>.jsonl` keeps.
+const SOURCES_KEPT: usize = 5;

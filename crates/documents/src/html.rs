@@ -242,8 +242,14 @@ pub(crate) fn parse(text: &str, deadline: Deadline) -> Result<Dom> {
             text_start = i;
             continue;
         }
+        // The tag's text (without `<` and `>`); an unterminated tag runs to the end.
         let end = tag_end(bytes, i);
-        let tag = &text[i + 1..end.saturating_sub(1).max(i + 1)];
+        let content_end = if bytes.get(end.wrapping_sub(1)) == Some(&b'>') && end > i + 1 {
+            end - 1
+        } else {
+            end
+        };
+        let tag = text.get(i + 1..content_end).unwrap_or("");
         i = end;
         text_start = i;
         if let Some(closing) = tag.strip_prefix('/') {

@@ -20,6 +20,7 @@ use kgrag_hierarchy::summarize::{
     parse_aggregate_reply, parse_attribute_reply, parse_relation_reply, Member,
 };
 use proptest::prelude::*;
+use proptest::test_runner::Config;
 
 /// The bound on one generated case (small inputs: far above what any of them takes).
 const CASE: Duration = Duration::from_secs(5);
@@ -344,6 +345,104 @@ proptest! {
         let dir = scratch("files");
         within("file parsers", CASE * 4, || file_parsers(&dir, &bytes));
         let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// The documents of kgrag-documents' test corpus, with their formats: the seeds of the mutations.
+fn document_seeds() -> Vec<(kgrag_documents::Format, Vec<u8>)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../documents/tests/data");
+    [
+        "guilds.pdf",
+        "guilds-2col.pdf",
+        "guilds-core.pdf",
+        "guilds.docx",
+        "guilds.pptx",
+        "guilds-passages.xlsx",
+        "guilds-passages.xls",
+        "guilds-passages.ods",
+        "guilds.epub",
+        "guilds.html",
+    ]
+    .iter()
+    .map(|n| {
+        let format = kgrag_documents::Format::of_path(Path::new(n)).unwrap();
+        (format, std::fs::read(dir.join(n)).unwrap())
+    })
+    .collect()
+}
+
+/// A mutation of a document's bytes: at a position (a fraction of the length), flip a byte, cut the rest,
+/// delete or duplicate a span, or insert bytes.
+#[derive(Debug, Clone)]
+enum Mutation {
+    Flip(f64, u8),
+    Truncate(f64),
+    Delete(f64, usize),
+    Duplicate(f64, usize),
+    Insert(f64, Vec<u8>),
+}
+
+fn mutation() -> impl Strategy<Value = Mutation> {
+    let at = 0.0..1.0f64;
+    prop_oneof![
+        (at.clone(), any::<u8>()).prop_map(|(p, b)| Mutation::Flip(p, b)),
+        at.clone().prop_map(Mutation::Truncate),
+        (at.clone(), 1..4096usize).prop_map(|(p, n)| Mutation::Delete(p, n)),
+        (at.clone(), 1..4096usize).prop_map(|(p, n)| Mutation::Duplicate(p, n)),
+        (at, prop::collection::vec(any::<u8>(), 1..64)).prop_map(|(p, b)| Mutation::Insert(p, b)),
+    ]
+}
+
+fn mutate(mut bytes: Vec<u8>, mutations: &[Mutation]) -> Vec<u8> {
+    for m in mutations {
+        let at = |p: f64, len: usize| ((p * len as f64) as usize).min(len.saturating_sub(1));
+        let len = bytes.len();
+        if len == 0 {
+            break;
+        }
+        match m {
+            Mutation::Flip(p, b) => {
+                let i = at(*p, len);
+                bytes[i] ^= b | 1;
+            }
+            Mutation::Truncate(p) => bytes.truncate(at(*p, len)),
+            Mutation::Delete(p, n) => {
+                let i = at(*p, len);
+                bytes.drain(i..(i + n).min(len));
+            }
+            Mutation::Duplicate(p, n) => {
+                let i = at(*p, len);
+                let span = bytes[i..(i + n).min(len)].to_vec();
+                bytes.splice(i..i, span);
+            }
+            Mutation::Insert(p, b) => {
+                let i = at(*p, len);
+                bytes.splice(i..i, b.iter().copied());
+            }
+        }
+    }
+    bytes
+}
+
+proptest! {
+    #![proptest_config(Config { cases: config().cases / 4, ..config() })]
+
+    /// Mutated PDFs, zip containers (DOCX, PPTX, XLSX, ODS, EPUB), compound files (XLS) and web pages: each
+    /// read within its deadline into text or an error — never a panic (which `read` would report as
+    /// `DocumentError::Panic`), never a hang.
+    #[test]
+    fn mutated_documents_survive(seed in 0..10usize, mutations in prop::collection::vec(mutation(), 1..6)) {
+        let seeds = document_seeds();
+        let (format, bytes) = &seeds[seed];
+        let bytes = mutate(bytes.clone(), &mutations);
+        let limits = kgrag_documents::Limits {
+            deadline: Duration::from_secs(10),
+            ..kgrag_documents::Limits::default()
+        };
+        let outcome = within("a document reader", CASE * 4, || kgrag_documents::read(&bytes, *format, &limits));
+        if let Err(kgrag_documents::DocumentError::Panic { detail, .. }) = outcome {
+            panic!("{format} reader panicked on a mutation {mutations:?}: {detail}");
+        }
     }
 }
 

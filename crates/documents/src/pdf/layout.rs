@@ -874,8 +874,11 @@ mod tests {
         }
         assert_eq!(
             running_key("Annual Report 2024 — page 7"),
-            "annual report # — page #"
+            "annual report # — page"
         );
+        assert_eq!(
+            running_key("12 Generated for evaluation only"),
+            "generated for evaluation only");
     }
 
     #[test]
