@@ -244,3 +244,43 @@ def _search_in_child_forked(path: str, question: str) -> str:
     except kgrag.KgragError as e:
         return str(e)
     return "searched"
+
+
+def test_a_pdf_is_added_cited_and_streamed(tmp_path: pathlib.Path) -> None:
+    """A PDF through `add_files`: its hits name the file and page, answers cite them, and the answer streams."""
+    pdf = pathlib.Path(__file__).resolve().parents[2] / "documents" / "tests" / "data" / "guilds.pdf"
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "report.pdf").write_bytes(pdf.read_bytes())
+    (folder / "scan.pdf").write_bytes(b"%PDF-1.4 not really a pdf")
+    index = kgrag.Index.create(
+        tmp_path / "pdf.kgrag",
+        {
+            "index": {
+                "methods": ["dense", "hipporag2"],
+                "chunking": {"strategy": "token_window", "encoding": "o200k_base", "size": 160, "overlap": 16},
+            }
+        },
+    )
+    summary = index.add_files([folder])
+    assert summary["files_by_format"] == {"pdf": 1}
+    assert [s["path"].endswith("scan.pdf") for s in summary["skipped_files"]] == [True]
+    question = "When did Yselle Marrowind retire ashore after her long life under sail?"
+    hits = index.search(question, strategy="dense", top_k=5)
+    cited = [h for h in hits if h.source is not None and h.source.file == "report.pdf"]
+    assert cited, hits
+    source = cited[0].source
+    assert source.unit == "page" and source.page is not None and source.page_end is not None
+    assert source.label.startswith("report.pdf p. ")
+    assert source.to_dict()["document"] == "report.pdf"
+    assert any(h.source.page <= 2 <= h.source.page_end for h in cited)
+
+    answer = index.answer(question, strategy="dense", top_k=5)
+    assert answer.answer and "[" in answer.answer
+    assert answer.citations and answer.citations[0].source is not None
+    assert answer.dropped_citations == 0
+
+    stream = index.answer_stream(question, strategy="dense", top_k=5)
+    pieces = list(stream)
+    assert "".join(pieces) == stream.answer.answer
+    assert stream.answer.citations[0].number == answer.citations[0].number

@@ -699,3 +699,104 @@ async fn allowed_hosts_pass_the_host_check_without_a_key() {
     }
     s.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploaded_pdf_is_cited_to_the_page_streamed_and_opened() {
+    let s = Running::start(ServeOptions::default()).await;
+    let pdf = std::fs::read(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../documents/tests/data/guilds.pdf"),
+    )
+    .unwrap();
+    let (st, v) = s.upload("guilds.pdf", pdf.clone()).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["documents"], 1, "{v}");
+
+    let question = "Where was Yselle Marrowind laid to rest after she retired ashore in 1760?";
+    let (st, v) = s
+        .post("/v1/query", json!({"question": question, "strategy": "dense", "top_k": 10}))
+        .await;
+    assert_eq!(st, 200, "{v}");
+    let hit = v["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["source"]["file"] == "guilds.pdf")
+        .unwrap_or_else(|| panic!("the PDF is among the passages: {v}"));
+    assert_eq!(hit["source"]["unit"], "page", "{hit}");
+    assert!(hit["source"]["page"].as_u64().unwrap() >= 1, "{hit}");
+    assert!(hit["source"]["label"].as_str().unwrap().starts_with("guilds.pdf p. "), "{hit}");
+    // The extractive reader cites the passage its sentence came from.
+    let citations = v["citations"].as_array().unwrap();
+    assert!(!citations.is_empty(), "{v}");
+    assert!(v["answer"].as_str().unwrap().contains("[1]") || v["answer"].as_str().unwrap().contains(']'), "{v}");
+    assert_eq!(v["stats"]["dropped_citations"], 0);
+
+    // The original, as uploaded, with its content type; none for a document given as text.
+    let r = s
+        .client
+        .get(s.url("/v1/documents/guilds.pdf/file"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "application/pdf");
+    assert!(r.headers()["content-disposition"].to_str().unwrap().starts_with("inline"));
+    assert_eq!(r.bytes().await.unwrap().to_vec(), pdf);
+    let (st, v) = s.get("/v1/documents/curie.md/file").await;
+    assert_eq!(st, 404, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("no original file"), "{v}");
+
+    // Streamed: passages, then the answer's tokens, then the result with its citations, then done.
+    let body = s
+        .client
+        .post(s.url("/v1/compare"))
+        .json(&json!({"question": question, "strategies": ["dense", "hipporag2"], "stream": true}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<&str> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    let first = |e: &str| events.iter().position(|x| *x == e).unwrap_or_else(|| panic!("{e} in {body}"));
+    assert!(first("passages") < first("token") && first("token") < first("result"), "{events:?}");
+    assert_eq!(events.last(), Some(&"done"), "{events:?}");
+    assert_eq!(events.iter().filter(|e| **e == "result").count(), 2);
+    let result: Value = body
+        .split("\n\n")
+        .find(|b| b.starts_with("event: result"))
+        .and_then(|b| b.lines().find_map(|l| l.strip_prefix("data: ")))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .unwrap();
+    assert!(result["citations"].is_array(), "{result}");
+
+    // The OpenAI-compatible stream carries the citations in its last chunk.
+    let body = s
+        .client
+        .post(s.url("/v1/chat/completions"))
+        .json(&json!({"model": "dense", "stream": true, "messages": [{"role": "user", "content": question}]}))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let chunks: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|d| *d != "[DONE]")
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let last = chunks.last().unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "stop", "{last}");
+    assert!(last["kgrag"]["citations"].as_array().is_some_and(|c| !c.is_empty()), "{last}");
+    let text: String = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())
+        .collect();
+    assert!(!text.is_empty());
+    s.stop().await;
+}

@@ -2,6 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
+mod documents;
 mod faults;
 #[cfg(feature = "postgres")]
 mod postgres;

@@ -31,6 +31,9 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]
 UPLOAD_NAME = "zebra-notes.md"
+PDF_NAME = "guilds.pdf"
+PDF_PATH = Path(__file__).resolve().parents[3] / "documents" / "tests" / "data" / PDF_NAME
+YSELLE_Q = "Where did Yselle Marrowind retire ashore after her long life under sail?"
 UPLOAD_TEXT = "Quagga Zebrafish Orchard grows purple lemons in Tbilisi. The orchard keeper is named Ilia Quagga.\n"
 POLAND_Q = "Which river flows through the capital of Poland?"
 QUAGGA_Q = "Who keeps the Quagga Zebrafish Orchard?"
@@ -60,8 +63,8 @@ def api_request(base, method, path, api_key, body=None):
         return e.code, None
 
 
-def delete_upload(base, api_key):
-    return api_request(base, "DELETE", "/v1/documents/" + urllib.parse.quote(UPLOAD_NAME, safe=""), api_key)[0]
+def delete_upload(base, api_key, name=UPLOAD_NAME):
+    return api_request(base, "DELETE", "/v1/documents/" + urllib.parse.quote(name, safe=""), api_key)[0]
 
 
 class PageTest:
@@ -195,6 +198,53 @@ class PageTest:
         check(any("Quagga" in t for t in texts), f"no passage mentions Quagga after the upload ({len(texts)} passages)")
         return f"uploaded {UPLOAD_NAME} ({status.inner_text().strip()}); a passage now mentions Quagga; {shot}"
 
+    def step_citations(self):
+        """A PDF uploaded through the page, a question whose answer cites it, and the cited page opened."""
+        page = self.page
+        page.locator("[data-testid=tab-documents]").click()
+        page.locator("[data-testid=upload-input]").set_input_files(str(PDF_PATH))
+        page.wait_for_function(
+            "() => ['ok', 'error'].includes(document.querySelector('[data-testid=upload-status]').dataset.state)",
+            timeout=max(self.timeout_ms, 180_000))
+        status = page.locator("[data-testid=upload-status]")
+        check(status.get_attribute("data-state") == "ok", f"the PDF upload failed: {status.inner_text()}")
+        page.locator("[data-testid=tab-ask]").click()
+        self.tick_only(["hipporag2"])
+        self.ask(YSELLE_Q, ["hipporag2"])
+        col = page.locator("[data-testid=result-hipporag2]")
+        check(col.locator("[data-testid=citations]").count() == 1, "the answer shows no citations")
+        links = col.locator('[data-testid=passage-source]')
+        labels = links.all_inner_texts()
+        pdf = [i for i, t in enumerate(labels) if t.startswith(PDF_NAME + " p. ")]
+        check(pdf, f"no passage cites {PDF_NAME} to a page: {labels}")
+        link = links.nth(pdf[0])
+        want_page = link.get_attribute("data-page")
+        check(want_page, f"the source link of {labels[pdf[0]]!r} has no page")
+        shot = self.shot("citations.png")
+        # The original is fetched with the key and opened in a new tab as a blob URL at `#page=N`, which
+        # Chromium's PDF viewer shows.
+        seen = []
+        with page.context.expect_page(timeout=self.timeout_ms) as opened:
+            link.click()
+        tab = opened.value
+        tab.on("framenavigated", lambda f: seen.append(f.url))
+        for _ in range(int(self.timeout_ms / 100)):
+            if any(u.startswith("blob:") for u in seen + [tab.url]):
+                break
+            tab.wait_for_timeout(100)
+        blob = next((u for u in seen + [tab.url] if u.startswith("blob:")), None)
+        check(blob, f"the original did not open (the new tab went to {seen or [tab.url]})")
+        check(blob.endswith("#page=" + want_page), f"the original opened at {blob}, not at page {want_page}")
+        # Chromium shows a PDF in its viewer, an extension page it navigates through.
+        for _ in range(50):
+            if any(u.startswith("chrome-extension://") for u in seen):
+                break
+            tab.wait_for_timeout(100)
+        check(any(u.startswith("chrome-extension://") for u in seen),
+              f"the original did not open in the PDF viewer (navigations: {seen})")
+        tab.close()
+        return f"{labels[pdf[0]]!r} opened the PDF at page {want_page} ({blob[:30]}…#page={want_page}); {shot}"
+
     def wait_graph(self):
         """Waits for the graph to settle; returns the number of nodes drawn (0 if the entity was not found)."""
         self.page.wait_for_function(
@@ -260,14 +310,16 @@ def main():
         print(f"FAIL setup: no Chromium at {args.chromium} (apt-get install chromium, or pass --chromium)")
         return 1
 
-    delete_upload(args.base_url, args.api_key)  # left over from an interrupted run: 404 is fine
+    for name in (UPLOAD_NAME, PDF_NAME):  # left over from an interrupted run: 404 is fine
+        delete_upload(args.base_url, args.api_key, name)
     failed = False
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_ARGS)
             t = PageTest(args, browser)
             steps = [("a", "ask", t.step_ask), ("b", "documents", t.step_documents), ("c", "graph", t.step_graph),
-                     ("d", "phone", t.step_phone), ("e", "console", t.step_console)]
+                     ("d", "citations", t.step_citations), ("e", "phone", t.step_phone),
+                     ("f", "console", t.step_console)]
             for key, name, fn in steps:
                 try:
                     detail = fn()
@@ -284,9 +336,10 @@ def main():
                 print(f"ok {key} {name}: {detail}", flush=True)
             browser.close()
     finally:
-        status = delete_upload(args.base_url, args.api_key)
-        if status not in (200, 404):
-            print(f"warning: deleting {UPLOAD_NAME} through the API answered {status}")
+        for name in (UPLOAD_NAME, PDF_NAME):
+            status = delete_upload(args.base_url, args.api_key, name)
+            if status not in (200, 404):
+                print(f"warning: deleting {name} through the API answered {status}")
     if failed:
         return 1
     print("all browser steps passed")
