@@ -141,7 +141,12 @@ async fn sync(
     let old: BTreeMap<&str, (&kgrag::types::DocId, Option<&str>)> = manifest
         .documents
         .iter()
-        .map(|d| (d.id.as_str(), (&d.doc_id, d.file.as_ref().map(|f| f.digest.as_str()))))
+        .map(|d| {
+            (
+                d.id.as_str(),
+                (&d.doc_id, d.file.as_ref().map(|f| f.digest.as_str())),
+            )
+        })
         .collect();
     let mut added = Vec::new();
     let mut changed = Vec::new();
@@ -354,7 +359,10 @@ pub(crate) fn run_read(args: ReadArgs) -> kgrag::Result<()> {
             }
             println!("=== {} ({} chunks)", d.id, chunks.len());
             for b in &map.blocks {
-                let section = b.section.map(|s| map.section_path(s).join(" › ")).unwrap_or_default();
+                let section = b
+                    .section
+                    .map(|s| map.section_path(s).join(" › "))
+                    .unwrap_or_default();
                 let text = d.document.text.get(b.start..b.end).unwrap_or("");
                 let unit = origin.and_then(|o| o.unit).map_or("", |u| u.label());
                 let place = match (b.page, b.page_end) {
@@ -362,7 +370,10 @@ pub(crate) fn run_read(args: ReadArgs) -> kgrag::Result<()> {
                     (a, e) if a == e => format!("{unit} {a}"),
                     (a, e) => format!("{unit} {a}–{e}"),
                 };
-                println!("[{place}{}{section}] {text}", if section.is_empty() { "" } else { " § " });
+                println!(
+                    "[{place}{}{section}] {text}",
+                    if section.is_empty() { "" } else { " § " }
+                );
             }
             if map.blocks.is_empty() {
                 println!("{}", d.document.text);

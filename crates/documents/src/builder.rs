@@ -46,7 +46,6 @@ impl Builder {
         self.open.clear();
     }
 
-
     /// Notes something the reader worked around (said once per text).
     pub fn note(&mut self, note: impl Into<String>) {
         let note = note.into();
@@ -247,7 +246,6 @@ impl Builder {
         self.text.push_str("\n```");
         self.push(BlockKind::Code, start, self.page, self.page);
     }
-
 
     /// The document, with `units` units (the blocks' highest unit when larger).
     pub fn finish(mut self, format: Format, title: Option<String>, units: u32) -> Extracted {

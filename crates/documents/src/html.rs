@@ -34,6 +34,9 @@ pub(crate) enum Node {
     Text(String),
 }
 
+/// An element's name, attributes and children.
+type ElementRef<'a> = (&'a str, &'a [(String, String)], &'a [usize]);
+
 /// A parsed page: nodes in an arena, node 0 the document.
 #[derive(Debug)]
 pub(crate) struct Dom {
@@ -93,7 +96,7 @@ const BLOCKS: &[&str] = &[
 ];
 
 impl Dom {
-    fn element(&self, i: usize) -> Option<(&str, &[(String, String)], &[usize])> {
+    fn element(&self, i: usize) -> Option<ElementRef<'_>> {
         match self.nodes.get(i)? {
             Node::Element {
                 name,
@@ -209,7 +212,7 @@ pub(crate) fn parse(text: &str, deadline: Deadline) -> Result<Dom> {
     let mut steps = 0u32;
     while i < bytes.len() {
         steps += 1;
-        if steps % 65_536 == 0 {
+        if steps.is_multiple_of(65_536) {
             deadline.check()?;
         }
         if bytes[i] != b'<' {

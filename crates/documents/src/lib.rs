@@ -477,7 +477,10 @@ impl SourceMap {
                 BlockKind::Heading(_) => 1,
                 _ => overlap,
             };
-            if first_main.is_none() && !matches!(b.kind, BlockKind::Heading(_)) && overlap * 4 >= span {
+            if first_main.is_none()
+                && !matches!(b.kind, BlockKind::Heading(_))
+                && overlap * 4 >= span
+            {
                 first_main = Some(b.section);
             }
             if best.is_none_or(|(w, _)| weight > w) {

@@ -207,11 +207,9 @@ fn paragraph_text(p: &Node) -> String {
                     s.push_str(t);
                 }
             }
-            "fld" => {
-                if attr(&c, "type") != Some("slidenum") {
-                    if let Some(t) = child(&c, "t").and_then(|t| t.text()) {
-                        s.push_str(t);
-                    }
+            "fld" if attr(&c, "type") != Some("slidenum") => {
+                if let Some(t) = child(&c, "t").and_then(|t| t.text()) {
+                    s.push_str(t);
                 }
             }
             "br" => s.push(' '),

@@ -154,7 +154,7 @@ pub(crate) fn read_xlsx(bytes: &[u8], limits: &Limits, deadline: Deadline) -> Re
             continue;
         };
         for (n, row) in data.children().filter(|n| is(n, "row")).enumerate() {
-            if n % 4096 == 0 {
+            if n.is_multiple_of(4096) {
                 deadline.check()?;
             }
             let mut cells = Vec::new();
@@ -365,9 +365,9 @@ pub(crate) fn read_ods(bytes: &[u8], limits: &Limits, deadline: Deadline) -> Res
     let mut sheets = Vec::new();
     for table in dom.root_element().descendants().filter(|n| is(n, "table")) {
         // Only the spreadsheet's own tables (not tables nested in cells' text).
-        if !table
+        if table
             .parent_element()
-            .is_some_and(|p| local(&p) == "spreadsheet")
+            .is_none_or(|p| local(&p) != "spreadsheet")
         {
             continue;
         }
@@ -396,7 +396,7 @@ fn ods_rows(
     for row in node.children().filter(|n| n.is_element()) {
         match local(&row) {
             "table-row" => {
-                if sheet.rows.len() % 4096 == 0 {
+                if sheet.rows.len().is_multiple_of(4096) {
                     deadline.check()?;
                 }
                 let mut cells = Vec::new();
@@ -500,7 +500,7 @@ mod tests {
         assert_eq!(serial_date(1.0, false).as_deref(), Some("1900-01-01"));
         assert_eq!(serial_date(61.0, false).as_deref(), Some("1900-03-01"));
         assert_eq!(number(3.0), "3");
-        assert_eq!(number(3.14), "3.14");
+        assert_eq!(number(2.5), "2.5");
         assert!(is_date_code("yyyy-mm-dd"));
         assert!(!is_date_code("0.00\"d\""));
         assert!(!is_date_code("[Red]0.00"));

@@ -498,7 +498,7 @@ pub(crate) fn read(bytes: &[u8], limits: &Limits, deadline: Deadline) -> Result<
                 continue; // its BOF
             }
             n += 1;
-            if n % 65_536 == 0 {
+            if n.is_multiple_of(65_536) {
                 deadline.check()?;
             }
             let rw = u32::from(u16_at(data, 0).unwrap_or(0));
@@ -607,9 +607,9 @@ mod tests {
 
     #[test]
     fn rk_numbers() {
-        // 1 as an integer RK (1 << 2 | 2), 3.14 as hundredths (314 << 2 | 3).
+        // 1 as an integer RK (1 << 2 | 2), 2.71 as hundredths (271 << 2 | 3).
         assert_eq!(rk((1 << 2) | 2), 1.0);
-        assert_eq!(rk((314 << 2) | 3), 3.14);
+        assert_eq!(rk((271 << 2) | 3), 2.71);
         // 1.5 as the high bits of an IEEE double.
         let bits = (1.5f64.to_bits() >> 32) as u32;
         assert_eq!(rk(bits), 1.5);

@@ -90,7 +90,10 @@ pub fn passages_message(sources: &[(u32, &str)], question: &str) -> String {
 
 /// The request of the citing passage reader.
 pub(crate) fn passage_request(sources: &[Numbered], question: &str) -> ChatRequest {
-    let list: Vec<(u32, &str)> = sources.iter().map(|s| (s.number, s.text.as_str())).collect();
+    let list: Vec<(u32, &str)> = sources
+        .iter()
+        .map(|s| (s.number, s.text.as_str()))
+        .collect();
     ChatRequest {
         messages: vec![
             Message::system(CITING_SYSTEM_PROMPT),
@@ -194,7 +197,12 @@ pub fn resolve_marks(text: &str, known: &[u32]) -> (String, Vec<u32>, u32) {
 /// Cites, after each sentence of an extractive answer, the source it was taken from: the first source that
 /// holds the sentence (white space aside), else the one sharing most of its words (at least 60 %).
 pub(crate) fn cite_sentences(answer: &str, sources: &[Numbered]) -> (String, Vec<u32>) {
-    let norm = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ").to_lowercase();
+    let norm = |s: &str| {
+        s.split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .to_lowercase()
+    };
     let texts: Vec<String> = sources.iter().map(|s| norm(&s.text)).collect();
     let words = |s: &str| -> std::collections::HashSet<String> {
         s.split(|c: char| !c.is_alphanumeric())
@@ -220,7 +228,10 @@ pub(crate) fn cite_sentences(answer: &str, sources: &[Numbered]) -> (String, Vec
                 .enumerate()
                 .map(|(i, t)| {
                     let tw = words(t);
-                    (i, w.iter().filter(|x| tw.contains(*x)).count() as f64 / w.len() as f64)
+                    (
+                        i,
+                        w.iter().filter(|x| tw.contains(*x)).count() as f64 / w.len() as f64,
+                    )
                 })
                 .fold((0, 0.0), |a, b| if b.1 > a.1 { b } else { a });
             (share >= 0.6).then_some(best)
@@ -284,8 +295,10 @@ mod tests {
 
     #[test]
     fn marks_resolve_and_unknown_ones_drop() {
-        let (t, cited, dropped) =
-            resolve_marks("Founded in 1611 [2]. Tesk led it [1, 9][3]. See [sic] [7].", &[1, 2, 3]);
+        let (t, cited, dropped) = resolve_marks(
+            "Founded in 1611 [2]. Tesk led it [1, 9][3]. See [sic] [7].",
+            &[1, 2, 3],
+        );
         assert_eq!(t, "Founded in 1611 [2]. Tesk led it [1][3]. See [sic].");
         assert_eq!(cited, [2, 1, 3]);
         assert_eq!(dropped, 2);
@@ -307,8 +320,14 @@ mod tests {
                 text: "Tesk Amberlow grew up in Farrowmoor.".into(),
             },
         ];
-        let (t, cited) = cite_sentences("Tesk Amberlow grew up in Farrowmoor. Unrelated words here.", &sources);
-        assert_eq!(t, "Tesk Amberlow grew up in Farrowmoor [2]. Unrelated words here.");
+        let (t, cited) = cite_sentences(
+            "Tesk Amberlow grew up in Farrowmoor. Unrelated words here.",
+            &sources,
+        );
+        assert_eq!(
+            t,
+            "Tesk Amberlow grew up in Farrowmoor [2]. Unrelated words here."
+        );
         assert_eq!(cited, [2]);
     }
 }

@@ -92,7 +92,10 @@ mod tests {
             doc_id: kgrag_types::DocId::from_text("x"),
             title: None,
             source: "reports/q3.pdf".into(),
-            chunks: vec![kgrag_types::ChunkId::from_content("a"), kgrag_types::ChunkId::from_content("b")],
+            chunks: vec![
+                kgrag_types::ChunkId::from_content("a"),
+                kgrag_types::ChunkId::from_content("b"),
+            ],
             file: Some(FileRecord {
                 name: "reports/q3.pdf".into(),
                 format: "pdf".into(),
@@ -115,7 +118,10 @@ mod tests {
                 },
             ],
         };
-        assert_eq!(PassageSource::of(&d, 0).label, "reports/q3.pdf p. 12–13 § 2.3 Methods");
+        assert_eq!(
+            PassageSource::of(&d, 0).label,
+            "reports/q3.pdf p. 12–13 § 2.3 Methods"
+        );
         assert_eq!(PassageSource::of(&d, 1).label, "reports/q3.pdf p. 14");
         let plain = DocRecord {
             file: None,

@@ -462,7 +462,8 @@ impl Index {
             };
             let report = kgrag::documents::read_paths(&paths, &options)?;
             let mut summary = self.change(Change::Add(report.docs))?;
-            summary["files_by_format"] = serde_json::to_value(&report.by_format).unwrap_or_default();
+            summary["files_by_format"] =
+                serde_json::to_value(&report.by_format).unwrap_or_default();
             summary["skipped_files"] = serde_json::to_value(&report.skipped).unwrap_or_default();
             Ok(summary)
         })?;
@@ -540,7 +541,7 @@ impl Index {
         top_k: Option<i64>,
     ) -> PyResult<AnswerStream> {
         let (searcher, strategy, top_k) = released(py, || self.query(question, strategy, top_k))?;
-        let rt = released(py, || runtime())?;
+        let rt = released(py, runtime)?;
         let (tx, rx) = std::sync::mpsc::channel::<Piece>();
         let question = question.to_owned();
         rt.spawn(async move {
@@ -553,7 +554,7 @@ impl Index {
                 .await
                 .map(answer_of)
                 .map_err(Failure::from);
-            let _ = tx.send(Piece::Done(done));
+            let _ = tx.send(Piece::Done(Box::new(done)));
         });
         Ok(AnswerStream::new(rx))
     }

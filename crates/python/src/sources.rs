@@ -138,7 +138,7 @@ impl Citation {
 /// What the answering task sends: a token, or the finished answer (or its failure).
 pub(crate) enum Piece {
     Token(String),
-    Done(Result<crate::index::Answer, Failure>),
+    Done(Box<Result<crate::index::Answer, Failure>>),
 }
 
 /// An answer being read: iterating yields the reader's text as it is generated (an LLM's tokens; an
@@ -174,11 +174,13 @@ impl AnswerStream {
             });
             match got {
                 Ok(Piece::Token(t)) => return Ok(t),
-                Ok(Piece::Done(Ok(answer))) => {
-                    *self.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(answer);
-                    return Err(PyStopIteration::new_err(()));
-                }
-                Ok(Piece::Done(Err(e))) => return Err(e.into()),
+                Ok(Piece::Done(done)) => match *done {
+                    Ok(answer) => {
+                        *self.done.lock().unwrap_or_else(|p| p.into_inner()) = Some(answer);
+                        return Err(PyStopIteration::new_err(()));
+                    }
+                    Err(e) => return Err(e.into()),
+                },
                 Err(RecvTimeoutError::Timeout) => {
                     // Lets Ctrl-C through while the model is thinking.
                     py.check_signals()?;

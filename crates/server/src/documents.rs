@@ -205,9 +205,15 @@ pub(crate) async fn document_file(
              built with [index] keep_originals = false)"
         )));
     };
-    let content_type = kgrag::documents::Format::from_extension(kgrag::originals::extension(&file.format))
-        .map_or("application/octet-stream", |f| f.content_type());
-    let name = file.name.rsplit('/').next().unwrap_or(&file.name).replace('"', "");
+    let content_type =
+        kgrag::documents::Format::from_extension(kgrag::originals::extension(&file.format))
+            .map_or("application/octet-stream", |f| f.content_type());
+    let name = file
+        .name
+        .rsplit('/')
+        .next()
+        .unwrap_or(&file.name)
+        .replace('"', "");
     Ok((
         [
             (header::CONTENT_TYPE, content_type.to_owned()),

@@ -154,7 +154,8 @@ impl Server {
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
         let metrics = Arc::new(metrics::Metrics::default());
-        let writer = documents::WriterThread::start(index.clone(), closing.clone(), metrics.clone())?;
+        let writer =
+            documents::WriterThread::start(index.clone(), closing.clone(), metrics.clone())?;
         let state = Arc::new(State {
             limiter: tokio::sync::Semaphore::new(options.max_concurrency),
             reader,

@@ -18,8 +18,8 @@ use serde_json::json;
 
 use crate::api::{check_question, check_range, check_strategy, committed, default_strategy};
 use crate::documents::{change, Change};
-use crate::query::run_strategy;
 use crate::error::ApiError;
+use crate::query::run_strategy;
 use crate::{ServeOptions, Server, ServerError, State};
 
 /// `search` and `answer`'s arguments.

@@ -17,8 +17,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::{check_question, check_strategy, committed, ApiJson};
-use crate::query::{run_strategy, Outcome, Progress};
 use crate::error::{ApiError, ApiResult};
+use crate::query::{run_strategy, Outcome, Progress};
 use crate::State;
 
 fn now() -> u64 {
@@ -142,7 +142,10 @@ pub(crate) async fn chat_completions(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
     let (events, out) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let data = |v: Value| Event::default().data(v.to_string());
-    let _ = events.send(data(chunk(json!({"role": "assistant", "content": ""}), None)));
+    let _ = events.send(data(chunk(
+        json!({"role": "assistant", "content": ""}),
+        None,
+    )));
     let strategy = request.model.clone();
     let task = tokio::spawn(async move {
         let progress = Some(tx);
@@ -161,7 +164,10 @@ pub(crate) async fn chat_completions(
     tokio::spawn(async move {
         while let Some((_, p)) = rx.recv().await {
             if let Progress::Token(piece) = p {
-                if events.send(data(chunk(json!({"content": piece}), None))).is_err() {
+                if events
+                    .send(data(chunk(json!({"content": piece}), None)))
+                    .is_err()
+                {
                     return;
                 }
             }
@@ -174,13 +180,17 @@ pub(crate) async fn chat_completions(
                 last
             }
             Ok(Err(e)) => json!({"error": {"code": e.code, "message": e.message}}),
-            Err(_) => json!({"error": {"code": "internal", "message": "the answer failed inside the server"}}),
+            Err(_) => {
+                json!({"error": {"code": "internal", "message": "the answer failed inside the server"}})
+            }
         };
         let _ = events.send(data(last));
         let _ = events.send(Event::default().data("[DONE]"));
     });
     let mut out = out;
-    let body = futures_util::stream::poll_fn(move |cx| out.poll_recv(cx).map(|e| e.map(Ok::<_, Infallible>)));
+    let body = futures_util::stream::poll_fn(move |cx| {
+        out.poll_recv(cx).map(|e| e.map(Ok::<_, Infallible>))
+    });
     Ok(Sse::new(body)
         .keep_alive(KeepAlive::default())
         .into_response())

@@ -218,7 +218,15 @@ pub(crate) async fn query(
     let top_k = check_top_k(q.top_k, searcher.config().retriever.top_k)?;
     let answer = q.answer.unwrap_or(true);
     if q.stream {
-        return Ok(stream(state, searcher, q.question, vec![strategy], top_k, answer, q.context));
+        return Ok(stream(
+            state,
+            searcher,
+            q.question,
+            vec![strategy],
+            top_k,
+            answer,
+            q.context,
+        ));
     }
     let outcome = run_strategy(
         &state,
@@ -250,6 +258,7 @@ pub(crate) struct CompareRequest {
 }
 
 /// Starts one task per strategy (on every core), each aborted if the request is dropped.
+#[allow(clippy::too_many_arguments)]
 fn spawn_all(
     state: &AppState,
     searcher: &Searcher,
@@ -289,7 +298,12 @@ fn spawn_all(
 }
 
 /// A strategy's result, or its error in its place.
-fn result_json(outcome: ApiResult<Outcome>, strategy: &str, question: &str, context: bool) -> Value {
+fn result_json(
+    outcome: ApiResult<Outcome>,
+    strategy: &str,
+    question: &str,
+    context: bool,
+) -> Value {
     match outcome {
         Ok(o) => o.to_json(question, context),
         Err(e) => json!({
@@ -325,14 +339,36 @@ pub(crate) async fn compare(
     let top_k = check_top_k(q.top_k, searcher.config().retriever.top_k)?;
     let answer = q.answer.unwrap_or(true);
     if q.stream {
-        return Ok(stream(state, searcher, q.question, q.strategies, top_k, answer, q.context));
+        return Ok(stream(
+            state,
+            searcher,
+            q.question,
+            q.strategies,
+            top_k,
+            answer,
+            q.context,
+        ));
     }
     // One searcher for all: every strategy answers from the same generation. One that fails is reported in
     // its place, the others still answer.
-    let tasks = spawn_all(&state, &searcher, &q.question, &q.strategies, top_k, answer, "/v1/compare", &None);
+    let tasks = spawn_all(
+        &state,
+        &searcher,
+        &q.question,
+        &q.strategies,
+        top_k,
+        answer,
+        "/v1/compare",
+        &None,
+    );
     let mut results = Vec::with_capacity(tasks.len());
     for (strategy, mut task) in q.strategies.iter().zip(tasks) {
-        results.push(result_json(task.join().await, strategy, &q.question, q.context));
+        results.push(result_json(
+            task.join().await,
+            strategy,
+            &q.question,
+            q.context,
+        ));
     }
     Ok(Json(json!({
         "question": q.question,
@@ -356,8 +392,21 @@ fn stream(
     context: bool,
 ) -> Response {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Progress)>();
-    let endpoint = if strategies.len() == 1 { "/v1/query" } else { "/v1/compare" };
-    let mut tasks = spawn_all(&state, &searcher, &question, &strategies, top_k, answer, endpoint, &Some(tx));
+    let endpoint = if strategies.len() == 1 {
+        "/v1/query"
+    } else {
+        "/v1/compare"
+    };
+    let mut tasks = spawn_all(
+        &state,
+        &searcher,
+        &question,
+        &strategies,
+        top_k,
+        answer,
+        endpoint,
+        &Some(tx),
+    );
     let (events, out) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let names = strategies.clone();
     let generation = searcher.generation();
@@ -367,10 +416,13 @@ fn stream(
         let forward = |(slot, p): (usize, Progress)| {
             let strategy = names.get(slot).cloned().unwrap_or_default();
             match p {
-                Progress::Passages(passages) => {
-                    event("passages", json!({"strategy": strategy, "passages": passages}))
+                Progress::Passages(passages) => event(
+                    "passages",
+                    json!({"strategy": strategy, "passages": passages}),
+                ),
+                Progress::Token(text) => {
+                    event("token", json!({"strategy": strategy, "text": text}))
                 }
-                Progress::Token(text) => event("token", json!({"strategy": strategy, "text": text})),
             }
         };
         let mut pending: Vec<Option<&mut AbortOnDrop>> = tasks.iter_mut().map(Some).collect();
@@ -397,10 +449,15 @@ fn stream(
                 }
             }
         }
-        let _ = events.send(event("done", json!({"question": question, "generation": generation})));
+        let _ = events.send(event(
+            "done",
+            json!({"question": question, "generation": generation}),
+        ));
     });
     let body = tokio_stream_of(out);
-    Sse::new(body).keep_alive(KeepAlive::default()).into_response()
+    Sse::new(body)
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 /// The first of the pending tasks to finish: its slot and outcome (the slot is then emptied).
@@ -408,7 +465,10 @@ async fn next_done(pending: &mut [Option<&mut AbortOnDrop>]) -> (usize, ApiResul
     let futures: Vec<_> = pending
         .iter_mut()
         .enumerate()
-        .filter_map(|(i, t)| t.as_mut().map(|t| Box::pin(async move { (i, t.join().await) })))
+        .filter_map(|(i, t)| {
+            t.as_mut()
+                .map(|t| Box::pin(async move { (i, t.join().await) }))
+        })
         .collect();
     if futures.is_empty() {
         return std::future::pending().await;
@@ -447,4 +507,3 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
-

@@ -713,7 +713,10 @@ async fn an_uploaded_pdf_is_cited_to_the_page_streamed_and_opened() {
 
     let question = "Where was Yselle Marrowind laid to rest after she retired ashore in 1760?";
     let (st, v) = s
-        .post("/v1/query", json!({"question": question, "strategy": "dense", "top_k": 10}))
+        .post(
+            "/v1/query",
+            json!({"question": question, "strategy": "dense", "top_k": 10}),
+        )
         .await;
     assert_eq!(st, 200, "{v}");
     let hit = v["passages"]
@@ -724,11 +727,21 @@ async fn an_uploaded_pdf_is_cited_to_the_page_streamed_and_opened() {
         .unwrap_or_else(|| panic!("the PDF is among the passages: {v}"));
     assert_eq!(hit["source"]["unit"], "page", "{hit}");
     assert!(hit["source"]["page"].as_u64().unwrap() >= 1, "{hit}");
-    assert!(hit["source"]["label"].as_str().unwrap().starts_with("guilds.pdf p. "), "{hit}");
+    assert!(
+        hit["source"]["label"]
+            .as_str()
+            .unwrap()
+            .starts_with("guilds.pdf p. "),
+        "{hit}"
+    );
     // The extractive reader cites the passage its sentence came from.
     let citations = v["citations"].as_array().unwrap();
     assert!(!citations.is_empty(), "{v}");
-    assert!(v["answer"].as_str().unwrap().contains("[1]") || v["answer"].as_str().unwrap().contains(']'), "{v}");
+    assert!(
+        v["answer"].as_str().unwrap().contains("[1]")
+            || v["answer"].as_str().unwrap().contains(']'),
+        "{v}"
+    );
     assert_eq!(v["stats"]["dropped_citations"], 0);
 
     // The original, as uploaded, with its content type; none for a document given as text.
@@ -740,11 +753,20 @@ async fn an_uploaded_pdf_is_cited_to_the_page_streamed_and_opened() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 200);
     assert_eq!(r.headers()["content-type"], "application/pdf");
-    assert!(r.headers()["content-disposition"].to_str().unwrap().starts_with("inline"));
+    assert!(r.headers()["content-disposition"]
+        .to_str()
+        .unwrap()
+        .starts_with("inline"));
     assert_eq!(r.bytes().await.unwrap().to_vec(), pdf);
     let (st, v) = s.get("/v1/documents/curie.md/file").await;
     assert_eq!(st, 404, "{v}");
-    assert!(v["error"]["message"].as_str().unwrap().contains("no original file"), "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no original file"),
+        "{v}"
+    );
 
     // Streamed: passages, then the answer's tokens, then the result with its citations, then done.
     let body = s
@@ -761,8 +783,16 @@ async fn an_uploaded_pdf_is_cited_to_the_page_streamed_and_opened() {
         .lines()
         .filter_map(|l| l.strip_prefix("event: "))
         .collect();
-    let first = |e: &str| events.iter().position(|x| *x == e).unwrap_or_else(|| panic!("{e} in {body}"));
-    assert!(first("passages") < first("token") && first("token") < first("result"), "{events:?}");
+    let first = |e: &str| {
+        events
+            .iter()
+            .position(|x| *x == e)
+            .unwrap_or_else(|| panic!("{e} in {body}"))
+    };
+    assert!(
+        first("passages") < first("token") && first("token") < first("result"),
+        "{events:?}"
+    );
     assert_eq!(events.last(), Some(&"done"), "{events:?}");
     assert_eq!(events.iter().filter(|e| **e == "result").count(), 2);
     let result: Value = body
@@ -792,7 +822,12 @@ async fn an_uploaded_pdf_is_cited_to_the_page_streamed_and_opened() {
         .collect();
     let last = chunks.last().unwrap();
     assert_eq!(last["choices"][0]["finish_reason"], "stop", "{last}");
-    assert!(last["kgrag"]["citations"].as_array().is_some_and(|c| !c.is_empty()), "{last}");
+    assert!(
+        last["kgrag"]["citations"]
+            .as_array()
+            .is_some_and(|c| !c.is_empty()),
+        "{last}"
+    );
     let text: String = chunks
         .iter()
         .filter_map(|c| c["choices"][0]["delta"]["content"].as_str())

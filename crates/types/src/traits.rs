@@ -158,7 +158,11 @@ pub trait ChatModel: Send + Sync {
     /// Runs one chat completion, handing the reply's text to `on_token` piece by piece as the model
     /// generates it (the pieces joined are the returned reply's `content`). Models that cannot stream, and
     /// replies from a cache, hand it over whole once.
-    async fn chat_stream(&self, request: &ChatRequest, on_token: &TokenSink<'_>) -> Result<ChatResponse> {
+    async fn chat_stream(
+        &self,
+        request: &ChatRequest,
+        on_token: &TokenSink<'_>,
+    ) -> Result<ChatResponse> {
         let reply = self.chat(request).await?;
         on_token(&reply.content);
         Ok(reply)

@@ -158,11 +158,7 @@ impl<'p, 'a> Interpreter<'p, 'a> {
     fn operator(&mut self, op: &[u8], ops: &[Obj], resources: Option<&Dict>, depth: usize) {
         let n = |i| Self::num(ops, i);
         match op {
-            b"q" => {
-                if self.stack.len() < 256 {
-                    self.stack.push(self.gs.clone());
-                }
-            }
+            b"q" if self.stack.len() < 256 => self.stack.push(self.gs.clone()),
             b"Q" => {
                 if let Some(g) = self.stack.pop() {
                     self.gs = g;
@@ -270,11 +266,9 @@ impl<'p, 'a> Interpreter<'p, 'a> {
                 }
             }
             b"n" | b"W" | b"W*" => self.path.clear(),
-            b"Do" => {
-                if depth < 8 {
-                    if let Some(name) = ops.first().and_then(Obj::as_name) {
-                        self.form(name, resources, depth);
-                    }
+            b"Do" if depth < 8 => {
+                if let Some(name) = ops.first().and_then(Obj::as_name) {
+                    self.form(name, resources, depth);
                 }
             }
             _ => {}

@@ -9,6 +9,9 @@ use std::rc::Rc;
 use super::filters;
 use super::parse::{is_white, Dict, Lexer, Obj, Stream, Token};
 
+/// A decoded object stream: its objects' (number, offset) table and its data.
+type ObjectStream = (Vec<(u32, usize)>, Vec<u8>);
+
 /// Where an object lives.
 #[derive(Debug, Clone, Copy)]
 enum Entry {
@@ -25,7 +28,7 @@ pub(crate) struct Pdf<'a> {
     pub(crate) trailer: Dict,
     cache: RefCell<HashMap<u32, Obj>>,
     /// Object streams decoded: their objects' (number, offset) table and data.
-    streams: RefCell<HashMap<u32, Rc<(Vec<(u32, usize)>, Vec<u8>)>>>,
+    streams: RefCell<HashMap<u32, Rc<ObjectStream>>>,
     /// The byte budget for decoded streams, over the file.
     budget: RefCell<u64>,
     /// A rebuilt index is in use (said in the notes).
@@ -303,7 +306,7 @@ impl<'a> Pdf<'a> {
         }
         let found = match self.xref.get(&num).copied() {
             Some(Entry::At(pos)) => self.parse_at(pos, Some(num)),
-            Some(Entry::InStream(stm, index)) => self.from_stream(stm, index, num),
+            Some(Entry::InStream(stm, index)) => self.in_object_stream(stm, index, num),
             None => None,
         };
         self.loading.borrow_mut().remove(&num);
@@ -374,7 +377,7 @@ impl<'a> Pdf<'a> {
         tail[skip..].starts_with(b"endstream")
     }
 
-    fn object_stream(&self, stm: u32) -> Option<Rc<(Vec<(u32, usize)>, Vec<u8>)>> {
+    fn object_stream(&self, stm: u32) -> Option<Rc<ObjectStream>> {
         if let Some(s) = self.streams.borrow().get(&stm) {
             return Some(s.clone());
         }
@@ -411,7 +414,7 @@ impl<'a> Pdf<'a> {
         Some(entry)
     }
 
-    fn from_stream(&self, stm: u32, index: u32, num: u32) -> Option<Obj> {
+    fn in_object_stream(&self, stm: u32, index: u32, num: u32) -> Option<Obj> {
         let s = self.object_stream(stm)?;
         let (table, data) = &*s;
         let pos = table

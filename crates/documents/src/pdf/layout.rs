@@ -139,8 +139,14 @@ fn words(content: &PageContent) -> Vec<Word> {
     out
 }
 
+/// A rectangle `[x0, y0, x1, y1]`.
+type Rect = [f32; 4];
+
+/// A ruled table: its box and its cell rectangles, row by row.
+type RuledTable = (Rect, Vec<Vec<Rect>>);
+
 /// Ruled tables: cell rectangles in rows. Returns each table's box and its cell rectangles by row.
-fn tables(rules: &[[f32; 4]], page_area: f32) -> Vec<([f32; 4], Vec<Vec<[f32; 4]>>)> {
+fn tables(rules: &[Rect], page_area: f32) -> Vec<RuledTable> {
     let mut cells: Vec<[f32; 4]> = rules
         .iter()
         .copied()
@@ -382,8 +388,19 @@ fn segment(words: &[Word], ids: Vec<usize>, em: f32, depth: usize, out: &mut Vec
     }
     let rows = rows_of(words, &ids);
     if std::env::var_os("KGRAG_DEBUG_LAYOUT").is_some() {
-        let first: Vec<&str> = ids.iter().take(5).map(|&i| words[i].text.as_str()).collect();
-        eprintln!("{:w$}segment {} words {} rows gutter {:?} {first:?}", "", ids.len(), rows.len(), gutter(words, &ids, &rows, em), w = depth * 2);
+        let first: Vec<&str> = ids
+            .iter()
+            .take(5)
+            .map(|&i| words[i].text.as_str())
+            .collect();
+        eprintln!(
+            "{:w$}segment {} words {} rows gutter {:?} {first:?}",
+            "",
+            ids.len(),
+            rows.len(),
+            gutter(words, &ids, &rows, em),
+            w = depth * 2
+        );
     }
     let Some((ga, gb)) = gutter(words, &ids, &rows, em) else {
         out.push(ids);
@@ -417,7 +434,8 @@ fn segment(words: &[Word], ids: Vec<usize>, em: f32, depth: usize, out: &mut Vec
         return;
     }
     let mid = (ga + gb) / 2.0;
-    let (left, right): (Vec<usize>, Vec<usize>) = ids.into_iter().partition(|&i| words[i].x1 <= mid);
+    let (left, right): (Vec<usize>, Vec<usize>) =
+        ids.into_iter().partition(|&i| words[i].x1 <= mid);
     segment(words, left, em, depth + 1, out);
     segment(words, right, em, depth + 1, out);
 }
@@ -675,8 +693,14 @@ fn join_line(text: &mut String, next: &str) {
     // `FOLL-` + `OWING`: a capitalised word split as well.
     let caps = || {
         let stem = trimmed.trim_end_matches(['-', '\u{2010}', '\u{00AD}']);
-        let last = stem.rsplit(|c: char| !c.is_alphabetic()).next().unwrap_or("");
-        let first = next.split(|c: char| !c.is_alphabetic()).next().unwrap_or("");
+        let last = stem
+            .rsplit(|c: char| !c.is_alphabetic())
+            .next()
+            .unwrap_or("");
+        let first = next
+            .split(|c: char| !c.is_alphabetic())
+            .next()
+            .unwrap_or("");
         last.chars().count() >= 2
             && first.chars().count() >= 2
             && last.chars().all(char::is_uppercase)
@@ -878,7 +902,8 @@ mod tests {
         );
         assert_eq!(
             running_key("12 Generated for evaluation only"),
-            "generated for evaluation only");
+            "generated for evaluation only"
+        );
     }
 
     #[test]

@@ -7,7 +7,10 @@ use std::time::Duration;
 use kgrag_documents::{read, read_path, DocumentError, Format, Limits};
 
 fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("data").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("data")
+        .join(name)
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -43,16 +46,25 @@ fn encrypted_and_scanned_pdfs_say_what_they_are() {
 
 #[test]
 fn truncated_and_corrupt_files_are_errors_or_what_survives() {
-    for name in ["guilds.pdf", "guilds-2col.pdf", "guilds.docx", "guilds.pptx", "guilds-passages.xlsx",
-        "guilds-passages.xls", "guilds-passages.ods", "guilds.epub"]
-    {
+    for name in [
+        "guilds.pdf",
+        "guilds-2col.pdf",
+        "guilds.docx",
+        "guilds.pptx",
+        "guilds-passages.xlsx",
+        "guilds-passages.xls",
+        "guilds-passages.ods",
+        "guilds.epub",
+    ] {
         let bytes = std::fs::read(data(name)).unwrap();
         let format = Format::of_path(Path::new(name)).unwrap();
         for keep in [0.1, 0.5, 0.9, 0.99] {
             let cut = (bytes.len() as f64 * keep) as usize;
             match read(&bytes[..cut], format, &Limits::default()) {
                 Ok(doc) => assert!(!doc.text.trim().is_empty()),
-                Err(DocumentError::Panic { detail, .. }) => panic!("{name} cut at {keep}: panic {detail}"),
+                Err(DocumentError::Panic { detail, .. }) => {
+                    panic!("{name} cut at {keep}: panic {detail}")
+                }
                 Err(e) => assert!(!e.to_string().is_empty()),
             }
         }
@@ -81,7 +93,9 @@ fn a_zip_bomb_stops_at_the_unpacked_limit() {
     assert!(matches!(e, DocumentError::Limit(_)), "{e}");
     assert!(e.to_string().contains("zip bomb"), "{e}");
     // Too many entries.
-    let many: Vec<(String, Vec<u8>)> = (0..40).map(|i| (format!("f{i}.xml"), b"x".to_vec())).collect();
+    let many: Vec<(String, Vec<u8>)> = (0..40)
+        .map(|i| (format!("f{i}.xml"), b"x".to_vec()))
+        .collect();
     let refs: Vec<(&str, Vec<u8>)> = many.iter().map(|(n, b)| (n.as_str(), b.clone())).collect();
     let limits = Limits {
         max_entries: 20,
@@ -117,7 +131,12 @@ fn a_sheet_of_a_million_empty_cells_costs_nothing() {
         max_cells: 10,
         ..Limits::default()
     };
-    let e = read(&std::fs::read(data("guilds-passages.xlsx")).unwrap(), Format::Xlsx, &limits).unwrap_err();
+    let e = read(
+        &std::fs::read(data("guilds-passages.xlsx")).unwrap(),
+        Format::Xlsx,
+        &limits,
+    )
+    .unwrap_err();
     assert!(e.to_string().contains("max_cells"), "{e}");
 }
 

@@ -9,7 +9,9 @@ use kgrag_documents::{read_path, Limits};
 use serde_json::Value;
 
 fn data() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("data")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("data")
 }
 
 fn tokens(text: &str) -> Vec<String> {
@@ -29,7 +31,11 @@ fn ordered_f1(got: &str, want: &str) -> f64 {
     let mut cur = vec![0u32; b.len() + 1];
     for x in &a {
         for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = if x == y { prev[j] + 1 } else { prev[j + 1].max(cur[j]) };
+            cur[j + 1] = if x == y {
+                prev[j] + 1
+            } else {
+                prev[j + 1].max(cur[j])
+            };
         }
         std::mem::swap(&mut prev, &mut cur);
     }
@@ -53,7 +59,10 @@ fn find_sentence(text: &str, sentence: &str, from: usize) -> Option<usize> {
         let mut cursor = pos + first.len();
         let all = words[1..].iter().all(|w| {
             let rest = &text[cursor..];
-            let skip = rest.len() - rest.trim_start_matches(|c: char| !c.is_alphanumeric()).len();
+            let skip = rest.len()
+                - rest
+                    .trim_start_matches(|c: char| !c.is_alphanumeric())
+                    .len();
             if rest[skip..].starts_with(w) {
                 cursor += skip + w.len();
                 true
@@ -119,19 +128,33 @@ fn every_format_reads_its_text_boilerplate_and_pages() {
             assert_eq!(u64::from(doc.units), units, "{name}: units");
         }
     }
-    assert_eq!(formats.len(), 8, "every binary format is in the corpus: {formats:?}");
+    assert_eq!(
+        formats.len(),
+        8,
+        "every binary format is in the corpus: {formats:?}"
+    );
 }
 
 #[test]
 fn headings_make_sections_and_tables_stay_tables() {
     let dir = data();
-    for name in ["guilds.pdf", "guilds-2col.pdf", "guilds.docx", "guilds.html", "guilds.epub"] {
+    for name in [
+        "guilds.pdf",
+        "guilds-2col.pdf",
+        "guilds.docx",
+        "guilds.html",
+        "guilds.epub",
+    ] {
         let doc = read_path(&dir.join(name), &Limits::default()).unwrap();
         assert!(
             doc.text.contains("## Tesk Amberlow") || doc.text.contains("# Tesk Amberlow"),
             "{name}: the heading is a heading"
         );
-        assert!(doc.text.contains("| Subject | Relation | Object |"), "{name}: the table\n{}", doc.text);
+        assert!(
+            doc.text.contains("| Subject | Relation | Object |"),
+            "{name}: the table\n{}",
+            doc.text
+        );
         let at = doc.text.find("Farrowmoor, a hill village").unwrap();
         assert_eq!(
             doc.locate(at, at + 10).section.as_deref(),
@@ -144,7 +167,12 @@ fn headings_make_sections_and_tables_stay_tables() {
     let broken = two
         .text
         .match_indices("- ")
-        .filter(|(i, _)| two.text[..*i].chars().last().is_some_and(char::is_alphabetic))
+        .filter(|(i, _)| {
+            two.text[..*i]
+                .chars()
+                .last()
+                .is_some_and(char::is_alphabetic)
+        })
         .count();
     assert_eq!(broken, 0, "{}", two.text);
 }

@@ -73,10 +73,17 @@ impl ReadReport {
             "read {files} file{} ({} documents): {}\n",
             if files == 1 { "" } else { "s" },
             self.docs.len(),
-            if formats.is_empty() { "none".to_owned() } else { formats.join(", ") }
+            if formats.is_empty() {
+                "none".to_owned()
+            } else {
+                formats.join(", ")
+            }
         ));
         if !self.skipped.is_empty() {
-            out.push_str(&format!("skipped {} file(s) that could not be read:\n", self.skipped.len()));
+            out.push_str(&format!(
+                "skipped {} file(s) that could not be read:\n",
+                self.skipped.len()
+            ));
             for s in &self.skipped {
                 out.push_str(&format!("  {}: {}\n", s.path, s.reason));
             }
@@ -86,9 +93,22 @@ impl ReadReport {
             let kinds: Vec<String> = self
                 .unsupported
                 .iter()
-                .map(|(e, v)| format!("{} {}", v.len(), if e.is_empty() { "without extension".to_owned() } else { format!(".{e}") }))
+                .map(|(e, v)| {
+                    format!(
+                        "{} {}",
+                        v.len(),
+                        if e.is_empty() {
+                            "without extension".to_owned()
+                        } else {
+                            format!(".{e}")
+                        }
+                    )
+                })
                 .collect();
-            out.push_str(&format!("left out {n} file(s) of types kgrag does not read: {}\n", kinds.join(", ")));
+            out.push_str(&format!(
+                "left out {n} file(s) of types kgrag does not read: {}\n",
+                kinds.join(", ")
+            ));
             for paths in self.unsupported.values() {
                 for p in paths.iter().take(5) {
                     out.push_str(&format!("  {p}\n"));
@@ -151,7 +171,11 @@ struct Job {
 }
 
 /// The files of `dir` as the walk finds them (sorted), and the unsupported ones by extension.
-fn walk(dir: &Path, options: &ReadOptions, unsupported: &mut BTreeMap<String, Vec<String>>) -> Result<Vec<Job>> {
+fn walk(
+    dir: &Path,
+    options: &ReadOptions,
+    unsupported: &mut BTreeMap<String, Vec<String>>,
+) -> Result<Vec<Job>> {
     let mut overrides = ignore::overrides::OverrideBuilder::new(dir);
     for g in &options.include {
         overrides
@@ -229,7 +253,10 @@ pub fn read_paths(paths: &[PathBuf], options: &ReadOptions) -> Result<ReadReport
                 name: file_name(p),
             });
         } else {
-            return Err(KgragError::Input(format!("{}: no such file or folder", p.display())));
+            return Err(KgragError::Input(format!(
+                "{}: no such file or folder",
+                p.display()
+            )));
         }
     }
     let results = read_all(&jobs, &options.limits);
@@ -241,7 +268,9 @@ pub fn read_paths(paths: &[PathBuf], options: &ReadOptions) -> Result<ReadReport
                     *report.units.entry(o.format.clone()).or_default() += u64::from(o.units);
                 }
                 if !notes.empty_units.is_empty() {
-                    report.empty_pages.push((job.name.clone(), notes.empty_units));
+                    report
+                        .empty_pages
+                        .push((job.name.clone(), notes.empty_units));
                 }
                 for n in notes.notes {
                     report.notes.push((job.name.clone(), n));
@@ -268,15 +297,20 @@ pub fn read_paths(paths: &[PathBuf], options: &ReadOptions) -> Result<ReadReport
         for s in &report.skipped {
             why.push_str(&format!("\n  {}: {}", s.path, s.reason));
         }
-        return Err(KgragError::Input(match (report.skipped.is_empty(), paths) {
-            (false, _) => format!("no document could be read:{why}"),
-            (true, [one]) => format!(
-                "{}: no documents in this folder (looked for {} files)",
-                one.display(),
-                extensions()
-            ),
-            (true, _) => format!("no documents under the paths given (looked for {} files)", extensions()),
-        }));
+        return Err(KgragError::Input(
+            match (report.skipped.is_empty(), paths) {
+                (false, _) => format!("no document could be read:{why}"),
+                (true, [one]) => format!(
+                    "{}: no documents in this folder (looked for {} files)",
+                    one.display(),
+                    extensions()
+                ),
+                (true, _) => format!(
+                    "no documents under the paths given (looked for {} files)",
+                    extensions()
+                ),
+            },
+        ));
     }
     Ok(report)
 }
@@ -293,7 +327,9 @@ pub fn read_inputs(paths: &[PathBuf]) -> Result<Vec<SourceDoc>> {
 
 /// Reads `jobs` on every core, in order.
 fn read_all(jobs: &[Job], limits: &Limits) -> Vec<FileResult> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len().max(1));
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
     if threads <= 1 {
         return jobs.iter().map(|j| read_file(j, limits)).collect();
     }
@@ -345,11 +381,15 @@ fn read_file(job: &Job, limits: &Limits) -> FileResult {
         .map(|e| e.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
     let label = job.path.display().to_string();
-    let (mut docs, notes) = parse_bytes(&label, &job.name, &ext, bytes.into(), limits).map_err(|e| match e {
-        // The label is the report's own: strip it from the reason.
-        KgragError::Input(m) => m.strip_prefix(&format!("{label}: ")).map(str::to_owned).unwrap_or(m),
-        other => other.to_string(),
-    })?;
+    let (mut docs, notes) =
+        parse_bytes(&label, &job.name, &ext, bytes.into(), limits).map_err(|e| match e {
+            // The label is the report's own: strip it from the reason.
+            KgragError::Input(m) => m
+                .strip_prefix(&format!("{label}: "))
+                .map(str::to_owned)
+                .unwrap_or(m),
+            other => other.to_string(),
+        })?;
     for d in &mut docs {
         if let Some(o) = &mut d.origin {
             if o.original.is_some() {
@@ -392,7 +432,12 @@ pub(crate) fn parse_bytes(
     }
     let format = Format::from_extension(ext)
         .or_else(|| Format::sniff(&bytes))
-        .ok_or_else(|| bad(format!("unsupported file type (kgrag reads {})", extensions())))?;
+        .ok_or_else(|| {
+            bad(format!(
+                "unsupported file type (kgrag reads {})",
+                extensions()
+            ))
+        })?;
     let mut o = origin(format.name());
     let (text, title, extracted) = match format {
         Format::Text | Format::Markdown => {
@@ -404,7 +449,8 @@ pub(crate) fn parse_bytes(
             (e.text.clone(), None, e)
         }
         _ => {
-            let e = kgrag_documents::read(&bytes, format, limits).map_err(|e| bad(e.to_string()))?;
+            let e =
+                kgrag_documents::read(&bytes, format, limits).map_err(|e| bad(e.to_string()))?;
             (e.text.clone(), e.title.clone(), e)
         }
     };
@@ -441,7 +487,9 @@ fn decode(bytes: &[u8]) -> std::result::Result<String, String> {
     if bytes.is_empty() {
         return Err("the file is empty (0 bytes): give it text or remove it".into());
     }
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF".as_slice()).unwrap_or(bytes);
+    let bytes = bytes
+        .strip_prefix(b"\xEF\xBB\xBF".as_slice())
+        .unwrap_or(bytes);
     std::str::from_utf8(bytes).map(str::to_owned).map_err(|e| {
         format!(
             "not UTF-8 text (invalid byte at offset {}); convert it to UTF-8",
@@ -476,7 +524,13 @@ fn id_string(v: &serde_json::Value) -> String {
 }
 
 /// Documents of a corpus file's text: `label` names the file in errors and sources, `name` is the id prefix.
-fn parse_corpus(label: &str, ext: &str, name: &str, text: &str, out: &mut Vec<SourceDoc>) -> Result<()> {
+fn parse_corpus(
+    label: &str,
+    ext: &str,
+    name: &str,
+    text: &str,
+    out: &mut Vec<SourceDoc>,
+) -> Result<()> {
     let bad = |what: String| KgragError::Input(format!("{label}: {what}"));
     if ext == "jsonl" {
         let mut n = 0;
@@ -613,7 +667,14 @@ mod tests {
         // A folder with a bad file still reads the rest, and says why it skipped one.
         std::fs::write(e.join("good.md"), "Fine text.").unwrap();
         let report = read_paths(std::slice::from_ref(&e), &ReadOptions::default()).unwrap();
-        assert_eq!(report.docs.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(), ["good.md"]);
+        assert_eq!(
+            report
+                .docs
+                .iter()
+                .map(|d| d.id.as_str())
+                .collect::<Vec<_>>(),
+            ["good.md"]
+        );
         assert_eq!(report.skipped.len(), 4, "{:?}", report.skipped);
         let _ = std::fs::remove_dir_all(&d);
         let _ = std::fs::remove_dir_all(&e);

@@ -167,7 +167,11 @@ pub fn parse_upload(file_name: &str, bytes: Vec<u8>) -> Result<Vec<SourceDoc>> {
 }
 
 /// [`parse_upload`] within `limits`.
-pub fn parse_upload_with(file_name: &str, bytes: Vec<u8>, limits: &Limits) -> Result<Vec<SourceDoc>> {
+pub fn parse_upload_with(
+    file_name: &str,
+    bytes: Vec<u8>,
+    limits: &Limits,
+) -> Result<Vec<SourceDoc>> {
     let name = file_name.trim();
     if name.is_empty() {
         return Err(KgragError::Input(
@@ -205,8 +209,13 @@ mod tests {
         let html = b"<html><body><main><h1>Guild</h1><p>Founded in 1611.</p></main></body></html>";
         let docs = parse_upload("page.html", html.to_vec()).unwrap();
         assert_eq!(docs[0].document.text, "# Guild\n\nFounded in 1611.\n");
-        assert!(matches!(docs[0].origin.as_ref().unwrap().original, Some(Original::Bytes(_))));
-        let err = parse_upload("x.pdf", b"not a pdf".to_vec()).unwrap_err().to_string();
+        assert!(matches!(
+            docs[0].origin.as_ref().unwrap().original,
+            Some(Original::Bytes(_))
+        ));
+        let err = parse_upload("x.pdf", b"not a pdf".to_vec())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("upload x.pdf") && err.contains("PDF"), "{err}");
         let err = parse_upload("x.txt", Vec::new()).unwrap_err().to_string();
         assert!(err.contains("0 bytes"), "{err}");

@@ -9,7 +9,7 @@ use kgrag_types::{ChunkId, RetrievalRequest, RetrievedContext, Retriever, TokenS
 use serde::{Deserialize, Serialize};
 
 use super::{Generation, Shared};
-use crate::answer::{self, CitedAnswer, Citation, Numbered, Timed};
+use crate::answer::{self, Citation, CitedAnswer, Numbered, Timed};
 use crate::config::{Config, ReaderMode};
 use crate::index_dir::{DocRecord, Manifest, UsageEntry};
 use crate::methods::{self, Corpus, MethodIndex};
@@ -429,7 +429,12 @@ impl Searcher {
         let answer_ms = t.elapsed().as_secs_f64() * 1e3;
         let passages = self.hits(&ctx, top_k);
         let (answer, citations, dropped_citations, first_token_ms) = match cited {
-            Some(c) => (Some(c.text), c.citations, c.dropped_citations, c.first_token_ms),
+            Some(c) => (
+                Some(c.text),
+                c.citations,
+                c.dropped_citations,
+                c.first_token_ms,
+            ),
             None => (None, Vec::new(), 0, None),
         };
         Ok(QueryAnswer {

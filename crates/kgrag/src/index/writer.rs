@@ -17,9 +17,11 @@ use super::generation::{empty_corpus, Committed};
 use super::{Generation, Shared, WritingGuard};
 use crate::config::OpenIeMode;
 use crate::documents::SourceDoc;
-use crate::index_dir::{self, DocRecord, EmbedderInfo, FileRecord, Manifest, MethodEntry, UsageEntry};
-use crate::originals;
+use crate::index_dir::{
+    self, DocRecord, EmbedderInfo, FileRecord, Manifest, MethodEntry, UsageEntry,
+};
 use crate::methods::{self, Change, Corpus, Env, MethodIndex};
+use crate::originals;
 use crate::progress::{say, Stages};
 use crate::storage::{self, NewGeneration, WriterLock};
 use crate::{KgragError, Result};
@@ -917,7 +919,11 @@ pub(crate) type Chunked = (Vec<DocRecord>, Vec<Passage>, Vec<originals::Pending>
 /// returns the records, the chunks not yet in `known`, in order, and the files' originals. Each document
 /// is dropped once chunked and each chunk's text moved, so that the corpus is never held twice (as
 /// documents and as chunks).
-pub(crate) fn chunk_docs(env: &Env, docs: Vec<SourceDoc>, known: &HashSet<ChunkId>) -> Result<Chunked> {
+pub(crate) fn chunk_docs(
+    env: &Env,
+    docs: Vec<SourceDoc>,
+    known: &HashSet<ChunkId>,
+) -> Result<Chunked> {
     let chunker = Chunker::new(env.config.index.chunking)?;
     let mut records = Vec::with_capacity(docs.len());
     let mut fresh = Vec::new();
