@@ -455,14 +455,12 @@ impl SourceMap {
     }
 
     /// Where the byte range `start..end` of the text came from: the units its blocks span and the section
-    /// its main text begins in.
+    /// of the block it overlaps most.
     pub fn locate(&self, start: usize, end: usize) -> Location {
         let first = self.blocks.partition_point(|b| b.end <= start);
         let mut page: Option<u32> = None;
         let mut page_end: Option<u32> = None;
         let mut best: Option<(usize, Option<u32>)> = None;
-        let mut first_main: Option<Option<u32>> = None;
-        let span = end.saturating_sub(start).max(1);
         for b in self.blocks[first..].iter().take_while(|b| b.start < end) {
             let overlap = b.end.min(end).saturating_sub(b.start.max(start));
             if overlap == 0 {
@@ -477,19 +475,11 @@ impl SourceMap {
                 BlockKind::Heading(_) => 1,
                 _ => overlap,
             };
-            if first_main.is_none()
-                && !matches!(b.kind, BlockKind::Heading(_))
-                && overlap * 4 >= span
-            {
-                first_main = Some(b.section);
-            }
             if best.is_none_or(|(w, _)| weight > w) {
                 best = Some((weight, b.section));
             }
         }
-        // The section where the range's main text begins: its first block holding a quarter of the range,
-        // else the block holding the most.
-        let section = first_main.unwrap_or_else(|| best.and_then(|(_, s)| s));
+        let section = best.and_then(|(_, s)| s);
         let section_path = section.map(|s| self.section_path(s)).unwrap_or_default();
         Location {
             page,
@@ -536,8 +526,7 @@ pub struct Location {
     /// The last unit it touches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub page_end: Option<u32>,
-    /// The innermost heading of the section the range's main text begins in (its first block holding a
-    /// quarter of the range, else the block holding the most).
+    /// The innermost heading of the section holding most of the range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub section: Option<String>,
     /// The section's heading path, outermost first.

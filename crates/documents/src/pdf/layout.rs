@@ -387,21 +387,6 @@ fn segment(words: &[Word], ids: Vec<usize>, em: f32, depth: usize, out: &mut Vec
         return;
     }
     let rows = rows_of(words, &ids);
-    if std::env::var_os("KGRAG_DEBUG_LAYOUT").is_some() {
-        let first: Vec<&str> = ids
-            .iter()
-            .take(5)
-            .map(|&i| words[i].text.as_str())
-            .collect();
-        eprintln!(
-            "{:w$}segment {} words {} rows gutter {:?} {first:?}",
-            "",
-            ids.len(),
-            rows.len(),
-            gutter(words, &ids, &rows, em),
-            w = depth * 2
-        );
-    }
     let Some((ga, gb)) = gutter(words, &ids, &rows, em) else {
         out.push(ids);
         return;

@@ -170,26 +170,32 @@ struct Job {
     name: String,
 }
 
-/// The files of `dir` as the walk finds them (sorted), and the unsupported ones by extension.
+/// A glob set of `globs` (the option named `what` in errors); `None` when there are none.
+fn globs(globs: &[String], what: &str) -> Result<Option<globset::GlobSet>> {
+    if globs.is_empty() {
+        return Ok(None);
+    }
+    let mut set = globset::GlobSetBuilder::new();
+    for g in globs {
+        let glob =
+            globset::Glob::new(g).map_err(|e| KgragError::Config(format!("{what} {g:?}: {e}")))?;
+        set.add(glob);
+    }
+    set.build()
+        .map(Some)
+        .map_err(|e| KgragError::Config(format!("{what}: {e}")))
+}
+
+/// The files of `dir` as the walk finds them (sorted), and the unsupported ones by extension. The
+/// `--include`/`--exclude` globs narrow what the walk keeps (they never bring back a hidden or ignored
+/// file); a glob matches the path relative to `dir` (`*.pdf` at any depth, `reports/**` below a folder).
 fn walk(
     dir: &Path,
     options: &ReadOptions,
     unsupported: &mut BTreeMap<String, Vec<String>>,
 ) -> Result<Vec<Job>> {
-    let mut overrides = ignore::overrides::OverrideBuilder::new(dir);
-    for g in &options.include {
-        overrides
-            .add(g)
-            .map_err(|e| KgragError::Config(format!("--include {g:?}: {e}")))?;
-    }
-    for g in &options.exclude {
-        overrides
-            .add(&format!("!{g}"))
-            .map_err(|e| KgragError::Config(format!("--exclude {g:?}: {e}")))?;
-    }
-    let overrides = overrides
-        .build()
-        .map_err(|e| KgragError::Config(format!("--include/--exclude: {e}")))?;
+    let include = globs(&options.include, "--include")?;
+    let exclude = globs(&options.exclude, "--exclude")?;
     let walker = ignore::WalkBuilder::new(dir)
         .hidden(true)
         .git_ignore(true)
@@ -199,7 +205,6 @@ fn walk(
         .ignore(true)
         .add_custom_ignore_filename(".kgragignore")
         .follow_links(false)
-        .overrides(overrides)
         .sort_by_file_path(|a, b| a.cmp(b))
         .build();
     let mut jobs = Vec::new();
@@ -213,6 +218,11 @@ fn walk(
             .strip_prefix(dir)
             .map(|r| r.to_string_lossy().replace('\\', "/"))
             .unwrap_or_else(|_| file_name(&path));
+        if include.as_ref().is_some_and(|g| !g.is_match(&rel))
+            || exclude.as_ref().is_some_and(|g| g.is_match(&rel))
+        {
+            continue;
+        }
         let ext = path
             .extension()
             .map(|e| e.to_string_lossy().to_ascii_lowercase())
@@ -525,6 +535,28 @@ fn id_string(v: &serde_json::Value) -> String {
 
 /// Documents of a corpus file's text: `label` names the file in errors and sources, `name` is the id prefix.
 fn parse_corpus(
+    label: &str,
+    ext: &str,
+    name: &str,
+    text: &str,
+    out: &mut Vec<SourceDoc>,
+) -> Result<()> {
+    let first = out.len();
+    parse_entries(label, ext, name, text, out)?;
+    // Two entries of one file with the same id: the file's problem.
+    let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+    for d in &out[first..] {
+        if let Some(prev) = seen.insert(&d.id, &d.source) {
+            return Err(KgragError::Input(format!(
+                "{label}: two documents have the id {:?} ({prev} and {}); ids must be unique",
+                d.id, d.source
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn parse_entries(
     label: &str,
     ext: &str,
     name: &str,
