@@ -38,7 +38,7 @@ impl Drop for Serve {
 }
 
 /// Debian's Chromium: `KGRAG_CHROMIUM`, else `/usr/bin/chromium`, installed with apt-get when missing.
-fn chromium() -> TaskResult<PathBuf> {
+pub(crate) fn chromium() -> TaskResult<PathBuf> {
     if let Some(path) = std::env::var_os("KGRAG_CHROMIUM") {
         return Ok(PathBuf::from(path));
     }
@@ -87,7 +87,7 @@ fn chromium() -> TaskResult<PathBuf> {
 }
 
 /// The venv's Python with Playwright importable (created and installed once).
-fn playwright_python(python: &str) -> TaskResult<PathBuf> {
+pub(crate) fn playwright_python(python: &str) -> TaskResult<PathBuf> {
     let venv = target_dir().join("browser").join("venv");
     let py = venv.join("bin").join("python");
     let pinned = PLAYWRIGHT.trim_start_matches("playwright==");

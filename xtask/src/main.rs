@@ -508,6 +508,9 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
         "cargo fmt --check",
         cargo_command().args(["fmt", "--all", "--check"]),
     )?;
+    // Chromium, Playwright's venv and the Python tests' venv are downloads and unpacking: made while the
+    // build compiles, waited for after the tests.
+    let mut prepared = Prepared::start(python());
     let clippy = ClippyWrapper::find()?;
     // Clippy lints every target while the tests are compiled (see `ClippyWrapper`), before the server
     // starts, so it does not wait through the compile. The first command builds what `cargo test` runs
@@ -540,12 +543,8 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
         server::start(&assets, &python())
     })?;
     let (database, launcher) = stages.run("PostgreSQL start", || postgres::start(&assets))?;
-    let result = stages.step(
-        "cargo test",
-        clippy
-            .apply(&mut cargo_command())
-            .args(["test", "--workspace", "--all-features"])
-            .args(extra)
+    let with_servers = |command: &mut Command| {
+        command
             .env("KGRAG_ASSETS", &assets)
             .env("KGRAG_DATA_DIR", &data)
             .env("KGRAG_TEST_LLM_URL", &server.url)
@@ -553,13 +552,23 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             .env("KGRAG_TEST_DATABASE_URL", database.url("kgrag-test-secret"))
             .env("KGRAG_TEST_PG_BIN", &launcher.bin)
             .env("KGRAG_TEST_PG_RUNNER", launcher.runner.name())
-            .env("KGRAG_REQUIRE_PG_SERVER", "1"),
-    );
+            .env("KGRAG_REQUIRE_PG_SERVER", "1");
+    };
+    let mut test = cargo_command();
+    clippy
+        .apply(&mut test)
+        .args(["test", "--workspace", "--all-features"])
+        .args(extra);
+    with_servers(&mut test);
+    let result = stages.step("cargo test", &mut test);
     drop(database);
     println!("xtask: stopped PostgreSQL");
     drop(server);
     result?;
     stages.run("examples", || examples(&assets))?;
+    stages.run("python environments (made during the build)", || {
+        prepared.wait()
+    })?;
     stages.run("browser: the page in Chromium", || {
         browser::run(&debug_kgrag(), &python())
     })?;
@@ -598,6 +607,42 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     stages.run("cargo package --workspace", || {
         package::package_crates(package::Verify::Check)
     })
+}
+
+/// The environments the browser and Python stages need, made on a thread of their own.
+struct Prepared(Option<std::thread::JoinHandle<TaskResult>>);
+
+impl Prepared {
+    fn start(python: String) -> Self {
+        Self(Some(std::thread::spawn(move || {
+            let started = Instant::now();
+            browser::chromium()?;
+            browser::playwright_python(&python)?;
+            python::venv_python(&python)?;
+            println!(
+                "xtask: python environments ready ({:.1}s, beside the build)",
+                started.elapsed().as_secs_f64()
+            );
+            Ok(())
+        })))
+    }
+
+    /// Waits for the environments; their error, if any.
+    fn wait(&mut self) -> TaskResult {
+        match self.0.take() {
+            Some(handle) => handle
+                .join()
+                .map_err(|_| fail("the thread making the python environments panicked"))?,
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Prepared {
+    /// A failed stage still waits for the installs, so that none is cut off half-written.
+    fn drop(&mut self) {
+        let _ = self.wait();
+    }
 }
 
 /// The test build's plain build: the libraries (the Python extension module among them), binaries and

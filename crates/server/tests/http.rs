@@ -136,6 +136,7 @@ async fn every_endpoint_answers() {
         "/v1/compare",
         "/v1/documents",
         "/v1/documents/{id}",
+        "/v1/documents/{id}/file",
         "/v1/graph",
         "/v1/communities",
         "/v1/models",
