@@ -358,7 +358,11 @@ function renderResult(r) {
   col.append(el("p", {
     class: "stats",
     title: `retrieve ${fmtMs(s.retrieve_ms)}, answer ${fmtMs(s.answer_ms)}`,
-    text: [fmtMs(s.latency_ms), `${s.context_tokens ?? "–"} ctx tokens`, `${s.llm_calls ?? "–"} LLM calls`, `gen ${s.generation ?? "–"}`].join(" · "),
+    text: [fmtMs(s.latency_ms)]
+      .concat(typeof s.first_token_ms === "number" ? [`first token ${fmtMs(s.first_token_ms)}`] : [])
+      .concat([`${s.context_tokens ?? "–"} ctx tokens`, `${s.llm_calls ?? "–"} LLM calls`, `gen ${s.generation ?? "–"}`])
+      .concat(s.dropped_citations ? [`${s.dropped_citations} unknown citation${s.dropped_citations === 1 ? "" : "s"} dropped`] : [])
+      .join(" · "),
   }));
 
   const passages = r.passages || [];

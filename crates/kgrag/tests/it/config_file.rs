@@ -17,6 +17,8 @@ fn the_sample_kgrag_toml_parses_to_the_defaults_it_documents() {
     assert_eq!(c.leanrag, d.leanrag);
     assert_eq!(c.openie, d.openie);
     assert_eq!(c.reader, d.reader);
+    assert_eq!(c.cite, d.cite);
+    assert_eq!(c.documents, d.documents);
     assert!(c.chat.is_none());
 }
 
