@@ -43,6 +43,17 @@ pub struct Options {
     /// Times each reader is timed (the best counts).
     #[arg(long, default_value_t = 3)]
     repeat: u32,
+    /// Then index UltraDomain Mix from the rendered PDFs and from the same text as plain files, every
+    /// method offline, ask both its 130 questions with every strategy, and compare the passages and the
+    /// citations' pages (`xtask/docs_e2e.py`; writes e2e.json beside the corpus).
+    #[arg(long)]
+    e2e: bool,
+    /// Which PDFs `--e2e` indexes: `two-column` (running headers and footers, hyphenation) or `one-column`.
+    #[arg(long, default_value = "two-column")]
+    variant: String,
+    /// Questions `--e2e` asks (default all 130).
+    #[arg(long)]
+    limit: Option<u32>,
 }
 
 /// The venv's Python with the pinned packages (made once).
@@ -113,7 +124,7 @@ pub fn run(o: &Options, python: &str) -> TaskResult {
         generate.arg("--formats").arg(f);
     }
     run_step("render the document corpus", &mut generate)?;
-    if !o.measure {
+    if !o.measure && !o.e2e {
         println!("xtask: the corpus is in {}", out.display());
         return Ok(());
     }
@@ -122,15 +133,60 @@ pub fn run(o: &Options, python: &str) -> TaskResult {
         cargo_command().args(["build", "--release", "-p", "kgrag-cli"]),
     )?;
     let kgrag = target_dir().join("release").join("kgrag");
+    if o.measure {
+        measure(o, &py, &out, &kgrag)?;
+    }
+    if o.e2e {
+        e2e(o, &py, &out, &kgrag)?;
+    }
+    Ok(())
+}
+
+/// `--e2e`: both indexes built and asked (see `xtask/docs_e2e.py`).
+fn e2e(o: &Options, py: &Path, corpus: &Path, kgrag: &Path) -> TaskResult {
+    let root = workspace_root();
+    let questions = data_dir()?
+        .join("ultradomain-mix")
+        .join("mix_hi_result_deepseek.jsonl");
+    let report = corpus.join("e2e.json");
+    let mut command = Command::new(py);
+    command
+        .arg(root.join("xtask").join("docs_e2e.py"))
+        .arg("--kgrag")
+        .arg(kgrag)
+        .arg("--corpus")
+        .arg(corpus)
+        .arg("--variant")
+        .arg(&o.variant)
+        .arg("--questions")
+        .arg(&questions)
+        .arg("--work")
+        .arg(target_dir().join("docs-corpus").join("e2e"))
+        .arg("--out")
+        .arg(&report);
+    if let Some(n) = o.limit {
+        command.arg("--limit").arg(n.to_string());
+    }
+    run_step(
+        "UltraDomain Mix from PDFs and from text, every strategy",
+        &mut command,
+    )?;
+    println!("xtask: end-to-end figures in {}", report.display());
+    Ok(())
+}
+
+/// `--measure`: the readers beside pypdf, pdfminer.six and pypdfium2 (see `xtask/docs_measure.py`).
+fn measure(o: &Options, py: &Path, out: &Path, kgrag: &Path) -> TaskResult {
+    let root = workspace_root();
     let report = out.join("measure.json");
     // One core: the readers are timed as they run on one.
-    let mut measure = taskset(&py);
+    let mut measure = taskset(py);
     measure
         .arg(root.join("xtask").join("docs_measure.py"))
         .arg("--corpus")
-        .arg(&out)
+        .arg(out)
         .arg("--kgrag")
-        .arg(&kgrag)
+        .arg(kgrag)
         .arg("--repeat")
         .arg(o.repeat.to_string())
         .arg("--out")

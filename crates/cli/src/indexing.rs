@@ -46,15 +46,34 @@ fn read(paths: &[PathBuf], selection: &Selection, config: &Config) -> kgrag::Res
 }
 
 /// What `kgrag index` was asked.
+#[derive(Args)]
 pub(crate) struct IndexRun {
+    /// Files or folders.
+    #[arg(required = true)]
     pub(crate) paths: Vec<PathBuf>,
-    pub(crate) index: PathBuf,
-    pub(crate) config: Option<PathBuf>,
-    pub(crate) methods: Vec<String>,
-    pub(crate) force: bool,
-    pub(crate) openie_cache: Option<PathBuf>,
-    pub(crate) estimate: bool,
+    #[command(flatten)]
     pub(crate) selection: Selection,
+    /// The index directory (created if missing).
+    #[arg(long)]
+    pub(crate) index: PathBuf,
+    /// Configuration file (TOML).
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Comma-separated methods to index (dense, hipporag2, hirag, leanrag); default: [index] methods.
+    #[arg(long, value_delimiter = ',',
+          value_parser = clap::builder::PossibleValuesParser::new(kgrag::methods::METHOD_NAMES.iter().copied()))]
+    pub(crate) methods: Vec<String>,
+    /// Rebuild even when the directory holds an index built with other settings.
+    #[arg(long)]
+    pub(crate) force: bool,
+    /// A HippoRAG OpenIE results file (`openie_results_ner_*.json`): chunks it covers take its triples
+    /// instead of being extracted.
+    #[arg(long)]
+    pub(crate) openie_cache: Option<PathBuf>,
+    /// Print what the build would ask of the chat model (calls, prompt and completion tokens per
+    /// stage, the cost with prices in [chat]) and stop: no model is called, nothing is written.
+    #[arg(long)]
+    pub(crate) estimate: bool,
 }
 
 pub(crate) async fn run_index(run: IndexRun, quiet: bool) -> kgrag::Result<()> {

@@ -39,34 +39,7 @@ enum Command {
     /// Markdown (one document each, cited to the page), .jsonl ({"id"?, "title"?, "text"} per line) or
     /// .json (a HippoRAG corpus). A file that cannot be read is reported and skipped. Run again on the same
     /// folder, it adds new and changed files and removes deleted ones.
-    Index {
-        /// Files or folders.
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-        #[command(flatten)]
-        selection: Selection,
-        /// The index directory (created if missing).
-        #[arg(long)]
-        index: PathBuf,
-        /// Configuration file (TOML).
-        #[arg(long)]
-        config: Option<PathBuf>,
-        /// Comma-separated methods to index (dense, hipporag2, hirag, leanrag); default: [index] methods.
-        #[arg(long, value_delimiter = ',',
-              value_parser = clap::builder::PossibleValuesParser::new(kgrag::methods::METHOD_NAMES.iter().copied()))]
-        methods: Vec<String>,
-        /// Rebuild even when the directory holds an index built with other settings.
-        #[arg(long)]
-        force: bool,
-        /// A HippoRAG OpenIE results file (`openie_results_ner_*.json`): chunks it covers take its triples
-        /// instead of being extracted.
-        #[arg(long)]
-        openie_cache: Option<PathBuf>,
-        /// Print what the build would ask of the chat model (calls, prompt and completion tokens per
-        /// stage, the cost with prices in [chat]) and stop: no model is called, nothing is written.
-        #[arg(long)]
-        estimate: bool,
-    },
+    Index(IndexRun),
     /// Answer a question from an index.
     Query(QueryArgs),
     /// Show what kgrag reads from files: their text, block by block, with each block's page (slide,
@@ -625,31 +598,10 @@ fn main() -> ExitCode {
     };
     let quiet = cli.quiet;
     let (what, result): (&str, Result<(), CliError>) = match cli.command {
-        Command::Index {
-            paths,
-            selection,
-            index,
-            config,
-            methods,
-            force,
-            openie_cache,
-            estimate,
-        } => (
+        Command::Index(run) => (
             "index",
             runtime
-                .block_on(indexing::run_index(
-                    IndexRun {
-                        paths,
-                        index,
-                        config,
-                        methods,
-                        force,
-                        openie_cache,
-                        estimate,
-                        selection,
-                    },
-                    quiet,
-                ))
+                .block_on(indexing::run_index(run, quiet))
                 .map_err(CliError::from),
         ),
         Command::Read(args) => ("read", indexing::run_read(args).map_err(CliError::from)),

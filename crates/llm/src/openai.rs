@@ -262,22 +262,26 @@ pub(crate) fn parse_chat_reply(provider: &str, reply: &Value) -> Result<ChatResp
         Some("length") => FinishReason::Length,
         Some(other) => FinishReason::Other(other.to_owned()),
     };
-    let usage = Usage {
-        prompt_tokens: reply
-            .pointer("/usage/prompt_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        completion_tokens: reply
-            .pointer("/usage/completion_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    };
     Ok(ChatResponse {
         content,
-        usage,
+        usage: usage_of(reply.get("usage")),
         finish_reason,
         cached: false,
     })
+}
+
+/// The token counts of a reply's (or a stream's last chunk's) `usage` object; 0 where it has none.
+fn usage_of(usage: Option<&Value>) -> Usage {
+    let count = |key: &str| {
+        usage
+            .and_then(|u| u.get(key))
+            .and_then(Value::as_u64)
+            .unwrap_or(0)
+    };
+    Usage {
+        prompt_tokens: count("prompt_tokens"),
+        completion_tokens: count("completion_tokens"),
+    }
 }
 
 /// Chat completions from an OpenAI-compatible server.
@@ -365,13 +369,7 @@ impl ChatBackend for OpenAiChat {
                 }
             }
             if let Some(u) = chunk.get("usage").filter(|u| !u.is_null()) {
-                usage = Usage {
-                    prompt_tokens: u.get("prompt_tokens").and_then(Value::as_u64).unwrap_or(0),
-                    completion_tokens: u
-                        .get("completion_tokens")
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0),
-                };
+                usage = usage_of(Some(u));
             }
         }
         Ok(ChatResponse {

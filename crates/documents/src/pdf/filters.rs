@@ -234,10 +234,18 @@ fn lzw(data: &[u8], early: bool, cap: usize) -> Result<Vec<u8>, FilterError> {
 }
 
 fn ascii_hex(data: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(data.len() / 2);
+    hex_prefix(data).0
+}
+
+/// The bytes of hexadecimal digits up to a `>` (white space and other bytes skipped, an odd last digit
+/// padded with 0), and how many bytes of `data` that read, the `>` included.
+pub(super) fn hex_prefix(data: &[u8]) -> (Vec<u8>, usize) {
+    let mut out = Vec::with_capacity(data.len().min(1 << 16) / 2);
     let mut hi: Option<u8> = None;
-    for &c in data {
+    let mut used = data.len();
+    for (i, &c) in data.iter().enumerate() {
         if c == b'>' {
+            used = i + 1;
             break;
         }
         let v = match c {
@@ -254,7 +262,7 @@ fn ascii_hex(data: &[u8]) -> Vec<u8> {
     if let Some(h) = hi {
         out.push(h << 4);
     }
-    out
+    (out, used)
 }
 
 fn ascii85(data: &[u8]) -> Vec<u8> {

@@ -246,27 +246,8 @@ impl<'a> Lexer<'a> {
 
     fn hex_string(&mut self) -> Vec<u8> {
         self.pos += 1;
-        let mut out = Vec::new();
-        let mut hi: Option<u8> = None;
-        while let Some(&c) = self.buf.get(self.pos) {
-            self.pos += 1;
-            if c == b'>' {
-                break;
-            }
-            let v = match c {
-                b'0'..=b'9' => c - b'0',
-                b'a'..=b'f' => c - b'a' + 10,
-                b'A'..=b'F' => c - b'A' + 10,
-                _ => continue,
-            };
-            match hi.take() {
-                Some(h) => out.push(h << 4 | v),
-                None => hi = Some(v),
-            }
-        }
-        if let Some(h) = hi {
-            out.push(h << 4);
-        }
+        let (out, used) = super::filters::hex_prefix(self.buf.get(self.pos..).unwrap_or_default());
+        self.pos += used;
         out
     }
 

@@ -8,18 +8,18 @@ use std::time::Instant;
 
 use futures_util::FutureExt;
 use kgrag_graph_store::EmbeddingStore;
-use kgrag_openie::HippoOpenIe;
-use kgrag_text::{Chunker, ChunkerConfig};
-use kgrag_types::{ChunkId, Extraction, Extractor, StageUsage};
+use kgrag_types::{ChunkId, Extraction, StageUsage};
 use serde::{Deserialize, Serialize};
+
+mod inputs;
+
+pub(crate) use inputs::chunk_docs;
+use inputs::chunking_name;
 
 use super::generation::{empty_corpus, Committed};
 use super::{Generation, Shared, WritingGuard};
-use crate::config::OpenIeMode;
 use crate::documents::SourceDoc;
-use crate::index_dir::{
-    self, DocRecord, EmbedderInfo, FileRecord, Manifest, MethodEntry, UsageEntry,
-};
+use crate::index_dir::{self, DocRecord, EmbedderInfo, Manifest, MethodEntry, UsageEntry};
 use crate::methods::{self, Change, Corpus, Env, MethodIndex};
 use crate::originals;
 use crate::progress::{say, Stages};
@@ -468,103 +468,6 @@ impl IndexWriter {
         }
     }
 
-    fn needs_triples(&self, methods: &[String]) -> bool {
-        methods::registry()
-            .iter()
-            .any(|m| methods.iter().any(|x| x == m.name()) && m.needs_triples(&self.env().config))
-    }
-
-    /// The triples of `chunks`: from `prefilled` (a dataset's OpenIE cache), else the configured
-    /// extractor through the resumable extraction store. The extractions returned leave `prefilled`.
-    async fn triples_for(
-        &self,
-        chunks: &[Passage],
-        prefilled: &mut HashMap<ChunkId, Extraction>,
-    ) -> Result<Vec<Extraction>> {
-        let env = self.env();
-        let missing: Vec<&Passage> = chunks
-            .iter()
-            .filter(|(id, _)| !prefilled.contains_key(id))
-            .collect();
-        if !missing.is_empty() {
-            let extractor: Box<dyn Extractor> = match (env.config.openie, env.chat.clone()) {
-                (OpenIeMode::CacheOnly, _) => {
-                    return Err(KgragError::Config(format!(
-                        "{} of {} chunks have no cached OpenIE triples (first: {}); set openie = \"rules\" \
-                         (offline), \"llm\" (with a [chat] model) or \"auto\"",
-                        missing.len(),
-                        chunks.len(),
-                        missing[0].0
-                    )))
-                }
-                (OpenIeMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
-                (OpenIeMode::Llm, Some(chat)) | (OpenIeMode::Auto, Some(chat)) => {
-                    Box::new(HippoOpenIe::new(chat))
-                }
-                (OpenIeMode::Llm, None) => {
-                    return Err(KgragError::Config(
-                        "openie = \"llm\" needs a [chat] model".to_owned(),
-                    ))
-                }
-                (OpenIeMode::Auto, None) => {
-                    env.note(
-                        "no [chat] model configured: running offline — triples and entities by the rule \
-                         extractor, summaries and answers extractive",
-                    );
-                    Box::new(kgrag_openie::RuleExtractor)
-                }
-            };
-            let docs =
-                crate::graphs::chunk_passages(missing.iter().copied(), ChunkerConfig::hipporag())?;
-            // Each record is cut to what the corpus keeps as its chunk finishes, so the extractor's whole
-            // records (descriptions, relations: a copy of each sentence) are never all held at once.
-            let found = crate::graphs::extract_chunks(
-                env,
-                extractor.as_ref(),
-                &docs,
-                "triples",
-                &corpus_triples,
-            )
-            .await?;
-            for e in found {
-                prefilled.entry(e.chunk_id.clone()).or_insert(e);
-            }
-        }
-        // Moved out, not cloned: the caller's map would otherwise hold every extraction a second time
-        // for the rest of the build (the corpus keeps these, as `corpus_triples` leaves them).
-        Ok(chunks
-            .iter()
-            .filter_map(|(id, _)| prefilled.remove(id))
-            .map(corpus_triples)
-            .collect())
-    }
-
-    /// `base` with the passages of `fresh` embedded into it (a copy; `base` when nothing is new).
-    async fn embed_passages(
-        &self,
-        base: &Arc<EmbeddingStore>,
-        fresh: &[Passage],
-        stages: &mut Stages,
-    ) -> Result<Arc<EmbeddingStore>> {
-        if fresh.is_empty() {
-            return Ok(base.clone());
-        }
-        let t = Instant::now();
-        let mut store = base.as_ref().clone();
-        let bar = stages.bar(fresh.len(), "embed_passages");
-        store
-            .insert(
-                fresh,
-                self.env().embedder.as_ref(),
-                self.env().config.hipporag.embed_batch,
-                |n| bar.inc(n as u64),
-            )
-            .await?;
-        drop(bar);
-        stages.record("embed_passages", t.elapsed().as_secs_f64());
-        Ok(Arc::new(store))
-    }
-
     fn method_list(&self, methods: &[String]) -> Result<Vec<String>> {
         method_list(self.env(), methods)
     }
@@ -875,17 +778,6 @@ impl IndexWriter {
     }
 }
 
-fn chunking_name(c: &ChunkerConfig) -> String {
-    match c {
-        ChunkerConfig::Passage { .. } => "one chunk per document".into(),
-        ChunkerConfig::TokenWindow {
-            encoding,
-            size,
-            overlap,
-        } => format!("{size}-token windows overlapping by {overlap}, {encoding:?}"),
-    }
-}
-
 /// The methods to build, in registry order: `methods`, else `[index] methods`; an unknown name is an error.
 pub(crate) fn method_list(env: &Env, methods: &[String]) -> Result<Vec<String>> {
     let asked: Vec<String> = if methods.is_empty() {
@@ -911,80 +803,6 @@ pub(crate) fn method_list(env: &Env, methods: &[String]) -> Result<Vec<String>> 
         .collect())
 }
 
-/// What [`chunk_docs`] makes: the documents' records, the chunks not known before (in order), and the
-/// originals of their files to keep.
-pub(crate) type Chunked = (Vec<DocRecord>, Vec<Passage>, Vec<originals::Pending>);
-
-/// Chunks `docs` into records (with each chunk's pages and section, from the document's source map);
-/// returns the records, the chunks not yet in `known`, in order, and the files' originals. Each document
-/// is dropped once chunked and each chunk's text moved, so that the corpus is never held twice (as
-/// documents and as chunks).
-pub(crate) fn chunk_docs(
-    env: &Env,
-    docs: Vec<SourceDoc>,
-    known: &HashSet<ChunkId>,
-) -> Result<Chunked> {
-    let chunker = Chunker::new(env.config.index.chunking)?;
-    let mut records = Vec::with_capacity(docs.len());
-    let mut fresh = Vec::new();
-    let mut pending = Vec::new();
-    let mut seen: HashSet<ChunkId> = known.clone();
-    for d in docs {
-        let chunks = chunker
-            .chunk(&d.document)
-            .map_err(|e| KgragError::Input(format!("{}: chunking failed: {e}", d.source)))?;
-        let mut ids = Vec::with_capacity(chunks.len());
-        let mut locations = Vec::new();
-        let map = d.origin.as_ref().and_then(|o| o.map.as_ref());
-        for c in chunks {
-            if let Some(m) = map {
-                let at = m.locate(c.span.byte_start, c.span.byte_end);
-                locations.push(crate::index_dir::ChunkLocation {
-                    page: at.page,
-                    page_end: at.page_end,
-                    section: at.section,
-                });
-            }
-            if seen.insert(c.id.clone()) {
-                fresh.push((c.id.clone(), Arc::from(c.text)));
-            }
-            ids.push(c.id);
-        }
-        // A document without any page or section says nothing per chunk.
-        if locations.iter().all(|l| *l == Default::default()) {
-            locations.clear();
-        }
-        let file = d.origin.map(|o| {
-            if let Some(original) = o.original {
-                pending.push(originals::Pending {
-                    digest: o.digest.clone(),
-                    ext: originals::extension(&o.format).to_owned(),
-                    original,
-                });
-            }
-            FileRecord {
-                name: o.file,
-                format: o.format,
-                digest: o.digest,
-                size: o.size,
-                unit: o.unit,
-                units: o.units,
-                kept: false,
-            }
-        });
-        records.push(DocRecord {
-            id: d.id,
-            doc_id: d.document.id,
-            title: d.document.title,
-            source: d.source,
-            chunks: ids,
-            file,
-            locations,
-        });
-    }
-    Ok((records, fresh, pending))
-}
-
 /// A method's own count of its model calls as a usage entry (retries are not counted per stage).
 fn usage_entry(u: &StageUsage) -> UsageEntry {
     UsageEntry {
@@ -994,48 +812,5 @@ fn usage_entry(u: &StageUsage) -> UsageEntry {
         cache_hits: u.cache_hits,
         retries: 0,
         failures: u.failures,
-    }
-}
-
-/// What the corpus keeps of an extraction: what its readers take from it, the triples (HippoRAG 2's
-/// graph, HiRAG's `base = "openie_cache"`). The extractor's entities (names, types, descriptions,
-/// sources) and described relations (a copy of the sentence each) stay in the extraction store, where
-/// HiRAG and LeanRAG read them: the corpus, which every build holds and the index stores, no longer
-/// carries them (about 140 MB at 579 windows of 1,200 tokens; the entity list ~1.3 MB per 1,000
-/// synthetic passages). HippoRAG 2 makes its phrase nodes from the triples, not from the entity list.
-fn corpus_triples(mut e: Extraction) -> Extraction {
-    e.relations = Vec::new();
-    e.entities = Vec::new();
-    // Held for the index's life: without the room the extractor's lists grew by.
-    e.triples.shrink_to_fit();
-    e
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_corpus_keeps_triples_only() {
-        let text = "Ada Lovelace wrote the first program for the Analytical Engine in London. \
-                    Charles Babbage designed the Analytical Engine.";
-        let chunk = kgrag_types::Chunk {
-            id: ChunkId::from_content(text),
-            doc_id: kgrag_types::DocId::from_text(text),
-            text: text.to_owned(),
-            tokens: 20,
-            order: 0,
-            span: kgrag_types::Span::default(),
-        };
-        let full = kgrag_openie::RuleExtractor.extract_text(&chunk);
-        assert!(
-            !full.relations.is_empty() && !full.triples.is_empty() && !full.entities.is_empty()
-        );
-        let kept = corpus_triples(full.clone());
-        assert_eq!(kept.chunk_id, full.chunk_id);
-        assert_eq!(kept.triples, full.triples);
-        assert_eq!(kept.triples.capacity(), kept.triples.len());
-        assert!(kept.relations.is_empty() && kept.entities.is_empty());
-        assert_eq!(kept.diagnostics, full.diagnostics);
     }
 }
