@@ -48,6 +48,7 @@ mod scale;
 mod server;
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -433,7 +434,23 @@ impl Stages {
 }
 
 pub(crate) fn run_step(name: &str, command: &mut Command) -> TaskResult {
-    println!("xtask: {name}");
+    let log = STEP_LOG.with(|l| l.borrow().as_ref().and_then(|f| f.try_clone().ok()));
+    let say = |line: String| match &log {
+        Some(f) => {
+            let _ = writeln!(&*f, "{line}");
+        }
+        None => println!("{line}"),
+    };
+    say(format!("xtask: {name}"));
+    if let Some(f) = &log {
+        let out = f
+            .try_clone()
+            .map_err(|e| fail(format!("{name}: the log: {e}")))?;
+        let err = f
+            .try_clone()
+            .map_err(|e| fail(format!("{name}: the log: {e}")))?;
+        command.stdout(out).stderr(err);
+    }
     let started = Instant::now();
     let status = command
         .current_dir(workspace_root())
@@ -444,12 +461,21 @@ pub(crate) fn run_step(name: &str, command: &mut Command) -> TaskResult {
                 command.get_program()
             ))
         })?;
-    println!("xtask: {name} took {:.1}s", started.elapsed().as_secs_f64());
+    say(format!(
+        "xtask: {name} took {:.1}s",
+        started.elapsed().as_secs_f64()
+    ));
     if status.success() {
         Ok(())
     } else {
         Err(fail(format!("{name} failed ({status})")))
     }
+}
+
+thread_local! {
+    /// Where [`run_step`] on this thread writes its lines and its commands' output (the work beside the
+    /// tests, [`Beside`]); `None`: the terminal.
+    static STEP_LOG: std::cell::RefCell<Option<std::fs::File>> = const { std::cell::RefCell::new(None) };
 }
 
 /// `cargo xtask fuzz`: the tests of `kgrag-fuzz`, release, with `--cases` (100,000) cases per property and
@@ -539,6 +565,11 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             clippy.apply(&mut cargo_command()).args(PLAIN_BUILD),
         )
     })?;
+    // The example project outside the workspace and the packages' checks compile in target folders of
+    // their own and need nothing the tests make: they run beside the tests at the lowest priority, on
+    // the share of the two cores the tests leave idle (about a fifth of `cargo test`, a third of the
+    // Python tests, half of the memory guard), and what is left of them after the memory guard.
+    let mut beside = Beside::start();
     let server = stages.run("llama.cpp server start", || {
         server::start(&assets, &python())
     })?;
@@ -581,7 +612,6 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             python::Wheel::Packed,
         )
     })?;
-    stages.run("example project outside the workspace", standalone_example)?;
     stages.run("CI bench", || {
         if let Some(missing) = missing_ci_bench_data(&data) {
             println!(
@@ -604,9 +634,110 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
         }
         scale::memory_guard(&binary)
     })?;
-    stages.run("cargo package --workspace", || {
-        package::package_crates(package::Verify::Check)
-    })
+    stages
+        .run("beside: the example project and the packages", || {
+            beside.finish()
+        })
+        .map(|rows| {
+            for (name, secs) in rows {
+                stages.done.push((format!("  (beside) {name}"), secs));
+            }
+        })
+}
+
+/// A step of [`Beside`].
+type Step = fn() -> TaskResult;
+
+/// The example project outside the workspace and `cargo package --workspace` with its checks, run on a
+/// thread of their own at the lowest priority (`renice 19` of the thread, which its commands inherit), with
+/// their output in `target/xtask-beside.log` (printed when one fails).
+struct Beside {
+    handle: Option<std::thread::JoinHandle<Vec<(String, f64, TaskResult)>>>,
+    log: PathBuf,
+}
+
+impl Beside {
+    fn start() -> Self {
+        let log = target_dir().join("xtask-beside.log");
+        let file = std::fs::create_dir_all(target_dir())
+            .and_then(|()| std::fs::File::create(&log))
+            .ok();
+        let handle = std::thread::spawn(move || {
+            lowest_priority();
+            STEP_LOG.with(|l| *l.borrow_mut() = file);
+            let mut done = Vec::new();
+            let steps: [(&str, Step); 2] = [
+                ("example project outside the workspace", standalone_example),
+                ("cargo package --workspace", || {
+                    package::package_crates(package::Verify::Check)
+                }),
+            ];
+            for (name, step) in steps {
+                let started = Instant::now();
+                let result = step();
+                let failed = result.is_err();
+                done.push((name.to_owned(), started.elapsed().as_secs_f64(), result));
+                if failed {
+                    break;
+                }
+            }
+            done
+        });
+        Self {
+            handle: Some(handle),
+            log,
+        }
+    }
+
+    /// Waits for the work; its steps and their times, or the first failure (with the log's end printed).
+    fn finish(&mut self) -> TaskResult<Vec<(String, f64)>> {
+        let Some(handle) = self.handle.take() else {
+            return Ok(Vec::new());
+        };
+        let done = handle
+            .join()
+            .map_err(|_| fail("the thread beside the tests panicked"))?;
+        let mut rows = Vec::new();
+        for (name, secs, result) in done {
+            println!("xtask: {name} (beside the tests) took {secs:.1}s");
+            if let Err(e) = result {
+                let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                println!("xtask: the end of {}:", self.log.display());
+                for line in &lines[lines.len().saturating_sub(80)..] {
+                    println!("  {line}");
+                }
+                return Err(e);
+            }
+            rows.push((name, secs));
+        }
+        Ok(rows)
+    }
+}
+
+impl Drop for Beside {
+    /// A failed stage still waits for the work beside it, so that no build is cut off half-written.
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+/// Gives the calling thread, and the processes it starts, the lowest priority (`renice -n 19` of the
+/// thread: on Linux the nice value is a thread's, and children inherit it). Without `renice` nothing
+/// changes.
+fn lowest_priority() {
+    let tid = std::fs::read_link("/proc/thread-self")
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    if let Some(tid) = tid {
+        let _ = Command::new("renice")
+            .args(["-n", "19", "-p", &tid])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
 }
 
 /// The environments the browser and Python stages need, made on a thread of their own.
@@ -705,11 +836,12 @@ fn examples(assets: &Path) -> TaskResult {
 const EXAMPLES: [&str; 1] = ["index_and_query"];
 
 /// The project outside the workspace that uses `kgrag-graph-store` and `kgrag-community` alone, by path:
-/// built (its own workspace and lock file; the shared target folder only saves compiling the dependencies
-/// it has in common with the test build) and run.
+/// built (its own workspace and lock file) and run.
 fn standalone_example() -> TaskResult {
     let root = workspace_root();
-    let target = target_dir();
+    // A target folder of its own: nothing of the test build fits it (its own lock file, features and
+    // profile), and the tests hold the test build's folder while this runs beside them.
+    let target = target_dir().join("graph-only");
     let manifest = root.join("examples").join("graph-only").join("Cargo.toml");
     let mut command = cargo_command();
     command

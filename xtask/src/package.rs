@@ -46,28 +46,37 @@ pub fn package_crates(verify: Verify) -> TaskResult {
         ),
         Verify::Check => {
             // Offline: the test build has just fetched every dependency, and asking the registry's index
-            // again for each package's lock file took most of this step (19 s of 20).
-            command.args(["--no-verify", "--offline"]);
+            // again for each package's lock file took most of this step (19 s of 20). A target folder of
+            // its own: the checks share nothing with the test build (check mode, default features), and
+            // `cargo xtask test` runs them while the tests hold the test build's folder.
+            let target = check_target();
+            command
+                .args(["--no-verify", "--offline", "--target-dir"])
+                .arg(&target);
             run_step("cargo package --workspace --no-verify", &mut command)?;
-            check_packages()
+            check_packages(&target)
         }
     }
+}
+
+/// The target folder of [`Verify::Check`]: its packages and its checks' artifacts.
+fn check_target() -> PathBuf {
+    target_dir().join("package-check")
 }
 
 /// The workspace's packages that are not published.
 const EXCLUDED: [&str; 4] = ["xtask", "kgrag-benches", "kgrag-fuzz", "kgrag-python"];
 
-/// [`Verify::Check`]: every `.crate` cargo wrote to `target/package/` extracted into a folder outside the
+/// [`Verify::Check`]: every `.crate` cargo wrote to `target/package-check/package/` extracted into a folder outside the
 /// workspace (inside it, cargo would take them for undeclared members) and made a workspace of its own,
 /// `[patch.crates-io]` pointing every kgrag dependency at its extracted package; then `cargo check` of
 /// each package alone, or of the facade's packages together (see [`check_groups`]). The shared target
 /// folder keeps what one check compiled for the next.
-fn check_packages() -> TaskResult {
+fn check_packages(target: &Path) -> TaskResult {
     let packages: Vec<(String, String)> = workspace_packages()?
         .into_iter()
         .filter(|(name, _)| !EXCLUDED.contains(&name.as_str()))
         .collect();
-    let target = target_dir();
     let root = std::env::temp_dir().join(format!("kgrag-package-check-{}", std::process::id()));
     if root.exists() {
         std::fs::remove_dir_all(&root)
@@ -75,7 +84,7 @@ fn check_packages() -> TaskResult {
     }
     std::fs::create_dir_all(&root)
         .map_err(|e| fail(format!("cannot create {}: {e}", root.display())))?;
-    let result = check_extracted(&packages, &target, &root);
+    let result = check_extracted(&packages, target, &root);
     // The extracted copies are only for this check.
     let _ = std::fs::remove_dir_all(&root);
     result
