@@ -649,8 +649,8 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
 type Step = fn() -> TaskResult;
 
 /// The example project outside the workspace and `cargo package --workspace` with its checks, run on a
-/// thread of their own at the lowest priority (`renice 19` of the thread, which its commands inherit), with
-/// their output in `target/xtask-beside.log` (printed when one fails).
+/// thread of their own at the lowest priority (see [`lowest_priority`]) in `target/alone/`, with their
+/// output in `target/xtask-beside.log` (printed when one fails).
 struct Beside {
     handle: Option<std::thread::JoinHandle<Vec<(String, f64, TaskResult)>>>,
     log: PathBuf,
@@ -724,19 +724,26 @@ impl Drop for Beside {
     }
 }
 
-/// Gives the calling thread, and the processes it starts, the lowest priority (`renice -n 19` of the
-/// thread: on Linux the nice value is a thread's, and children inherit it). Without `renice` nothing
-/// changes.
+/// Gives the calling thread, and the processes it starts, the lowest priority: Linux's `SCHED_IDLE`
+/// policy (`chrt --idle`: it runs only on a core nothing else wants) and nice 19 (`renice`, in case the
+/// policy cannot be set). Both are a thread's own on Linux, and children inherit them; without the tools
+/// nothing changes.
 fn lowest_priority() {
     let tid = std::fs::read_link("/proc/thread-self")
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
     if let Some(tid) = tid {
-        let _ = Command::new("renice")
-            .args(["-n", "19", "-p", &tid])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status();
+        for (tool, args) in [
+            ("renice", ["-n", "19", "-p"].as_slice()),
+            ("chrt", ["--idle", "--pid", "0"].as_slice()),
+        ] {
+            let _ = Command::new(tool)
+                .args(args)
+                .arg(&tid)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
     }
 }
 
@@ -839,9 +846,10 @@ const EXAMPLES: [&str; 1] = ["index_and_query"];
 /// built (its own workspace and lock file) and run.
 fn standalone_example() -> TaskResult {
     let root = workspace_root();
-    // A target folder of its own: nothing of the test build fits it (its own lock file, features and
-    // profile), and the tests hold the test build's folder while this runs beside them.
-    let target = target_dir().join("graph-only");
+    // Not the test build's target folder: nothing of that build fits this one (its own lock file,
+    // features and profile), and a cargo compiling in it would hold `cargo test` at its start. The
+    // packages' checks share this folder (their proc macros and build scripts are the same).
+    let target = package::check_target();
     let manifest = root.join("examples").join("graph-only").join("Cargo.toml");
     let mut command = cargo_command();
     command

@@ -59,15 +59,17 @@ pub fn package_crates(verify: Verify) -> TaskResult {
     }
 }
 
-/// The target folder of [`Verify::Check`]: its packages and its checks' artifacts.
-fn check_target() -> PathBuf {
-    target_dir().join("package-check")
+/// The target folder of [`Verify::Check`]: its packages and its checks' artifacts, beside the builds of
+/// the example project outside the workspace (`target/alone/`: crates taken alone, outside the workspace,
+/// with their own features; the proc macros and build scripts they share are compiled once).
+pub(crate) fn check_target() -> PathBuf {
+    target_dir().join("alone")
 }
 
 /// The workspace's packages that are not published.
 const EXCLUDED: [&str; 4] = ["xtask", "kgrag-benches", "kgrag-fuzz", "kgrag-python"];
 
-/// [`Verify::Check`]: every `.crate` cargo wrote to `target/package-check/package/` extracted into a folder outside the
+/// [`Verify::Check`]: every `.crate` cargo wrote to `target/alone/package/` extracted into a folder outside the
 /// workspace (inside it, cargo would take them for undeclared members) and made a workspace of its own,
 /// `[patch.crates-io]` pointing every kgrag dependency at its extracted package; then `cargo check` of
 /// each package alone, or of the facade's packages together (see [`check_groups`]). The shared target
