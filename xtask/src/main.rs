@@ -537,6 +537,12 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     // Chromium, Playwright's venv and the Python tests' venv are downloads and unpacking: made while the
     // build compiles, waited for after the tests.
     let mut prepared = Prepared::start(python());
+    // The example project outside the workspace and the packages' checks compile in a target folder of
+    // their own and need nothing the tests make: they run from here to the end at the lowest priority, on
+    // the share of the two cores the build and the tests leave idle (the build's last units, about a fifth
+    // of `cargo test`, a third of the Python tests, half of the memory guard), and what is left of them
+    // after the memory guard.
+    let mut beside = Beside::start();
     let clippy = ClippyWrapper::find()?;
     // Clippy lints every target while the tests are compiled (see `ClippyWrapper`), before the server
     // starts, so it does not wait through the compile. The first command builds what `cargo test` runs
@@ -565,11 +571,7 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
             clippy.apply(&mut cargo_command()).args(PLAIN_BUILD),
         )
     })?;
-    // The example project outside the workspace and the packages' checks compile in target folders of
-    // their own and need nothing the tests make: they run beside the tests at the lowest priority, on
-    // the share of the two cores the tests leave idle (about a fifth of `cargo test`, a third of the
-    // Python tests, half of the memory guard), and what is left of them after the memory guard.
-    let mut beside = Beside::start();
+    beside.built();
     let server = stages.run("llama.cpp server start", || {
         server::start(&assets, &python())
     })?;
@@ -654,10 +656,13 @@ type Step = fn() -> TaskResult;
 struct Beside {
     handle: Option<std::thread::JoinHandle<Vec<(String, f64, TaskResult)>>>,
     log: PathBuf,
+    /// Sent when the test build is done: the packaging (offline) needs every dependency it fetched.
+    built: Option<std::sync::mpsc::Sender<()>>,
 }
 
 impl Beside {
     fn start() -> Self {
+        let (built, gate) = std::sync::mpsc::channel::<()>();
         let log = target_dir().join("xtask-beside.log");
         let file = std::fs::create_dir_all(target_dir())
             .and_then(|()| std::fs::File::create(&log))
@@ -672,7 +677,11 @@ impl Beside {
                     package::package_crates(package::Verify::Check)
                 }),
             ];
-            for (name, step) in steps {
+            for (i, (name, step)) in steps.into_iter().enumerate() {
+                // The packaging waits for the test build; a run that stopped before it ends here.
+                if i == 1 && gate.recv().is_err() {
+                    break;
+                }
                 let started = Instant::now();
                 let result = step();
                 let failed = result.is_err();
@@ -686,6 +695,14 @@ impl Beside {
         Self {
             handle: Some(handle),
             log,
+            built: Some(built),
+        }
+    }
+
+    /// Says the test build is done.
+    fn built(&mut self) {
+        if let Some(tx) = self.built.take() {
+            let _ = tx.send(());
         }
     }
 
@@ -716,8 +733,10 @@ impl Beside {
 }
 
 impl Drop for Beside {
-    /// A failed stage still waits for the work beside it, so that no build is cut off half-written.
+    /// A failed stage still waits for the step beside it that runs, so that no build is cut off
+    /// half-written; before the test build is done, the packaging is then not started.
     fn drop(&mut self) {
+        self.built.take();
         if let Some(handle) = self.handle.take() {
             let _ = handle.join();
         }
