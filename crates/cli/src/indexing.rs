@@ -363,6 +363,7 @@ pub(crate) fn run_read(args: ReadArgs) -> kgrag::Result<()> {
                 .collect();
             if args.json {
                 files.push(serde_json::json!({
+                    "path": p,
                     "id": d.id,
                     "format": origin.map(|o| o.format.clone()),
                     "unit": origin.and_then(|o| o.unit),
@@ -400,7 +401,7 @@ pub(crate) fn run_read(args: ReadArgs) -> kgrag::Result<()> {
         }
         if args.json {
             for s in &report.skipped {
-                files.push(serde_json::json!({ "id": s.path, "error": s.reason }));
+                files.push(serde_json::json!({ "path": p, "id": s.path, "error": s.reason }));
             }
         }
     }

@@ -159,7 +159,8 @@ impl Builder {
         }
     }
 
-    /// A list item at `depth` (0: top level), rendered `- text` (indented two spaces a level).
+    /// A list item at `depth` (0: top level), rendered `- text` (indented two spaces a level); an item
+    /// that starts with its number or letter (`1. `, `2) `, `(a) `) keeps it as its marker.
     pub fn list_item(&mut self, depth: usize, text: &str) {
         let text = squash(text);
         if text.is_empty() {
@@ -179,7 +180,9 @@ impl Builder {
         for _ in 0..depth.min(8) {
             self.text.push_str("  ");
         }
-        self.text.push_str("- ");
+        if !numbered(&text) {
+            self.text.push_str("- ");
+        }
         self.text.push_str(&text);
         self.push(BlockKind::ListItem, start, self.page, self.page);
     }
@@ -283,6 +286,22 @@ impl Builder {
     }
 }
 
+/// Whether an item's text starts with its own marker: `1. `, `12) `, `(a) `, `b. ` (up to three digits
+/// or one letter).
+fn numbered(text: &str) -> bool {
+    let t = text.strip_prefix('(').unwrap_or(text);
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    let n = if (1..=3).contains(&digits) {
+        digits
+    } else if t.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) {
+        1
+    } else {
+        return false;
+    };
+    let rest = &t[n..];
+    rest.starts_with(". ") || rest.starts_with(") ")
+}
+
 /// `text` with every run of white space (and control characters) made one space, ends trimmed, soft
 /// hyphens and zero-width characters dropped.
 pub(crate) fn squash(text: &str) -> String {
@@ -342,6 +361,20 @@ mod tests {
         assert_eq!(doc.title.as_deref(), Some("T"));
         assert_eq!(doc.units, 3);
         assert_eq!(doc.empty_units, [1, 2]);
+    }
+
+    #[test]
+    fn numbered_items_keep_their_numbers_as_markers() {
+        let mut b = builder();
+        b.list_item(0, "1. first");
+        b.list_item(0, "(b) second");
+        b.list_item(0, "plain");
+        b.list_item(0, "2024 was a year");
+        let doc = b.finish(Format::Pdf, None, 1);
+        assert_eq!(
+            doc.text,
+            "1. first\n(b) second\n- plain\n- 2024 was a year\n"
+        );
     }
 
     #[test]

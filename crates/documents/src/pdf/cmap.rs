@@ -257,11 +257,15 @@ impl CMap {
             let off = code - lo;
             match target {
                 Target::Start(units) => {
-                    let mut u = units.clone();
-                    if let Some(last) = u.last_mut() {
-                        *last = last.wrapping_add(off as u16);
-                    }
-                    out.push_str(&String::from_utf16_lossy(&u));
+                    let Some((last, head)) = units.split_last() else {
+                        return true;
+                    };
+                    let last = last.wrapping_add(off as u16);
+                    let tail = std::iter::once(last);
+                    out.extend(
+                        char::decode_utf16(head.iter().copied().chain(tail))
+                            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER)),
+                    );
                     return true;
                 }
                 Target::Each(items) => {

@@ -299,35 +299,34 @@ impl<'p, 'a> Interpreter<'p, 'a> {
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut tm = self.tm;
         let out = &mut self.out;
+        // The text rendering matrix (font size and scaling, rise, then Tm and the CTM): its linear part
+        // stays the same over the string, only Tm's translation moves from glyph to glyph.
+        let sm: Matrix = [size * hs, 0.0, 0.0, size, 0.0, rise];
+        let lin = mul(&mul(&sm, &tm), &ctm);
+        let upright = lin[1].abs() < 1e-3 * lin[0].abs().max(1e-9)
+            && lin[2].abs() < 1e-3 * lin[3].abs().max(1e-9);
+        let glyph_size = (lin[2] * lin[2] + lin[3] * lin[3]).sqrt();
+        let keep = upright && lin[0] > 0.0 && lin[3] > 0.0 && glyph_size > 0.5;
+        let per_unit = lin[0] / (size * hs).max(1e-9);
         font.decode(s, &mut scratch, &mut |text, w0, is_space| {
-            // Text rendering matrix: font size and scaling, rise, then Tm and the CTM.
-            let trm = mul(&mul(&[size * hs, 0.0, 0.0, size, 0.0, rise], &tm), &ctm);
             let tx = (w0 as f64 * size + cs + if is_space { ws } else { 0.0 }) * hs;
-            let advance = [
-                trm[0] / (size * hs).max(1e-9) * tx,
-                trm[1] / (size * hs).max(1e-9) * tx,
-            ];
-            let upright = trm[1].abs() < 1e-3 * trm[0].abs().max(1e-9)
-                && trm[2].abs() < 1e-3 * trm[3].abs().max(1e-9);
-            let glyph_size = (trm[2] * trm[2] + trm[3] * trm[3]).sqrt();
-            if upright
-                && trm[0] > 0.0
-                && trm[3] > 0.0
-                && glyph_size > 0.5
-                && out.glyphs.len() < 4_000_000
-            {
+            if keep && out.glyphs.len() < 4_000_000 {
                 if text.is_empty() {
                     out.unmapped += 1;
                 } else {
+                    // The origin: (0, rise) through Tm, then the CTM.
+                    let (ox, oy) = (rise * tm[2] + tm[4], rise * tm[3] + tm[5]);
+                    let x = ox * ctm[0] + oy * ctm[2] + ctm[4];
+                    let y = ox * ctm[1] + oy * ctm[3] + ctm[5];
                     let start = out.text.len() as u32;
                     let space = text.chars().all(char::is_whitespace);
                     out.text.push_str(text);
                     out.glyphs.push(Glyph {
                         start,
                         end: out.text.len() as u32,
-                        x0: trm[4] as f32,
-                        x1: (trm[4] + advance[0]) as f32,
-                        y: trm[5] as f32,
+                        x0: x as f32,
+                        x1: (x + per_unit * tx) as f32,
+                        y: y as f32,
                         size: glyph_size as f32,
                         bold,
                         space,
@@ -335,7 +334,9 @@ impl<'p, 'a> Interpreter<'p, 'a> {
                     });
                 }
             }
-            tm = mul(&[1.0, 0.0, 0.0, 1.0, tx, 0.0], &tm);
+            // Tm moves by tx along its x axis.
+            tm[4] += tx * tm[0];
+            tm[5] += tx * tm[1];
         });
         self.tm = tm;
         self.scratch = scratch;

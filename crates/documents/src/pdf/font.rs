@@ -6,6 +6,7 @@
 //! ASCII. Widths come from `Widths` (simple), `W`/`DW` (composite) or, for the standard 14 fonts that
 //! leave them out, their AFM metrics.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use super::cmap::CMap;
@@ -42,7 +43,22 @@ pub(crate) struct Font {
     pub(crate) bold: bool,
     /// Type 3: glyph space to text space scale (`FontMatrix[0]`), else 1/1000.
     scale: f32,
+    /// What each code decoded to, kept after its first use (codes repeat on every page).
+    memo: RefCell<Memo>,
 }
+
+/// Decoded codes: one-byte codes of simple fonts, codes of up to two bytes of composite fonts.
+#[derive(Debug, Default)]
+struct Memo {
+    /// By code: 0 when not decoded yet, else 1 + its index in `glyphs`.
+    slot: Vec<u32>,
+    /// (start, end) of the code's text in `text`, its width.
+    glyphs: Vec<(u32, u32, f32)>,
+    text: String,
+}
+
+/// The codes the memo holds (up to two bytes; longer ones are decoded each time).
+const MEMO_CODES: u32 = 0x1_0000;
 
 /// The Unicode text of a glyph name: the Adobe Glyph List, `uniXXXX[XXXX…]`, `uXXXX[XX]`, and names with a
 /// suffix (`a.sc`, `f_i` ligatures joined).
@@ -112,6 +128,7 @@ impl Font {
             monospace: false,
             bold: false,
             scale: 0.001,
+            memo: RefCell::default(),
         };
         let lower = plain.to_ascii_lowercase();
         font.bold = ["bold", "black", "heavy", "semibold", "demi"]
@@ -315,44 +332,78 @@ impl Font {
         text: &mut String,
         emit: &mut dyn FnMut(&str, f32, bool),
     ) {
+        let mut memo = self.memo.borrow_mut();
         let mut i = 0;
         while i < bytes.len() {
-            text.clear();
-            match &self.kind {
-                Kind::Simple => {
-                    let code = bytes[i];
-                    i += 1;
-                    let c = u32::from(code);
-                    let mapped = self
-                        .to_unicode
-                        .as_ref()
-                        .is_some_and(|m| m.unicode(1, c, text) || m.unicode(2, c, text));
-                    if !mapped {
-                        let u = self.simple[code as usize];
-                        if let Some(ch) = char::from_u32(u).filter(|_| u != 0) {
-                            push_ligature(text, ch);
-                        }
-                    }
-                    emit(text, self.simple_width(code), code == 32);
-                }
+            let (code, n) = match &self.kind {
+                Kind::Simple => (u32::from(bytes[i]), 1),
                 Kind::Composite { encoding } => {
                     let n = match encoding {
                         Some(cm) if cm.has_codespace() => cm.code_len(&bytes[i..], 2),
                         _ => 2.min(bytes.len() - i),
                     };
-                    let raw = &bytes[i..i + n];
-                    i += n;
-                    let code = raw.iter().fold(0u32, |a, &x| a << 8 | u32::from(x));
-                    let cid = match encoding {
-                        Some(cm) => cm.cid(n as u8, code).unwrap_or(code),
-                        None => code,
-                    };
-                    if let Some(m) = &self.to_unicode {
-                        m.unicode(n as u8, code, text);
-                    }
-                    let is_space = n == 1 && code == 32;
-                    emit(text, self.cid_width(cid) * 0.001, is_space);
+                    let code = bytes[i..i + n]
+                        .iter()
+                        .fold(0u32, |a, &x| a << 8 | u32::from(x));
+                    (code, n)
                 }
+            };
+            i += n;
+            let is_space = n == 1 && code == 32;
+            // One-byte codes of a composite font are decoded each time (a two-byte code may share the number).
+            let memoized = code < MEMO_CODES && (n == 2 || matches!(self.kind, Kind::Simple));
+            if !memoized {
+                let width = self.decode_code(code, n, text);
+                emit(text, width, is_space);
+                continue;
+            }
+            let at = code as usize;
+            if memo.slot.len() <= at {
+                memo.slot.resize(at + 1, 0);
+            }
+            let k = match memo.slot[at] {
+                0 => {
+                    let width = self.decode_code(code, n, text);
+                    let start = memo.text.len() as u32;
+                    memo.text.push_str(text);
+                    let end = memo.text.len() as u32;
+                    memo.glyphs.push((start, end, width));
+                    memo.slot[at] = memo.glyphs.len() as u32;
+                    memo.glyphs.len() - 1
+                }
+                k => k as usize - 1,
+            };
+            let (start, end, width) = memo.glyphs[k];
+            emit(&memo.text[start as usize..end as usize], width, is_space);
+        }
+    }
+
+    /// The text of one code (`n` bytes) into `text` (cleared first), and its width.
+    fn decode_code(&self, code: u32, n: usize, text: &mut String) -> f32 {
+        text.clear();
+        match &self.kind {
+            Kind::Simple => {
+                let mapped = self
+                    .to_unicode
+                    .as_ref()
+                    .is_some_and(|m| m.unicode(1, code, text) || m.unicode(2, code, text));
+                if !mapped {
+                    let u = self.simple[code as usize & 0xFF];
+                    if let Some(ch) = char::from_u32(u).filter(|_| u != 0) {
+                        push_ligature(text, ch);
+                    }
+                }
+                self.simple_width(code as u8)
+            }
+            Kind::Composite { encoding } => {
+                let cid = match encoding {
+                    Some(cm) => cm.cid(n as u8, code).unwrap_or(code),
+                    None => code,
+                };
+                if let Some(m) = &self.to_unicode {
+                    m.unicode(n as u8, code, text);
+                }
+                self.cid_width(cid) * 0.001
             }
         }
     }

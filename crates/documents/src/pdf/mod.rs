@@ -6,6 +6,7 @@
 //! lines in reading order, and blocks. An encrypted file is refused; a file with no text on any page is a
 //! scan, and says so.
 
+mod blocks;
 mod cmap;
 mod content;
 mod document;
@@ -118,7 +119,7 @@ pub(crate) fn read(bytes: &[u8], limits: &Limits, deadline: Deadline) -> Result<
     }
     layout::drop_running(&mut lines, &heights);
     let mut out = Builder::new(deadline);
-    layout::write_blocks(&lines, &mut out);
+    blocks::write_blocks(&lines, &mut out);
     if unmapped > 0 {
         out.note(format!(
             "{unmapped} glyphs had no Unicode mapping and were left out"
