@@ -180,7 +180,7 @@ impl Builder {
         for _ in 0..depth.min(8) {
             self.text.push_str("  ");
         }
-        if !numbered(&text) {
+        if !starts_with_item_number(&text) {
             self.text.push_str("- ");
         }
         self.text.push_str(&text);
@@ -286,20 +286,21 @@ impl Builder {
     }
 }
 
-/// Whether an item's text starts with its own marker: `1. `, `12) `, `(a) `, `b. ` (up to three digits
-/// or one letter).
-fn numbered(text: &str) -> bool {
-    let t = text.strip_prefix('(').unwrap_or(text);
-    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
-    let n = if (1..=3).contains(&digits) {
-        digits
-    } else if t.bytes().next().is_some_and(|b| b.is_ascii_alphabetic()) {
+/// Whether a line or an item's text starts with an item number followed by a space and more: `1. `,
+/// `12) `, `(a) `, `b. ` (up to three digits or one lower-case letter).
+pub(crate) fn starts_with_item_number(text: &str) -> bool {
+    let t = text.trim_start_matches('(');
+    let n = t.bytes().take_while(u8::is_ascii_digit).count();
+    let letter = n == 0 && t.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && t.len() > 2;
+    let m = if n > 0 && n <= 3 {
+        n
+    } else if letter {
         1
     } else {
         return false;
     };
-    let rest = &t[n..];
-    rest.starts_with(". ") || rest.starts_with(") ")
+    let rest = &t[m..];
+    (rest.starts_with(". ") || rest.starts_with(") ")) && rest.len() > 2
 }
 
 /// `text` with every run of white space (and control characters) made one space, ends trimmed, soft

@@ -5,7 +5,7 @@
 //! joined; a suspended hyphen (`up- or down-`) is kept.
 
 use super::layout::{median, Line};
-use crate::builder::Builder;
+use crate::builder::{starts_with_item_number, Builder};
 
 fn is_bullet(text: &str) -> Option<&str> {
     let mut chars = text.chars();
@@ -33,21 +33,7 @@ fn is_bullet(text: &str) -> Option<&str> {
         }
     }
     // `1.`, `12)`, `(a)`, `b.` followed by a space.
-    let t = text.trim_start_matches('(');
-    let n = t.bytes().take_while(u8::is_ascii_digit).count();
-    let letter = n == 0 && t.chars().next().is_some_and(|c| c.is_ascii_lowercase()) && t.len() > 2;
-    let m = if n > 0 && n <= 3 {
-        n
-    } else if letter {
-        1
-    } else {
-        return None;
-    };
-    let rest = &t[m..];
-    if (rest.starts_with(". ") || rest.starts_with(") ")) && rest.len() > 2 {
-        return Some(text);
-    }
-    None
+    starts_with_item_number(text).then_some(text)
 }
 
 fn ends_sentence(text: &str) -> bool {

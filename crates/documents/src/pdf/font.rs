@@ -47,7 +47,7 @@ pub(crate) struct Font {
     memo: RefCell<Memo>,
 }
 
-/// Decoded codes: one-byte codes of simple fonts, codes of up to two bytes of composite fonts.
+/// Decoded codes: one-byte codes of simple fonts, two-byte codes of composite fonts.
 #[derive(Debug, Default)]
 struct Memo {
     /// By code: 0 when not decoded yet, else 1 + its index in `glyphs`.
@@ -56,9 +56,6 @@ struct Memo {
     glyphs: Vec<(u32, u32, f32)>,
     text: String,
 }
-
-/// The codes the memo holds (up to two bytes; longer ones are decoded each time).
-const MEMO_CODES: u32 = 0x1_0000;
 
 /// The Unicode text of a glyph name: the Adobe Glyph List, `uniXXXX[XXXX…]`, `uXXXX[XX]`, and names with a
 /// suffix (`a.sc`, `f_i` ligatures joined).
@@ -350,8 +347,9 @@ impl Font {
             };
             i += n;
             let is_space = n == 1 && code == 32;
-            // One-byte codes of a composite font are decoded each time (a two-byte code may share the number).
-            let memoized = code < MEMO_CODES && (n == 2 || matches!(self.kind, Kind::Simple));
+            // The memo holds one-byte codes of simple fonts and two-byte codes of composite ones; a composite
+            // font's one-byte codes (a two-byte code may share the number) and longer ones are decoded each time.
+            let memoized = n == 2 || matches!(self.kind, Kind::Simple);
             if !memoized {
                 let width = self.decode_code(code, n, text);
                 emit(text, width, is_space);

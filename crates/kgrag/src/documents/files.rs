@@ -449,21 +449,18 @@ pub(crate) fn parse_bytes(
             ))
         })?;
     let mut o = origin(format.name());
-    let (text, title, extracted) = match format {
+    let extracted = match format {
         Format::Text | Format::Markdown => {
             let text = decode(&bytes).map_err(bad)?;
             if text.trim().is_empty() {
                 return Err(bad("the file holds only white space".into()));
             }
-            let e = kgrag_documents::map_text(text, format == Format::Markdown);
-            (e.text.clone(), None, e)
+            kgrag_documents::map_text(text, format == Format::Markdown)
         }
-        _ => {
-            let e =
-                kgrag_documents::read(&bytes, format, limits).map_err(|e| bad(e.to_string()))?;
-            (e.text.clone(), e.title.clone(), e)
-        }
+        _ => kgrag_documents::read(&bytes, format, limits).map_err(|e| bad(e.to_string()))?,
     };
+    // Text files have no title (`map_text` gives none).
+    let (text, title) = (extracted.text, extracted.title);
     o.unit = extracted.unit;
     o.units = extracted.units;
     o.map = Some(extracted.map);
