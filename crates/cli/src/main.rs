@@ -10,6 +10,7 @@ use kgrag::config::Config;
 use kgrag::{Index, ReloadPolicy};
 use kgrag_bench::{run, BenchArgs, METHODS};
 
+mod distributed;
 mod indexing;
 mod terminal;
 
@@ -84,6 +85,15 @@ enum Command {
         /// Whose graph: hipporag2 (default when indexed) or hirag.
         #[arg(long)]
         method: Option<String>,
+    },
+    /// Take jobs of a distributed build (`kgrag index --distribute`) from the index's PostgreSQL database
+    /// and do them with this machine's models, until the queue is drained and no coordinator runs (or
+    /// Ctrl-C / SIGTERM, after the jobs in hand). Start any number, on any machines.
+    Worker(distributed::WorkerArgs),
+    /// The queue of a distributed build: `status`, `retry-failed`.
+    Queue {
+        #[command(subcommand)]
+        action: distributed::QueueAction,
     },
     /// Serve an index over HTTP: a JSON API (query, compare strategies, documents, graph, communities), an
     /// OpenAI-compatible chat endpoint (model = strategy), MCP at /mcp, Prometheus /metrics and a web page
@@ -635,6 +645,11 @@ fn main() -> ExitCode {
                 .map_err(CliError::from),
         ),
         Command::Serve(args) => ("serve", runtime.block_on(run_serve(args, quiet))),
+        Command::Worker(args) => (
+            "worker",
+            runtime.block_on(distributed::run_worker(args, quiet)),
+        ),
+        Command::Queue { action } => ("queue", runtime.block_on(distributed::run_queue(action))),
         Command::Mcp { index, config } => (
             "mcp",
             runtime.block_on(async {

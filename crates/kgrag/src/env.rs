@@ -39,6 +39,9 @@ pub struct Env {
     pub counts: std::sync::Mutex<BTreeMap<String, u64>>,
     /// The index's backend (none in memory), for the finished extractions it shares between machines.
     pub store: Option<Arc<dyn SharedExtractions>>,
+    /// The work queue of a build split across machines (`kgrag index --distribute`): chunk extraction
+    /// goes to the workers through it (the models of a coordinator are wrapped to send theirs too).
+    pub queue: Option<Arc<dyn WorkQueue>>,
 }
 
 impl Env {
@@ -126,6 +129,74 @@ pub trait SharedExtractions: Send + Sync {
     /// Shares finished extractions (see [`shared_extractions`](Self::shared_extractions)): those of
     /// chunks not shared yet are stored; a chunk already shared keeps its first extraction.
     fn share_extractions(&self, _fingerprint: &str, _found: &[Extraction]) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// One job for the workers of a distributed build.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobSpec {
+    /// What identifies the job's result (a second job with the same kind and key is the same job).
+    pub key: String,
+    /// What the job is part of, for progress (`triples`, `passages`, `hirag summaries`, …).
+    pub label: String,
+    /// What the worker needs to do it.
+    pub payload: serde_json::Value,
+}
+
+/// A job that failed on every attempt and is parked.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FailedJob {
+    /// Its kind (`extract`, `embed`, `chat`).
+    pub kind: String,
+    /// Its label.
+    pub label: String,
+    /// Its key.
+    pub key: String,
+    /// The last attempt's error.
+    pub error: String,
+}
+
+/// The queue a coordinator hands work to, and where the workers leave its results (a database backend;
+/// see [`crate::distribute`]).
+#[async_trait]
+pub trait WorkQueue: Send + Sync {
+    /// Queues the jobs of `kind` not queued yet and waits until each is done or parked as failed; returns
+    /// the failed ones (each also remembered for [`failed`](Self::failed)).
+    async fn run(&self, kind: &str, jobs: Vec<JobSpec>) -> Result<Vec<FailedJob>>;
+
+    /// The vectors the workers stored for `model`, by digest (those found).
+    async fn embeddings(
+        &self,
+        model: &str,
+        digests: &[String],
+    ) -> Result<std::collections::HashMap<String, Vec<f32>>>;
+
+    /// The chat reply the workers stored under `digest`, if any.
+    async fn chat_reply(&self, digest: &str) -> Result<Option<kgrag_types::ChatResponse>>;
+
+    /// Jobs a coordinator keeps queued at once per stage (the stages' concurrency).
+    fn in_flight(&self) -> usize;
+
+    /// Texts per embedding job.
+    fn embed_batch(&self) -> usize;
+
+    /// Whether a build may commit with failed jobs (`--allow-failed`).
+    fn allow_failed(&self) -> bool;
+
+    /// Every job of this build found failed so far.
+    fn failed(&self) -> Vec<FailedJob>;
+
+    /// Adds what the workers' models did for this build (calls, tokens, replies they had cached) to
+    /// [`usage`](Self::usage).
+    fn account(&self, calls: u64, prompt_tokens: u64, completion_tokens: u64, cache_hits: u64);
+
+    /// What the workers' models did for this build, counted as the coordinator's own chat model would
+    /// count it (the build's usage per stage).
+    fn usage(&self) -> kgrag_llm::UsageReport;
+
+    /// The build committed: the finished jobs go (their results stay in the caches).
+    async fn committed(&self) -> Result<()> {
         Ok(())
     }
 }

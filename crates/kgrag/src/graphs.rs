@@ -13,6 +13,7 @@ use kgrag_types::{Chunk, ChunkId, Document, Entity, Extraction, Extractor, Relat
 
 use kgrag_openie::{run_extraction_kept, ExtractionStore, RunProgress, RunnerConfig};
 
+use crate::config::OpenIeMode;
 use crate::env::{Corpus, Env};
 use crate::progress::say;
 use crate::{KgragError, Result};
@@ -92,30 +93,84 @@ pub(crate) fn graphrag_config(hc: &kgrag_hirag::HiragConfig) -> kgrag_openie::Gr
     }
 }
 
-/// Extracts `chunks` in the entity–relation form: with the environment's extractor override if one is
+/// Which of the configured extractors a build extracts with: what a worker of a distributed build needs
+/// to make the same one from its own configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ExtractorRole {
+    /// The OpenIE extractor of the corpus's triples (`openie`).
+    Triples,
+    /// The entity–relation extractor (HiRAG's, LeanRAG's native G0), by LLM or by rules.
+    Entities {
+        /// `extraction = "llm"`.
+        llm: bool,
+    },
+}
+
+/// The extractor of `role` as `env` configures it: for entities, the environment's override if one is
 /// set (tests count its calls), else the LLM extractor (HiRAG's entity types and gleaning) with a chat
-/// model, else the rule extractor (with a note when the LLM was asked for).
+/// model, else the rule extractor (with a note naming `method` when the LLM was asked for); for triples,
+/// HippoRAG 2's OpenIE by `openie`.
+pub(crate) fn extractor_for(
+    env: &Env,
+    role: ExtractorRole,
+    method: &str,
+) -> Result<Arc<dyn Extractor>> {
+    Ok(match role {
+        ExtractorRole::Entities { llm } => match (&env.extractor, llm, &env.chat) {
+            (Some(e), _, _) => e.clone(),
+            (None, true, Some(chat)) => Arc::new(kgrag_openie::GraphRagExtractor::new(
+                chat.clone(),
+                graphrag_config(&env.config.hirag),
+            )),
+            (None, true, None) => {
+                env.note(format!(
+                    "{method}: no [chat] model configured, so extraction = \"rules\" (the offline kit)"
+                ));
+                Arc::new(kgrag_openie::RuleExtractor)
+            }
+            (None, false, _) => Arc::new(kgrag_openie::RuleExtractor),
+        },
+        ExtractorRole::Triples => match (env.config.openie, env.chat.clone()) {
+            (OpenIeMode::CacheOnly, _) => {
+                return Err(KgragError::Config(
+                    "openie = \"cache_only\": chunks without cached OpenIE triples cannot be extracted; set \
+                     openie = \"rules\" (offline), \"llm\" (with a [chat] model) or \"auto\""
+                        .into(),
+                ))
+            }
+            (OpenIeMode::Rules, _) => Arc::new(kgrag_openie::RuleExtractor),
+            (OpenIeMode::Llm, Some(chat)) | (OpenIeMode::Auto, Some(chat)) => {
+                Arc::new(kgrag_openie::HippoOpenIe::new(chat))
+            }
+            (OpenIeMode::Llm, None) => {
+                return Err(KgragError::Config(
+                    "openie = \"llm\" needs a [chat] model".to_owned(),
+                ))
+            }
+            (OpenIeMode::Auto, None) => {
+                env.note(
+                    "no [chat] model configured: running offline — triples and entities by the rule \
+                     extractor, summaries and answers extractive",
+                );
+                Arc::new(kgrag_openie::RuleExtractor)
+            }
+        },
+    })
+}
+
+/// Extracts `chunks` in the entity–relation form (see [`extractor_for`]).
 async fn extract(
     env: &Env,
     chunks: &[Chunk],
     mode: ExtractionMode,
     method: &str,
 ) -> Result<Vec<Extraction>> {
-    let extractor: Arc<dyn Extractor> = match (&env.extractor, mode, &env.chat) {
-        (Some(e), _, _) => e.clone(),
-        (None, ExtractionMode::Llm, Some(chat)) => Arc::new(kgrag_openie::GraphRagExtractor::new(
-            chat.clone(),
-            graphrag_config(&env.config.hirag),
-        )),
-        (None, ExtractionMode::Llm, None) => {
-            env.note(format!(
-                "{method}: no [chat] model configured, so extraction = \"rules\" (the offline kit)"
-            ));
-            Arc::new(kgrag_openie::RuleExtractor)
-        }
-        (None, ExtractionMode::Rules, _) => Arc::new(kgrag_openie::RuleExtractor),
+    let role = ExtractorRole::Entities {
+        llm: mode == ExtractionMode::Llm,
     };
-    extract_chunks(env, extractor.as_ref(), chunks, "entities", &|e| e).await
+    let extractor = extractor_for(env, role, method)?;
+    extract_chunks(env, extractor.as_ref(), role, chunks, "entities", &|e| e).await
 }
 
 /// G0 from HiRAG's base layer (spec leanrag §4.1): its nodes (`UNKNOWN` endpoints included) and the edges
@@ -223,6 +278,10 @@ fn scratch_dir(env: &Env) -> Option<std::path::PathBuf> {
 /// Requests the configured chat model keeps in flight (`[chat.limits] concurrency`; `None` without a
 /// configured one, e.g. models handed in).
 fn chat_concurrency(env: &Env) -> Option<usize> {
+    // A coordinator's calls wait in the queue for the workers: as many as it keeps queued.
+    if let (Some(q), Some(_)) = (&env.queue, &env.chat) {
+        return Some(q.in_flight());
+    }
     env.config.chat.as_ref().map(|c| c.concurrency())
 }
 
@@ -243,6 +302,12 @@ fn at_chat_concurrency<'a, C: Clone>(
         }
         _ => std::borrow::Cow::Borrowed(config),
     }
+}
+
+/// The stage concurrency a one-process build runs with and records (see [`at_chat_concurrency`]): a
+/// coordinator runs with more but records this.
+fn recorded_concurrency(env: &Env, stage: usize) -> usize {
+    stage.max(env.config.chat.as_ref().map_or(0, |c| c.concurrency()))
 }
 
 /// `[hirag]` as a build runs it (`concurrency` a floor; see [`at_chat_concurrency`]).
@@ -287,7 +352,10 @@ pub(crate) async fn build_hirag(
     if let Some(p) = previous {
         reuse.extend(p.reports_by_hash());
     }
-    let index = base.finish(&hirag_models(env), &reuse).await?;
+    let mut index = base.finish(&hirag_models(env), &reuse).await?;
+    if env.queue.is_some() {
+        index.set_recorded_concurrency(recorded_concurrency(env, env.config.hirag.concurrency));
+    }
     // Keep the earlier reports too: another corpus cut in the same cache folder reuses its own.
     let mut keep = reuse;
     keep.extend(index.reports_by_hash());
@@ -374,7 +442,10 @@ pub(crate) async fn build_leanrag(
         chat: env.chat.clone(),
         scratch_dir: scratch_dir(env),
     };
-    let index = LeanragIndex::build(g0, &models, lc).await?;
+    let mut index = LeanragIndex::build(g0, &models, lc).await?;
+    if env.queue.is_some() {
+        index.set_recorded_concurrency(recorded_concurrency(env, env.config.leanrag.concurrency));
+    }
     let s = index.stats();
     crate::progress::say(&format!(
         "leanrag tree: {} base entities, {} base relations, nodes per layer {:?}, relations by kind \
@@ -390,6 +461,7 @@ pub(crate) async fn build_leanrag(
 pub(crate) async fn extract_chunks(
     env: &Env,
     extractor: &dyn Extractor,
+    role: ExtractorRole,
     chunks: &[kgrag_types::Chunk],
     what: &str,
     keep: &(dyn Fn(Extraction) -> Extraction + Sync),
@@ -431,6 +503,69 @@ pub(crate) async fn extract_chunks(
             }
         }
     }
+    // A distributed build: the chunks nobody has extracted go to the workers; the coordinator takes their
+    // results as it takes another machine's, and extracts nothing itself.
+    let mut given_up: HashSet<ChunkId> = HashSet::new();
+    if let (Some(queue), Some(backend)) = (&env.queue, backend) {
+        let mut jobs = Vec::new();
+        let mut ids = Vec::new();
+        for c in chunks {
+            if !shared.contains(&c.id) && store.get(&fingerprint, &c.id)?.is_none() {
+                jobs.push(crate::env::JobSpec {
+                    key: format!("{fingerprint}|{}", c.id),
+                    label: what.to_owned(),
+                    payload: serde_json::json!({
+                        "role": role,
+                        "fingerprint": fingerprint,
+                        "chunk": c,
+                    }),
+                });
+                ids.push(c.id.clone());
+            }
+        }
+        if !jobs.is_empty() {
+            let failed = queue.run("extract", jobs).await?;
+            let found = backend.shared_extractions(&fingerprint, &ids)?;
+            if !found.is_empty() {
+                store.put_many(&fingerprint, &found)?;
+                env.count("by_workers", found.len() as u64);
+                // The workers' model calls are this build's, as if made here.
+                let d = |f: fn(&kgrag_types::Diagnostics) -> u64| -> u64 {
+                    found.iter().map(|x| f(&x.diagnostics)).sum()
+                };
+                queue.account(
+                    d(|d| d.llm_calls),
+                    d(|d| d.prompt_tokens),
+                    d(|d| d.completion_tokens),
+                    0,
+                );
+            }
+            shared.extend(found.into_iter().map(|x| x.chunk_id));
+            for f in &failed {
+                if let Some(id) = f
+                    .key
+                    .rsplit_once('|')
+                    .and_then(|(_, id)| ChunkId::parse(id).ok())
+                {
+                    given_up.insert(id);
+                }
+            }
+            if !failed.is_empty() && !queue.allow_failed() {
+                return Err(crate::distribute::failed_error(&failed));
+            }
+        }
+    }
+    let kept_chunks: Vec<kgrag_types::Chunk>;
+    let chunks = if given_up.is_empty() {
+        chunks
+    } else {
+        kept_chunks = chunks
+            .iter()
+            .filter(|c| !given_up.contains(&c.id))
+            .cloned()
+            .collect();
+        &kept_chunks[..]
+    };
     let mut counter: Option<Box<dyn crate::progress::Counter>> = None;
     let mut report = |p: RunProgress| match &counter {
         Some(c) => c.inc(1),
@@ -475,7 +610,7 @@ pub(crate) async fn extract_chunks(
     }
     env.count("reused", summary.reused as u64);
     env.count("extracted", summary.extracted as u64);
-    env.count("failed", summary.failed.len() as u64);
+    env.count("failed", (summary.failed.len() + given_up.len()) as u64);
     say(&format!(
         "extraction ({what}): {} chunks, {} from the store, {} extracted, {} failed",
         summary.chunks,

@@ -56,6 +56,7 @@
 pub mod answer;
 pub mod citations;
 pub mod config;
+pub mod distribute;
 pub mod documents;
 pub mod env;
 pub mod estimate;

@@ -2,6 +2,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod cli;
+#[cfg(feature = "postgres")]
+mod distributed;
 mod documents;
 mod faults;
 #[cfg(feature = "postgres")]

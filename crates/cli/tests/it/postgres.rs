@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use crate::cli::tmp;
 
 #[path = "../../../../xtask/src/pg.rs"]
-mod pg;
+pub(crate) mod pg;
 
 /// Whether the server binaries are there; without them the test is skipped, unless the run requires them.
 fn have_server(test: &str) -> bool {

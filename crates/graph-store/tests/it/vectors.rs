@@ -33,10 +33,10 @@ fn tmp(name: &str) -> PathBuf {
 }
 
 #[test]
-fn hnsw_recall_at_10_on_20k_random_unit_vectors() {
+fn hnsw_recall_at_10_on_10k_random_unit_vectors() {
     let dim = 384;
     let mut rng = StdRng::seed_from_u64(42);
-    let data = unit_vectors(&mut rng, 20_000, dim);
+    let data = unit_vectors(&mut rng, 10_000, dim);
     let queries = unit_vectors(&mut rng, 200, dim);
     let exact = ExactIndex::from_rows(dim, Metric::Cosine, &data).unwrap();
     let t = std::time::Instant::now();

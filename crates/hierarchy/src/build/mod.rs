@@ -183,7 +183,10 @@ impl Default for LeanragConfig {
 }
 
 /// Embeds `texts` (document kind) in batches of similar length (less padding for embedders that pad a
-/// batch to its longest text), returning the vectors in input order; checks counts.
+/// batch to its longest text), returning the vectors in input order; checks counts. Up to the embedder's
+/// [`calls_in_flight`](Embedder::calls_in_flight) batches are in flight at once (one for an in-process
+/// model; a provider over the network or a distributed build's queue takes more); the vectors never
+/// depend on it.
 pub async fn embed_texts(
     embedder: &dyn Embedder,
     texts: &[String],
@@ -193,7 +196,7 @@ pub async fn embed_texts(
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| (texts[i].len(), i));
     let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-    for part in order.chunks(batch.max(1)) {
+    let mut batches = stream::iter(order.chunks(batch.max(1)).map(|part| async move {
         let chunk: Vec<String> = part.iter().map(|&i| texts[i].clone()).collect();
         let rows = embedder
             .embed(&chunk, &EmbedKind::Document)
@@ -209,6 +212,11 @@ pub async fn embed_texts(
                 chunk.len()
             )));
         }
+        Ok((part, rows))
+    }))
+    .buffered(embedder.calls_in_flight().max(1));
+    while let Some(done) = batches.next().await {
+        let (part, rows) = done?;
         for (&i, row) in part.iter().zip(rows.rows()) {
             out[i] = row.to_vec();
         }

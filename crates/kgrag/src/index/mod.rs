@@ -103,9 +103,18 @@ pub struct IndexOptions {
     extractor: Option<Arc<dyn Extractor>>,
     cache_dir: Option<PathBuf>,
     progress: bool,
+    distribute: Option<crate::distribute::DistributeOptions>,
 }
 
 impl IndexOptions {
+    /// Builds as the coordinator of a build split across machines (`kgrag index --distribute`): what
+    /// the models do goes to `kgrag worker`s through the backend's queue (PostgreSQL only); see
+    /// [`crate::distribute`].
+    pub fn distribute(mut self, options: crate::distribute::DistributeOptions) -> Self {
+        self.distribute = Some(options);
+        self
+    }
+
     /// The configuration (default: for [`open`](Self::open) the one the index was built with, else
     /// [`Config::default`]). With an existing index, its settings must match the index's.
     pub fn config(mut self, config: Config) -> Self {
@@ -216,6 +225,28 @@ impl IndexOptions {
                 (cache_dir, embedder, chat_dyn, usage, cache)
             }
         };
+        // A coordinator hands what its models do to the workers.
+        let queue = match (&self.distribute, &store) {
+            (None, _) => None,
+            (Some(o), Some(store)) => Some(store.work_queue(o)?),
+            (Some(_), None) => {
+                return Err(KgragError::Config(
+                    "a distributed build needs an index in PostgreSQL ([storage] backend = \"postgres\")"
+                        .into(),
+                ))
+            }
+        };
+        let (embedder, chat, chat_usage) = match (&queue, &self.distribute) {
+            (Some(q), Some(o)) => {
+                let queued = chat.map(|c| crate::distribute::QueuedChat::wrap(&c, q.clone()));
+                (
+                    crate::distribute::QueuedEmbedder::wrap(embedder, q.clone(), o.local_below),
+                    queued.clone().map(|c| c as Arc<dyn ChatModel>),
+                    queued.map(|c| c as Arc<dyn ManagedChatModel>),
+                )
+            }
+            _ => (embedder, chat, chat_usage),
+        };
         // Every chat call is also counted for the request that made it (`crate::usage::counting`).
         let chat = chat.map(crate::usage::ScopedChat::wrap);
         let reader = resolve_reader(config.reader, chat.is_some())?;
@@ -237,6 +268,7 @@ impl IndexOptions {
             store: store
                 .clone()
                 .map(|s| s as Arc<dyn crate::env::SharedExtractions>),
+            queue,
         };
         Ok(Index {
             shared: Arc::new(Shared {

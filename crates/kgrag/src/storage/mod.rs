@@ -103,6 +103,18 @@ pub trait IndexStore: SharedExtractions {
     fn passage_search(&self, _manifest: &Manifest) -> Result<Option<Arc<dyn PassageSearch>>> {
         Ok(None)
     }
+
+    /// The queue of a build split across machines (only a database backend has one).
+    fn work_queue(
+        &self,
+        _options: &crate::distribute::DistributeOptions,
+    ) -> Result<Arc<dyn crate::env::WorkQueue>> {
+        Err(KgragError::Config(
+            "a distributed build (--distribute) needs an index in PostgreSQL: set [storage] backend = \
+             \"postgres\""
+                .into(),
+        ))
+    }
 }
 
 /// What `storage.json` records: the backend and where it is, never the URL itself.

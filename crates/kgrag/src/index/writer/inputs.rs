@@ -7,9 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use kgrag_graph_store::EmbeddingStore;
-use kgrag_openie::HippoOpenIe;
 use kgrag_text::{Chunker, ChunkerConfig};
-use kgrag_types::{ChunkId, Extraction, Extractor};
+use kgrag_types::{ChunkId, Extraction};
 
 use super::{IndexWriter, Passage};
 use crate::config::OpenIeMode;
@@ -40,33 +39,17 @@ impl IndexWriter {
             .filter(|(id, _)| !prefilled.contains_key(id))
             .collect();
         if !missing.is_empty() {
-            let extractor: Box<dyn Extractor> = match (env.config.openie, env.chat.clone()) {
-                (OpenIeMode::CacheOnly, _) => {
-                    return Err(KgragError::Config(format!(
-                        "{} of {} chunks have no cached OpenIE triples (first: {}); set openie = \"rules\" \
-                         (offline), \"llm\" (with a [chat] model) or \"auto\"",
-                        missing.len(),
-                        chunks.len(),
-                        missing[0].0
-                    )))
-                }
-                (OpenIeMode::Rules, _) => Box::new(kgrag_openie::RuleExtractor),
-                (OpenIeMode::Llm, Some(chat)) | (OpenIeMode::Auto, Some(chat)) => {
-                    Box::new(HippoOpenIe::new(chat))
-                }
-                (OpenIeMode::Llm, None) => {
-                    return Err(KgragError::Config(
-                        "openie = \"llm\" needs a [chat] model".to_owned(),
-                    ))
-                }
-                (OpenIeMode::Auto, None) => {
-                    env.note(
-                        "no [chat] model configured: running offline — triples and entities by the rule \
-                         extractor, summaries and answers extractive",
-                    );
-                    Box::new(kgrag_openie::RuleExtractor)
-                }
-            };
+            if env.config.openie == OpenIeMode::CacheOnly {
+                return Err(KgragError::Config(format!(
+                    "{} of {} chunks have no cached OpenIE triples (first: {}); set openie = \"rules\" \
+                     (offline), \"llm\" (with a [chat] model) or \"auto\"",
+                    missing.len(),
+                    chunks.len(),
+                    missing[0].0
+                )));
+            }
+            let role = crate::graphs::ExtractorRole::Triples;
+            let extractor = crate::graphs::extractor_for(env, role, "hipporag2")?;
             let docs =
                 crate::graphs::chunk_passages(missing.iter().copied(), ChunkerConfig::hipporag())?;
             // Each record is cut to what the corpus keeps as its chunk finishes, so the extractor's whole
@@ -74,6 +57,7 @@ impl IndexWriter {
             let found = crate::graphs::extract_chunks(
                 env,
                 extractor.as_ref(),
+                role,
                 &docs,
                 "triples",
                 &corpus_triples,

@@ -314,10 +314,31 @@ impl IndexWriter {
         if !self.dirty {
             return Ok(self.work.opened);
         }
+        // A distributed build commits only whole, unless told otherwise (then it names what is missing).
+        if let Some(queue) = &self.shared.env.queue {
+            let failed = queue.failed();
+            if !failed.is_empty() {
+                if !queue.allow_failed() {
+                    return Err(crate::distribute::failed_error(&failed));
+                }
+                crate::progress::say(&format!(
+                    "note: committing without {} failed jobs (--allow-failed): {}",
+                    failed.len(),
+                    crate::distribute::describe(&failed, 20)
+                ));
+            }
+        }
         let generation = match self.shared.store.clone() {
             Some(store) => self.commit_to(store.as_ref())?,
             None => self.work.opened + 1,
         };
+        if let Some(queue) = &self.shared.env.queue {
+            if let Err(e) = queue.committed().await {
+                self.shared
+                    .env
+                    .note(format!("the finished jobs could not be cleared ({e})"));
+            }
+        }
         self.dirty = false;
         self.work.opened = generation;
         // The readers' copy: the writer keeps its own for further changes.

@@ -13,6 +13,8 @@
 //! | `method_files` | other part of a method's index | HiRAG's and LeanRAG's indexes, HippoRAG 2's stores (checksummed `bytea`) |
 //! | `extraction_cache` | finished extraction (any generation) | shared by the machines that build the index |
 //! | `hierarchy_nodes`, `hierarchy_relations`, `communities` | layer node, relation, community | HiRAG's and LeanRAG's layers, HiRAG's communities and reports, for SQL (the methods load `method_files`) |
+//! | `jobs`, `workers` | job, worker of a distributed build | the queue of `kgrag index --distribute` and `kgrag worker` (see [`queue`]) |
+//! | `embedding_cache`, `llm_cache` | vector by model and text digest, reply by request digest | what the workers' jobs leave for every later build |
 //!
 //! A generation is written in one transaction, its `generations` row last: a reader sees the previous
 //! generation or the new one, never a mix, and a writer killed at any point leaves the previous generation
@@ -60,12 +62,14 @@ use crate::{KgragError, Result};
 /// not share one).
 static FOLDERS: AtomicU64 = AtomicU64::new(0);
 
+pub mod queue;
 mod read;
 mod schema;
 mod search;
 mod shared;
 mod write;
 
+pub use queue::{Claimed, JobResult, PgQueue, QueueStatus, PATIENCE};
 use schema::migrate;
 pub use schema::SCHEMA_VERSION;
 use write::hnsw_name;
@@ -220,34 +224,40 @@ impl Drop for Runtime {
     }
 }
 
+/// The database `config` names (its URL read from `config.url_env`) and the strings never to show.
+fn database(config: &StorageConfig) -> Result<(tokio_postgres::Config, Secrets)> {
+    config.validate()?;
+    let variable = config.url_env.clone();
+    let url = std::env::var(&variable).map_err(|_| {
+        KgragError::Config(format!(
+            "storage.backend = \"postgres\": the environment variable {variable} is not set (it holds \
+             the database URL, postgres://user:password@host:port/database)"
+        ))
+    })?;
+    let mut secrets = Secrets {
+        variable: variable.clone(),
+        hide: vec![url.clone()],
+    };
+    let db: tokio_postgres::Config = url.parse().map_err(|_| {
+        KgragError::Config(format!(
+            "the value of {variable} is not a PostgreSQL URL or connection string"
+        ))
+    })?;
+    if let Some(p) = db.get_password() {
+        if let Ok(p) = std::str::from_utf8(p) {
+            if p.len() >= 4 {
+                secrets.hide.push(p.to_owned());
+            }
+        }
+    }
+    Ok((db, secrets))
+}
+
 impl PgStore {
     /// Connects to the database named by `config.url_env` and brings the schema up to date. `root` is
     /// the index directory (caches, `storage.json`).
     pub fn connect(root: &Path, config: &StorageConfig) -> Result<Self> {
-        config.validate()?;
-        let variable = config.url_env.clone();
-        let url = std::env::var(&variable).map_err(|_| {
-            KgragError::Config(format!(
-                "storage.backend = \"postgres\": the environment variable {variable} is not set (it holds \
-                 the database URL, postgres://user:password@host:port/database)"
-            ))
-        })?;
-        let mut secrets = Secrets {
-            variable: variable.clone(),
-            hide: vec![url.clone()],
-        };
-        let db: tokio_postgres::Config = url.parse().map_err(|_| {
-            KgragError::Config(format!(
-                "the value of {variable} is not a PostgreSQL URL or connection string"
-            ))
-        })?;
-        if let Some(p) = db.get_password() {
-            if let Ok(p) = std::str::from_utf8(p) {
-                if p.len() >= 4 {
-                    secrets.hide.push(p.to_owned());
-                }
-            }
-        }
+        let (db, secrets) = database(config)?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("kgrag-postgres")
@@ -541,5 +551,12 @@ impl IndexStore for PgStore {
 
     fn passage_search(&self, manifest: &Manifest) -> Result<Option<Arc<dyn PassageSearch>>> {
         self.search_of(manifest)
+    }
+
+    fn work_queue(
+        &self,
+        options: &crate::distribute::DistributeOptions,
+    ) -> Result<Arc<dyn crate::env::WorkQueue>> {
+        Ok(Arc::new(PgQueue::open(&self.config, options.clone())?))
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 
 /// The schema version this kgrag writes; [`MIGRATIONS`] brings any older schema to it.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// `(version, SQL)`: each migration, applied in order in one transaction. `{s}` is the quoted schema.
 pub(super) const MIGRATIONS: &[(i32, &str)] = &[
@@ -71,6 +71,32 @@ pub(super) const MIGRATIONS: &[(i32, &str)] = &[
         generation bigint not null, method text not null, id integer not null, level integer not null,
         title text not null, parent integer, report text not null, community jsonb not null,
         primary key (generation, method, id));",
+    ),
+    (
+        4,
+        // The work queue of a build split across machines (`kgrag index --distribute`, `kgrag worker`),
+        // the workers it has seen, and what jobs leave behind for every build after: vectors by model and
+        // text digest, chat replies by request digest.
+        "create table {s}.jobs (
+        id bigserial primary key, kind text not null, label text not null, key text not null,
+        payload jsonb not null, state text not null default 'queued',
+        attempts integer not null default 0, max_attempts integer not null,
+        not_before timestamptz not null default now(), lease_until timestamptz, worker text,
+        error text, queued_at timestamptz not null default now(), finished_at timestamptz,
+        unique (kind, key));
+     create index jobs_open on {s}.jobs (id) where state in ('queued', 'running');
+     create index jobs_finished on {s}.jobs (finished_at) where state = 'done';
+     create table {s}.workers (
+        id text primary key, host text not null, pid integer not null, concurrency integer not null,
+        started_at timestamptz not null default now(), seen_at timestamptz not null default now(),
+        jobs_done bigint not null default 0, jobs_failed bigint not null default 0, stopped boolean not null default false);
+     create table {s}.embedding_cache (
+        model text not null, digest text not null, vector bytea not null,
+        stored_at timestamptz not null default now(),
+        primary key (model, digest));
+     create table {s}.llm_cache (
+        digest text primary key, model text not null, reply jsonb not null,
+        stored_at timestamptz not null default now());",
     ),
 ];
 

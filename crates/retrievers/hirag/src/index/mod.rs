@@ -868,6 +868,13 @@ impl HiragIndex {
         &self.config
     }
 
+    /// Sets the `concurrency` the index records: a build that ran with more requests in flight than its
+    /// configuration says (a distributed build's coordinator) records the configured one, as concurrency
+    /// never changes what is built.
+    pub fn set_recorded_concurrency(&mut self, n: usize) {
+        self.config.concurrency = n;
+    }
+
     /// The chunks, sorted by id.
     pub fn chunks(&self) -> &[ChunkRecord] {
         &self.chunks
