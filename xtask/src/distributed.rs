@@ -266,7 +266,7 @@ pub fn run(o: &Options, assets: &Path, data: &Path) -> TaskResult {
             &musique,
             &config("mus_two")?,
             "mus_two",
-            Some((2, 2)),
+            Some((2, 1)),
         )?;
         println!(
             "  a coordinator and 2 workers: {two:.1} s ({:+.1} %)",

@@ -276,10 +276,11 @@ fn scratch_dir(env: &Env) -> Option<std::path::PathBuf> {
 }
 
 /// Requests the configured chat model keeps in flight (`[chat.limits] concurrency`; `None` without a
-/// configured one, e.g. models handed in).
+/// configured one, e.g. models handed in); a distributed build's coordinator: the jobs it keeps queued.
 fn chat_concurrency(env: &Env) -> Option<usize> {
-    // A coordinator's calls wait in the queue for the workers: as many as it keeps queued.
-    if let (Some(q), Some(_)) = (&env.queue, &env.chat) {
+    // A coordinator's calls (chat, and the embeddings of extractive summaries offline) wait in the queue
+    // for the workers: as many stages' calls in flight as it keeps queued.
+    if let Some(q) = &env.queue {
         return Some(q.in_flight());
     }
     env.config.chat.as_ref().map(|c| c.concurrency())
