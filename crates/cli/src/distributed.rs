@@ -101,19 +101,20 @@ pub(crate) async fn run_worker(args: WorkerArgs, quiet: bool) -> Result<(), CliE
             true,
         ),
     };
-    let seconds = |s: f64, what: &str| {
-        if s.is_finite() && s > 0.0 {
-            Ok(std::time::Duration::from_secs_f64(s))
-        } else {
-            Err(kgrag::KgragError::Config(format!(
-                "--{what} must be a positive number of seconds"
-            )))
-        }
+    let seconds = |s: f64, least: f64, what: &str| {
+        std::time::Duration::try_from_secs_f64(s)
+            .ok()
+            .filter(|d| d.as_secs_f64() >= least && d.as_secs() <= 86_400 * 7)
+            .ok_or_else(|| {
+                kgrag::KgragError::Config(format!(
+                    "--{what} must be between {least} seconds and a week, not {s}"
+                ))
+            })
     };
     let options = WorkerOptions {
         concurrency: args.concurrency as usize,
-        lease: seconds(args.lease_secs, "lease-secs")?,
-        linger: seconds(args.linger_secs, "linger-secs")?,
+        lease: seconds(args.lease_secs, 1.0, "lease-secs")?,
+        linger: seconds(args.linger_secs, 0.0, "linger-secs")?,
         ..WorkerOptions::default()
     };
     let index = kgrag::Index::options()

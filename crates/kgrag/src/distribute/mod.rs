@@ -52,7 +52,8 @@ impl Default for DistributeOptions {
     }
 }
 
-/// The error of a build that stops because jobs failed: each named with its error.
+/// The error of a build that stops because jobs failed: each named with its error. (`--allow-failed`
+/// lets a build commit without failed extractions and chat calls; a failed embedding stops its stage.)
 pub fn failed_error(failed: &[FailedJob]) -> KgragError {
     KgragError::Index(format!(
         "{} jobs failed on every attempt and are parked: {}; fix the cause, then run `kgrag queue \
@@ -169,11 +170,15 @@ impl Embedder for QueuedEmbedder {
             }
         }
         let wanted: Vec<String> = unique.iter().map(|(d, _)| d.clone()).collect();
+        let dim = self.inner.dimension();
+        // A vector of another length is another model's under the same name: not this one's.
+        let fits = |v: &Vec<f32>| dim == 0 || v.len() == dim;
         let mut have: HashMap<String, Vec<f32>> = self
             .queue
             .embeddings(&model, &wanted)
             .await
             .map_err(|e| backend(what, e.to_string()))?;
+        have.retain(|_, v| fits(v));
         let missing: Vec<&(String, &String)> = unique
             .iter()
             .filter(|(d, _)| !have.contains_key(d))
@@ -211,7 +216,9 @@ impl Embedder for QueuedEmbedder {
                 self.queue
                     .embeddings(&model, &wanted)
                     .await
-                    .map_err(|e| backend(what, e.to_string()))?,
+                    .map_err(|e| backend(what, e.to_string()))?
+                    .into_iter()
+                    .filter(|(_, v)| fits(v)),
             );
         }
         let mut rows = Vec::with_capacity(texts.len());
@@ -221,7 +228,10 @@ impl Embedder for QueuedEmbedder {
                 None => {
                     return Err(backend(
                         what,
-                        format!("a job finished but its vector {d} is not in the embedding cache"),
+                        format!(
+                            "a job finished but its vector {d} is not in the embedding cache with \
+                             dimension {dim} (is another model stored under the name {model:?}?)"
+                        ),
                     ))
                 }
             }

@@ -181,7 +181,16 @@ impl Worker {
                                 Outcome::Done(result) => {
                                     match queue.complete(&id, job.id, result).await {
                                         Ok(()) => (true, None),
-                                        Err(e) => (false, Some(e.to_string())),
+                                        // A result the database refuses is the job's failure; only a
+                                        // database that cannot be reached at all stops the worker.
+                                        Err(e) => {
+                                            let why =
+                                                format!("its result could not be stored: {e}");
+                                            match queue.fail(&id, &job, &why).await {
+                                                Ok(()) => (false, None),
+                                                Err(e) => (false, Some(e.to_string())),
+                                            }
+                                        }
                                     }
                                 }
                                 Outcome::Failed(error) => {

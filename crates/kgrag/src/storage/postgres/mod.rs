@@ -557,6 +557,9 @@ impl IndexStore for PgStore {
         &self,
         options: &crate::distribute::DistributeOptions,
     ) -> Result<Arc<dyn crate::env::WorkQueue>> {
-        Ok(Arc::new(PgQueue::open(&self.config, options.clone())?))
+        Ok(Arc::new(PgQueue::open_coordinator(
+            &self.config,
+            options.clone(),
+        )?))
     }
 }

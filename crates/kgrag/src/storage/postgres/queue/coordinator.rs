@@ -36,7 +36,7 @@ impl Inner {
     async fn poll(&self) -> Result<()> {
         let mut by_kind: BTreeMap<String, Vec<String>> = BTreeMap::new();
         if let Ok(w) = self.waiting.lock() {
-            for ((kind, key), outcome) in w.iter() {
+            for ((kind, key), (_, outcome)) in w.iter() {
                 if outcome.is_none() {
                     by_kind.entry(kind.clone()).or_default().push(key.clone());
                 }
@@ -70,7 +70,7 @@ impl Inner {
                 if let Ok(mut w) = self.waiting.lock() {
                     for (key, failed) in found {
                         if let Some(slot) = w.get_mut(&(kind.clone(), key)) {
-                            *slot = Some(failed);
+                            slot.1 = Some(failed);
                         }
                     }
                 }
@@ -86,7 +86,9 @@ impl Inner {
         }
         if let Ok(mut w) = self.waiting.lock() {
             for j in &jobs {
-                w.insert((kind.to_owned(), j.key.clone()), None);
+                w.entry((kind.to_owned(), j.key.clone()))
+                    .or_insert((0, None))
+                    .0 += 1;
             }
         }
         let keys: Vec<(String, String)> = jobs
@@ -96,7 +98,12 @@ impl Inner {
         let forget = |w: &Waiting| {
             if let Ok(mut w) = w.lock() {
                 for k in &keys {
-                    w.remove(k);
+                    if let Some(slot) = w.get_mut(k) {
+                        slot.0 = slot.0.saturating_sub(1);
+                        if slot.0 == 0 {
+                            w.remove(k);
+                        }
+                    }
                 }
             }
         };
@@ -122,7 +129,7 @@ impl Inner {
                 let mut failed = Vec::new();
                 for k in &keys {
                     match w.get(k) {
-                        Some(Some(f)) => failed.extend(f.clone()),
+                        Some((_, Some(f))) => failed.extend(f.clone()),
                         _ => return None,
                     }
                 }

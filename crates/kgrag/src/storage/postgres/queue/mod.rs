@@ -25,6 +25,11 @@ mod worker;
 pub use status::QueueStatus;
 pub use worker::{Claimed, JobResult};
 
+/// The advisory lock a coordinator's queue connection holds while a build of `schema` runs.
+fn coordinator_key(schema: &str) -> i64 {
+    lock_key(&format!("kgrag coordinator {schema}"))
+}
+
 /// How long a statement is retried while the server cannot be reached.
 pub const PATIENCE: Duration = Duration::from_secs(600);
 
@@ -49,9 +54,10 @@ pub struct PgQueue {
     _runtime: Arc<Runtime>,
 }
 
-/// A coordinator's waiting jobs: `(kind, key)` → their outcome once known (`None`: waiting; then the
-/// failure, if it failed).
-type Waiting = std::sync::Mutex<HashMap<(String, String), Option<Option<FailedJob>>>>;
+/// A coordinator's waiting jobs: `(kind, key)` → how many calls wait for it, and its outcome once known
+/// (`None`: waiting; then the failure, if it failed). Two calls may wait for one job (the same prompt, the
+/// same batch): the slot goes when the last of them has its outcome.
+type Waiting = std::sync::Mutex<HashMap<(String, String), (usize, Option<Option<FailedJob>>)>>;
 
 struct Inner {
     db: tokio_postgres::Config,
@@ -67,6 +73,9 @@ struct Inner {
     failed: std::sync::Mutex<Vec<FailedJob>>,
     /// What the workers' models did for this coordinator.
     usage: std::sync::Mutex<kgrag_llm::UsageReport>,
+    /// This queue is a coordinator's: its connection holds the schema's coordinator lock (taken again
+    /// whenever it connects again, after a restart of the server), which tells the workers a build runs.
+    coordinator: bool,
 }
 
 /// Whether a statement's error means the server went away (try again) rather than a refusal.
@@ -106,10 +115,32 @@ impl PgQueue {
                 polling: tokio::sync::Mutex::new(Instant::now()),
                 failed: std::sync::Mutex::new(Vec::new()),
                 usage: std::sync::Mutex::new(kgrag_llm::UsageReport::default()),
+                coordinator: false,
             }),
             handle,
             _runtime: Arc::new(Runtime(Some(runtime))),
         })
+    }
+
+    /// The queue of a coordinator: its connection, made now, holds the schema's coordinator lock (see
+    /// [`coordinator_alive`](Self::coordinator_alive)), taken again whenever the connection is made again.
+    pub fn open_coordinator(config: &StorageConfig, options: DistributeOptions) -> Result<Self> {
+        let mut q = Self::open(config, options)?;
+        if let Some(inner) = Arc::get_mut(&mut q.inner) {
+            inner.coordinator = true;
+        }
+        // Connected now and kept connected (every 5 s, while the queue lives): after a restart of the
+        // server the lock is taken again even in a stage that queues nothing for minutes. Failures here
+        // are met again, and reported, by the next statement.
+        let announce = Arc::downgrade(&q.inner);
+        q.handle.spawn(async move {
+            while let Some(inner) = announce.upgrade() {
+                let _ = inner.client().await;
+                drop(inner);
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+        });
+        Ok(q)
     }
 
     /// The options it runs with.
@@ -133,7 +164,7 @@ impl PgQueue {
             .map_err(|_| KgragError::Database("the queue's task stopped".into()))?
     }
 
-    /// Whether the schema's writer (a coordinator, or a one-process build) holds its lock.
+    /// Whether a coordinator of the schema runs (its queue connection holds the coordinator lock).
     pub async fn coordinator_alive(&self) -> Result<bool> {
         self.on(|q| async move { q.coordinator_alive().await })
             .await
@@ -191,6 +222,16 @@ impl Inner {
         }
         let mut c = connect(&self.db, "kgrag queue", &self.secrets).await?;
         migrate(&mut c, &self.schema, &self.secrets).await?;
+        if self.coordinator {
+            // Held by this connection for its life; a second coordinator cannot get this far (it holds
+            // no writer lock), so the answer is not needed.
+            c.query_one(
+                "select pg_try_advisory_lock($1)",
+                &[&coordinator_key(&self.schema)],
+            )
+            .await
+            .map_err(self.secrets.on("announcing the coordinator"))?;
+        }
         let c = Arc::new(c);
         *guard = Some(c.clone());
         Ok(c)
@@ -244,11 +285,12 @@ impl Inner {
     }
 
     async fn coordinator_alive(&self) -> Result<bool> {
-        let key = lock_key(&format!("kgrag writer {}", self.schema));
+        let key = coordinator_key(&self.schema);
         let row = self
             .retrying("looking for the coordinator", move |c| async move {
                 c.query_one(
                     "select exists (select 1 from pg_locks where locktype = 'advisory' and granted \
+                     and database = (select oid from pg_database where datname = current_database()) \
                      and classid::bigint = ($1::bigint >> 32) & 4294967295 \
                      and objid::bigint = $1::bigint & 4294967295 and objsubid = 1)",
                     &[&key],
