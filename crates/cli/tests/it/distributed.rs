@@ -9,39 +9,19 @@
 //!   names it, `retry-failed` queues it again, and `--allow-failed` commits without it; PostgreSQL
 //!   restarted while the workers work is survived by every process.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::cli::tmp;
 
-use crate::postgres::pg;
+use crate::postgres::{have_server, server};
 
 #[path = "../../../../xtask/src/fake_llm.rs"]
 mod fake_llm;
 
 /// The variable naming the database in these tests' configurations (only they set it).
 const URL_ENV: &str = "KGRAG_DIST_TEST_URL";
-
-fn have_server(test: &str) -> bool {
-    if std::env::var_os("KGRAG_TEST_PG_BIN").is_some() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("KGRAG_REQUIRE_PG_SERVER").is_none(),
-        "KGRAG_TEST_PG_BIN is not set but KGRAG_REQUIRE_PG_SERVER is: `cargo xtask test` names them"
-    );
-    eprintln!("{test}: skipped (no PostgreSQL: run it through `cargo xtask test`)");
-    false
-}
-
-fn server(work: &Path) -> pg::Server {
-    let launcher = pg::Launcher {
-        bin: PathBuf::from(std::env::var_os("KGRAG_TEST_PG_BIN").unwrap()),
-        runner: pg::Runner::from_name(&std::env::var("KGRAG_TEST_PG_RUNNER").unwrap()).unwrap(),
-    };
-    pg::Server::start(launcher, &work.join("data")).unwrap()
-}
 
 fn config(llm: &str, schema: &str, methods: &[&str]) -> String {
     format!(

@@ -13,7 +13,7 @@ use crate::cli::tmp;
 pub(crate) mod pg;
 
 /// Whether the server binaries are there; without them the test is skipped, unless the run requires them.
-fn have_server(test: &str) -> bool {
+pub(crate) fn have_server(test: &str) -> bool {
     if std::env::var_os("KGRAG_TEST_PG_BIN").is_some() {
         return true;
     }
@@ -23,6 +23,15 @@ fn have_server(test: &str) -> bool {
     );
     eprintln!("{test}: skipped (no PostgreSQL: run it through `cargo xtask test`)");
     false
+}
+
+/// A server of the test's own, its data in `work/data`, from the binaries `cargo xtask test` names.
+pub(crate) fn server(work: &Path) -> pg::Server {
+    let launcher = pg::Launcher {
+        bin: PathBuf::from(std::env::var_os("KGRAG_TEST_PG_BIN").unwrap()),
+        runner: pg::Runner::from_name(&std::env::var("KGRAG_TEST_PG_RUNNER").unwrap()).unwrap(),
+    };
+    pg::Server::start(launcher, &work.join("data")).unwrap()
 }
 
 fn kgrag(cwd: &Path, url: &str) -> Command {
@@ -52,13 +61,9 @@ fn a_server_killed_inside_a_commit_leaves_the_previous_generation_and_no_url_is_
     if !have_server("a_server_killed") {
         return;
     }
-    let launcher = pg::Launcher {
-        bin: PathBuf::from(std::env::var_os("KGRAG_TEST_PG_BIN").unwrap()),
-        runner: pg::Runner::from_name(&std::env::var("KGRAG_TEST_PG_RUNNER").unwrap()).unwrap(),
-    };
     // Not "kill": the CLI's kill test of this binary works in that folder.
     let work = tmp("pg-kill");
-    let mut server = pg::Server::start(launcher, &work.join("data")).unwrap();
+    let mut server = server(&work);
     let secret = "kill-secret-8c1f";
     let url = server.url(secret);
     let mut seen = String::new();
