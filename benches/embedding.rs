@@ -1,6 +1,8 @@
 //! Local embedder throughput: all-MiniLM-L6-v2 on candle, batches of 32 passages of ~100 words.
 //! Needs the model assets (`cargo xtask fetch-assets`; `KGRAG_ASSETS` if they live elsewhere).
-//! Report: sentences per second = 32 / time per iteration.
+//! Report: sentences per second = 32 / time per iteration. Then 16 questions of about 25 word pieces,
+//! embedded one call after another and as 16 concurrent calls (which the encoder's batcher merges into
+//! one forward pass): questions per second = 16 / time per iteration.
 #![allow(missing_docs)]
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -22,7 +24,8 @@ fn embedding(c: &mut Criterion) {
             return;
         }
     };
-    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+    let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
     else {
@@ -37,6 +40,40 @@ fn embedding(c: &mut Criterion) {
             runtime
                 .block_on(embedder.embed(&passages, &EmbedKind::Document))
                 .map(std::hint::black_box)
+        })
+    });
+    let questions: Vec<String> = (0..16)
+        .map(|i| format!("Which river flows through the capital of the region where item {i} was made?"))
+        .collect();
+    group.throughput(Throughput::Elements(questions.len() as u64));
+    group.bench_function("minilm_16_questions_one_by_one", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                for q in &questions {
+                    let v = embedder
+                        .embed(std::slice::from_ref(q), &EmbedKind::Document)
+                        .await;
+                    std::hint::black_box(v.ok());
+                }
+            })
+        })
+    });
+    group.bench_function("minilm_16_questions_concurrent", |b| {
+        b.iter(|| {
+            runtime.block_on(async {
+                let calls = questions.iter().map(|q| {
+                    let e = std::sync::Arc::clone(&embedder);
+                    let q = q.clone();
+                    tokio::spawn(async move {
+                        e.embed(std::slice::from_ref(&q), &EmbedKind::Document)
+                            .await
+                            .is_ok()
+                    })
+                });
+                for call in calls.collect::<Vec<_>>() {
+                    std::hint::black_box(call.await.ok());
+                }
+            })
         })
     });
     group.finish();

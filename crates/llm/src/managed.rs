@@ -56,6 +56,12 @@ pub trait EmbedBackend: Send + Sync {
     fn batches_in_flight(&self) -> usize {
         usize::MAX
     }
+    /// Whether the backend queues concurrent calls itself and merges them (the in-process encoder's
+    /// batcher): then the concurrency limit does not hold calls back — it would keep the next batch from
+    /// forming while one runs. `false` by default.
+    fn queues_calls(&self) -> bool {
+        false
+    }
     /// Whether a query instruction changes the vector (see `Embedder::reads_instructions`); `true` unless
     /// the backend ignores it.
     fn reads_instructions(&self) -> bool {
@@ -69,7 +75,8 @@ pub trait EmbedBackend: Send + Sync {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
-    /// Requests in flight at once.
+    /// Requests in flight at once. The in-process encoder takes every call and merges concurrent ones
+    /// into one forward pass, so for `[embedder] provider = "local"` this does not limit calls.
     pub concurrency: usize,
     /// Attempts per request, the first included.
     pub max_attempts: u32,
@@ -236,10 +243,35 @@ impl<B> Managed<B> {
         self.with_retries_while(provider, || true, attempt).await
     }
 
+    /// [`with_retries`](Self::with_retries) without the concurrency limit, for a backend that queues
+    /// concurrent calls itself ([`EmbedBackend::queues_calls`]).
+    async fn with_retries_unlimited<T, F, Fut>(&self, provider: &str, attempt: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.retry_loop(provider, false, || true, attempt).await
+    }
+
     /// [`with_retries`](Self::with_retries), retrying a failure only while `may_retry()` says so.
     async fn with_retries_while<T, F, Fut>(
         &self,
         provider: &str,
+        may_retry: impl Fn() -> bool,
+        attempt: F,
+    ) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        self.retry_loop(provider, true, may_retry, attempt).await
+    }
+
+    /// The retry loop; each attempt under the concurrency limit when `limited`.
+    async fn retry_loop<T, F, Fut>(
+        &self,
+        provider: &str,
+        limited: bool,
         may_retry: impl Fn() -> bool,
         mut attempt: F,
     ) -> Result<T>
@@ -253,9 +285,13 @@ impl<B> Managed<B> {
             attempts += 1;
             Counters::add(&self.counters.attempts, 1);
             let outcome = {
-                let _permit = self.semaphore.acquire().await.map_err(|_| {
-                    LlmError::Config("the concurrency limiter was closed".to_owned())
-                })?;
+                let _permit = if limited {
+                    Some(self.semaphore.acquire().await.map_err(|_| {
+                        LlmError::Config("the concurrency limiter was closed".to_owned())
+                    })?)
+                } else {
+                    None
+                };
                 let timeout = self.limits.request_timeout();
                 match tokio::time::timeout(timeout, attempt()).await {
                     Ok(result) => result,
@@ -458,9 +494,12 @@ impl<B: EmbedBackend> Managed<B> {
             .chunks(self.backend.max_batch().max(1))
             .map(|batch| async move {
                 let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
-                let vectors = self
-                    .with_retries(provider, || self.backend.embed_batch(&batch_texts, kind))
-                    .await?;
+                let attempt = || self.backend.embed_batch(&batch_texts, kind);
+                let vectors = if self.backend.queues_calls() {
+                    self.with_retries_unlimited(provider, attempt).await?
+                } else {
+                    self.with_retries(provider, attempt).await?
+                };
                 Ok::<_, LlmError>((batch, batch_texts, vectors))
             })
             .collect();

@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use kgrag_types::EmbedKind;
 use tokenizers::{Tokenizer, TruncationParams};
 
+use super::batcher::{Batcher, Bounds};
 use super::bert::{Bert, BertShape, BertSizes, Weights};
 use super::gemm::Kernel;
 
@@ -22,9 +23,8 @@ use crate::error::{LlmError, Result};
 use crate::managed::EmbedBackend;
 
 struct Inner {
-    model: Bert,
     tokenizer: Tokenizer,
-    threads: usize,
+    batcher: Batcher,
     name: String,
 }
 
@@ -143,29 +143,34 @@ impl LocalEmbedder {
         )
         .map_err(|e| local_err(&name, format!("model.safetensors: {e}")))?;
         let threads = std::thread::available_parallelism().map_or(1, usize::from);
+        // A truncation length other than the model's default changes the vectors, so it becomes part
+        // of the name (and so of the response-cache key). So does bfloat16 arithmetic (where it ran);
+        // bf16x3's vectors are f32's to about 1e-5 (closer than two f32 machines' recall can tell
+        // apart): the same name, so indexes and caches stay portable.
+        let mut name = name;
+        if max_tokens != crate::config::default_max_len() {
+            name = format!("{name}@{max_tokens}");
+        }
+        if kernel == Kernel::Bf16 {
+            name.push_str("@bf16");
+        }
+        let batch_size = config.batch_size.max(1);
+        // Merged calls fill a forward pass up to what one configured batch of the longest texts may
+        // hold; queries are short, so that is hundreds of them.
+        let bounds = Bounds {
+            max_tokens: batch_size.saturating_mul(max_tokens),
+            max_texts: batch_size.saturating_mul(8),
+        };
+        let batcher = Batcher::start(model, threads, bounds, &name)
+            .map_err(|e| local_err(&name, format!("cannot start the encoder thread: {e}")))?;
         Ok(Self {
             dim: cfg.hidden_size,
             inner: Arc::new(Inner {
-                model,
                 tokenizer,
-                threads,
-                // A truncation length other than the model's default changes the vectors, so it becomes
-                // part of the name (and so of the response-cache key).
-                // So does bfloat16 arithmetic (where it ran).
-                name: {
-                    let mut name = name;
-                    if max_tokens != crate::config::default_max_len() {
-                        name = format!("{name}@{max_tokens}");
-                    }
-                    // bf16x3's vectors are f32's to about 1e-5 (closer than two f32 machines'
-                    // recall can tell apart): the same name, so indexes and caches stay portable.
-                    if kernel == Kernel::Bf16 {
-                        name.push_str("@bf16");
-                    }
-                    name
-                },
+                batcher,
+                name,
             }),
-            batch_size: config.batch_size.max(1),
+            batch_size,
             truncated: Arc::new(AtomicU64::new(0)),
             dir,
         })
@@ -178,19 +183,18 @@ impl LocalEmbedder {
 }
 
 impl Inner {
-    fn embed(&self, texts: &[String], truncated: &AtomicU64) -> Result<Vec<Vec<f32>>> {
-        let err = |e: &dyn std::fmt::Display| local_err(&self.name, e);
+    /// Word pieces of `texts`, truncated at the model's limit (and counted when they were).
+    fn tokenize(&self, texts: Vec<String>, truncated: &AtomicU64) -> Result<Vec<Vec<u32>>> {
         let encodings = self
             .tokenizer
-            .encode_batch(texts.to_vec(), true)
-            .map_err(|e| err(&e))?;
+            .encode_batch(texts, true)
+            .map_err(|e| local_err(&self.name, e))?;
         let over = encodings
             .iter()
             .filter(|e| !e.get_overflowing().is_empty())
             .count();
         truncated.fetch_add(over as u64, Ordering::Relaxed);
-        let seqs: Vec<Vec<u32>> = encodings.iter().map(|e| e.get_ids().to_vec()).collect();
-        self.model.embed(&seqs, self.threads).map_err(|e| err(&e))
+        Ok(encodings.iter().map(|e| e.get_ids().to_vec()).collect())
     }
 }
 
@@ -220,15 +224,26 @@ impl EmbedBackend for LocalEmbedder {
         1
     }
 
+    fn queues_calls(&self) -> bool {
+        true
+    }
+
     async fn embed_batch(&self, texts: &[String], _kind: &EmbedKind) -> Result<Vec<Vec<f32>>> {
         if texts.is_empty() {
             return Ok(Vec::new());
         }
+        // Tokenising runs on the caller's own blocking thread; the forward pass is the batcher's, shared
+        // with whatever other calls are waiting (see `super::batcher`).
         let inner = Arc::clone(&self.inner);
         let truncated = Arc::clone(&self.truncated);
         let texts = texts.to_vec();
-        tokio::task::spawn_blocking(move || inner.embed(&texts, &truncated))
+        let seqs = tokio::task::spawn_blocking(move || inner.tokenize(texts, &truncated))
             .await
-            .map_err(|e| local_err(&self.inner.name, e))?
+            .map_err(|e| local_err(&self.inner.name, e))??;
+        self.inner
+            .batcher
+            .embed(seqs)
+            .await
+            .map_err(|e| local_err(&self.inner.name, e))
     }
 }

@@ -5,6 +5,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod amx;
+mod batcher;
 mod bert;
 mod chat;
 mod embed;

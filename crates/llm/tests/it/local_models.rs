@@ -274,3 +274,47 @@ async fn smollm2_answers_within_32_tokens() {
     assert!(reply.usage.completion_tokens <= 32 && reply.usage.completion_tokens > 0);
     assert!(reply.usage.prompt_tokens > 10);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_calls_get_the_vectors_they_get_alone() {
+    // The encoder merges concurrent calls into one forward pass; a text's vector must not depend on
+    // which other calls shared its pass, to the bit.
+    let config = LocalEmbedderConfig {
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
+        ..LocalEmbedderConfig::default()
+    };
+    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let texts: Vec<String> = (0..48)
+        .map(|i| {
+            let words = ["river", "capital", "who founded the company", "Marie Curie", "Tuscany"];
+            format!("{} number {i}? {}", words[i % 5], "and more ".repeat(i % 7))
+        })
+        .collect();
+    let mut alone = Vec::new();
+    for t in &texts {
+        let e = embedder
+            .embed(std::slice::from_ref(t), &EmbedKind::Document)
+            .await
+            .unwrap();
+        alone.push(e.row(0).unwrap().to_vec());
+    }
+    // Calls of one, two and three texts at once, all in flight together.
+    let mut tasks = Vec::new();
+    let mut start = 0;
+    while start < texts.len() {
+        let n = (start % 3 + 1).min(texts.len() - start);
+        let part = texts[start..start + n].to_vec();
+        let e = std::sync::Arc::clone(&embedder);
+        tasks.push((
+            start,
+            tokio::spawn(async move { e.embed(&part, &EmbedKind::Document).await }),
+        ));
+        start += n;
+    }
+    for (start, task) in tasks {
+        let got = task.await.unwrap().unwrap();
+        for (j, row) in got.rows().enumerate() {
+            assert_eq!(row, alone[start + j].as_slice(), "text {}", start + j);
+        }
+    }
+}
