@@ -1,6 +1,6 @@
 //! Local embedder throughput: all-MiniLM-L6-v2 on candle, batches of 32 passages of ~100 words.
 //! Needs the model assets (`cargo xtask fetch-assets`; `KGRAG_ASSETS` if they live elsewhere).
-//! Report: sentences per second = 32 / time per iteration. Then 16 questions of about 25 word pieces,
+//! Report: sentences per second = 32 / time per iteration; the same with `precision = "int8"`. Then 16 questions of about 25 word pieces,
 //! embedded one call after another and as 16 concurrent calls (which the encoder's batcher merges into
 //! one forward pass): questions per second = 16 / time per iteration.
 #![allow(missing_docs)]
@@ -17,13 +17,15 @@ fn embedding(c: &mut Criterion) {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../.assets/all-minilm-l6-v2"),
         );
     }
-    let embedder = match build_embedder(&EmbedderConfig::Local(config), None) {
+    let embedder = match build_embedder(&EmbedderConfig::Local(config.clone()), None) {
         Ok(e) => e,
         Err(e) => {
             eprintln!("skipping the embedding bench: {e}");
             return;
         }
     };
+    config.precision = kgrag_llm::EncoderPrecision::Int8;
+    let int8 = build_embedder(&EmbedderConfig::Local(config), None).ok();
     let Ok(runtime) = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -42,8 +44,19 @@ fn embedding(c: &mut Criterion) {
                 .map(std::hint::black_box)
         })
     });
+    if let Some(int8) = &int8 {
+        group.bench_function("minilm_batch32_100words_int8", |b| {
+            b.iter(|| {
+                runtime
+                    .block_on(int8.embed(&passages, &EmbedKind::Document))
+                    .map(std::hint::black_box)
+            })
+        });
+    }
     let questions: Vec<String> = (0..16)
-        .map(|i| format!("Which river flows through the capital of the region where item {i} was made?"))
+        .map(|i| {
+            format!("Which river flows through the capital of the region where item {i} was made?")
+        })
         .collect();
     group.throughput(Throughput::Elements(questions.len() as u64));
     group.bench_function("minilm_16_questions_one_by_one", |b| {

@@ -200,9 +200,12 @@ pub(crate) fn questions(dir: &Path) -> Result<Vec<String>> {
     )?)?)
 }
 
-fn local_embedder() -> Result<Arc<dyn Embedder>> {
+fn local_embedder(precision: kgrag_llm::EncoderPrecision) -> Result<Arc<dyn Embedder>> {
     use kgrag_llm::{build_embedder, EmbedderConfig, LocalEmbedderConfig};
-    let mut config = LocalEmbedderConfig::default();
+    let mut config = LocalEmbedderConfig {
+        precision,
+        ..LocalEmbedderConfig::default()
+    };
     if std::env::var_os("KGRAG_ASSETS").is_none() {
         config.model_dir =
             Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../.assets/all-minilm-l6-v2"));
@@ -217,8 +220,67 @@ fn items(texts: &[String]) -> Vec<(String, String)> {
 /// Case `embed_musique`: passages, phrases and facts through the local MiniLM as the index embeds them
 /// (one store per kind, texts grouped by length, batches of HippoRAG 2's `embed_batch`).
 pub(crate) async fn embed(dir: &Path) -> Result<Value> {
+    let (ms, n, all, embedder) = embed_texts(dir, kgrag_llm::EncoderPrecision::default()).await?;
+    let dim = embedder.dimension();
+    write_npy(&dir.join("musique/vectors.npy"), n, dim, &all)?;
+    let qs = questions(dir)?;
+    let q = embedder
+        .embed(&qs, &EmbedKind::Query { instruction: None })
+        .await?;
+    write_npy(
+        &dir.join("musique/queries.npy"),
+        qs.len(),
+        dim,
+        q.as_slice(),
+    )?;
+    Ok(
+        json!({"ms": ms, "texts": n, "texts_per_s": n as f64 / (ms / 1e3), "model": embedder.model_name()}),
+    )
+}
+
+/// Case `embed_musique`, `precision = "int8"`: the same texts and batches; writes
+/// `musique/vectors-int8.npy` and reports each vector's cosine to the f32 one of `musique/vectors.npy`
+/// (mean, minimum, 1st percentile) when that file is there.
+pub(crate) async fn embed_int8(dir: &Path) -> Result<Value> {
+    let (ms, n, all, embedder) = embed_texts(dir, kgrag_llm::EncoderPrecision::Int8).await?;
+    let dim = embedder.dimension();
+    write_npy(&dir.join("musique/vectors-int8.npy"), n, dim, &all)?;
+    let f32_path = dir.join("musique/vectors.npy");
+    let cos = if f32_path.exists() {
+        let (rows, d, reference) = read_npy::<f32>(&f32_path)?;
+        if rows != n || d != dim {
+            bail!("vectors.npy has {rows} x {d}, the int8 run {n} x {dim}: run `kgrag-perf embed` again");
+        }
+        let mut c: Vec<f64> = reference
+            .chunks_exact(dim)
+            .zip(all.chunks_exact(dim))
+            .map(|(a, b)| {
+                a.iter()
+                    .zip(b)
+                    .map(|(x, y)| f64::from(*x) * f64::from(*y))
+                    .sum()
+            })
+            .collect();
+        c.sort_by(f64::total_cmp);
+        let mean = c.iter().sum::<f64>() / c.len().max(1) as f64;
+        json!({"mean": mean, "min": c.first(), "p1": c.get(c.len() / 100)})
+    } else {
+        Value::Null
+    };
+    Ok(
+        json!({"ms": ms, "texts": n, "texts_per_s": n as f64 / (ms / 1e3),
+              "model": embedder.model_name(), "cos_to_f32": cos}),
+    )
+}
+
+/// The texts of `texts.json` embedded as the index embeds them: (ms, texts, vectors row by row, the
+/// embedder).
+async fn embed_texts(
+    dir: &Path,
+    precision: kgrag_llm::EncoderPrecision,
+) -> Result<(f64, usize, Vec<f32>, Arc<dyn Embedder>)> {
     let (passages, phrases, facts) = texts(dir)?;
-    let embedder = local_embedder()?;
+    let embedder = local_embedder(precision)?;
     let batch = HippoConfig::default().embed_batch;
     let t = Instant::now();
     let mut all = Vec::new();
@@ -236,19 +298,7 @@ pub(crate) async fn embed(dir: &Path) -> Result<Value> {
     }
     let ms = t.elapsed().as_secs_f64() * 1e3;
     let n = passages.len() + phrases.len() + facts.len();
-    let dim = embedder.dimension();
-    write_npy(&dir.join("musique/vectors.npy"), n, dim, &all)?;
-    let qs = questions(dir)?;
-    let q = embedder
-        .embed(&qs, &EmbedKind::Query { instruction: None })
-        .await?;
-    write_npy(
-        &dir.join("musique/queries.npy"),
-        qs.len(),
-        dim,
-        q.as_slice(),
-    )?;
-    Ok(json!({"ms": ms, "texts": n, "texts_per_s": n as f64 / (ms / 1e3)}))
+    Ok((ms, n, all, embedder))
 }
 
 /// Precomputed vectors looked up by text: what the index and query cases embed with, so that they time

@@ -9,6 +9,7 @@
 //! ```text
 //! kgrag-perf prepare DIR          MuSiQue texts, chunks and questions; the synthetic 1M-edge graphs
 //! kgrag-perf embed DIR            case embed_musique (writes the vectors every later case uses)
+//! kgrag-perf embed-int8 DIR       case embed_musique with `precision = "int8"` (its cosines to `embed`'s)
 //! kgrag-perf derive DIR           PPR / Leiden / PCA inputs from the MuSiQue index
 //! kgrag-perf synonymy DIR         case synonymy_musique
 //! kgrag-perf hipporag2-index DIR  case hipporag2_index_musique (with the milliseconds of each stage)
@@ -43,7 +44,7 @@ use cases::{
     gmm, gmm_linfa, hipporag2_index, hipporag2_query, index_full, leiden, method_query, modularity,
     peak, ppr, synonymy,
 };
-use inputs::{derive, embed, prepare};
+use inputs::{derive, embed, embed_int8, prepare};
 
 fn main() -> ExitCode {
     match run(std::env::args().skip(1).collect()) {
@@ -77,6 +78,7 @@ fn run(args: Vec<String>) -> Result<Value> {
     match arg(0, "subcommand")? {
         "prepare" => prepare(&dir),
         "embed" => runtime.block_on(embed(&dir)),
+        "embed-int8" => runtime.block_on(embed_int8(&dir)),
         "derive" => runtime.block_on(derive(&dir)),
         "synonymy" => synonymy(&dir, rounds),
         "hipporag2-index" => runtime.block_on(hipporag2_index(&dir, rounds)),

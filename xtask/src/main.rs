@@ -42,6 +42,7 @@ mod fake_llm;
 mod fetch;
 mod package;
 mod perf;
+mod perf_onnx;
 #[path = "pg.rs"]
 pub(crate) mod pg;
 mod postgres;

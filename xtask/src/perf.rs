@@ -17,8 +17,10 @@ use serde_json::{json, Map, Value};
 use crate::{fail, TaskResult};
 
 /// The reference packages, pinned.
-const PACKAGES: [&str; 9] = [
+const PACKAGES: [&str; 11] = [
     "numpy==2.4.6",
+    "onnx==1.23.2",
+    "onnxruntime==1.31.1",
     "scipy==1.17.1",
     "python-igraph==1.0.0",
     "scikit-learn==1.9.1",
@@ -29,8 +31,9 @@ const PACKAGES: [&str; 9] = [
     "pynndescent==0.7.0",
 ];
 
-const CASES: [&str; 14] = [
+const CASES: [&str; 15] = [
     "embed_musique",
+    "embed_onnxruntime",
     "synonymy_musique",
     "hipporag2_index_musique",
     "hipporag2_query_musique",
@@ -84,7 +87,7 @@ impl Options {
 fn venv(root: &Path) -> TaskResult<PathBuf> {
     let dir = root.join("target/perf/venv");
     let py = dir.join("bin/python");
-    let check = "import numpy, scipy, igraph, sklearn, graspologic_native, tokenizers, umap";
+    let check = "import numpy, scipy, igraph, sklearn, graspologic_native, tokenizers, umap, onnx, onnxruntime";
     let ready = Command::new(&py)
         .args(["-c", check])
         .output()
@@ -144,7 +147,7 @@ fn json_of(what: &str, command: &mut Command) -> TaskResult<Value> {
     serde_json::from_str(line).map_err(|e| fail(format!("{what}: bad JSON {line:?}: {e}")))
 }
 
-fn num(v: &Value, key: &str) -> Option<f64> {
+pub(crate) fn num(v: &Value, key: &str) -> Option<f64> {
     v.get(key).and_then(Value::as_f64)
 }
 
@@ -158,7 +161,7 @@ fn ms_from_secs(mut v: Value) -> Value {
 }
 
 /// The lower of two JSON results by `ms` (the first when either lacks it).
-fn best(a: Option<Value>, b: Value) -> Value {
+pub(crate) fn best(a: Option<Value>, b: Value) -> Value {
     match a {
         Some(a)
             if num(&a, "ms").unwrap_or(f64::INFINITY) <= num(&b, "ms").unwrap_or(f64::INFINITY) =>
@@ -169,18 +172,18 @@ fn best(a: Option<Value>, b: Value) -> Value {
     }
 }
 
-struct Runner {
+pub(crate) struct Runner {
     perf: PathBuf,
     py: PathBuf,
     scripts: PathBuf,
-    dir: PathBuf,
-    assets: PathBuf,
+    pub(crate) dir: PathBuf,
+    pub(crate) assets: PathBuf,
     data: PathBuf,
     rounds: usize,
 }
 
 impl Runner {
-    fn ours(&self, args: &[&str]) -> TaskResult<Value> {
+    pub(crate) fn ours(&self, args: &[&str]) -> TaskResult<Value> {
         let mut c = Command::new(&self.perf);
         c.arg(args[0])
             .arg(&self.dir)
@@ -197,21 +200,32 @@ impl Runner {
         json_of(script, &mut c)
     }
 
+    /// [`Self::reference`] with any arguments.
+    pub(crate) fn reference_args(
+        &self,
+        script: &str,
+        args: &[&std::ffi::OsStr],
+    ) -> TaskResult<Value> {
+        let mut c = Command::new(&self.py);
+        c.arg(self.scripts.join(script)).args(args);
+        json_of(script, &mut c)
+    }
+
     fn rounds(&self) -> String {
         self.rounds.to_string()
     }
 }
 
 /// One row of the report.
-struct Row {
-    ours: Value,
-    reference: Value,
-    ours_ms: f64,
-    ref_ms: Option<f64>,
-    check: Option<f64>,
-    check_what: &'static str,
-    goal: &'static str,
-    met: bool,
+pub(crate) struct Row {
+    pub(crate) ours: Value,
+    pub(crate) reference: Value,
+    pub(crate) ours_ms: f64,
+    pub(crate) ref_ms: Option<f64>,
+    pub(crate) check: Option<f64>,
+    pub(crate) check_what: &'static str,
+    pub(crate) goal: &'static str,
+    pub(crate) met: bool,
 }
 
 impl Row {
@@ -632,7 +646,14 @@ pub fn run(options: &Options, root: &Path, assets: &Path, data: &Path) -> TaskRe
         if wants("embed_musique") {
             println!("xtask perf: embed_musique (ours, then numpy: several minutes each)");
             rows.push(("embed_musique".into(), run_case(&r, "embed_musique", 1)?));
-        } else if !have_vectors {
+        }
+        if wants("embed_onnxruntime") {
+            println!("xtask perf: embed_onnxruntime (ours f32 and int8, ONNX Runtime fp32 and int8: minutes each)");
+            rows.push((
+                "embed_onnxruntime".into(),
+                crate::perf_onnx::row(&r, o.passes)?,
+            ));
+        } else if !wants("embed_musique") && !have_vectors {
             println!("xtask perf: embedding the MuSiQue texts once (our MiniLM)");
             r.ours(&["embed"])?;
         }
@@ -642,6 +663,7 @@ pub fn run(options: &Options, root: &Path, assets: &Path, data: &Path) -> TaskRe
         if matches!(
             case.as_str(),
             "embed_musique"
+                | "embed_onnxruntime"
                 | "hirag_query_musique"
                 | "leanrag_query_musique"
                 | "umap_musique"

@@ -212,8 +212,10 @@ fn run_batch<M: Encoder>(model: &M, threads: usize, batch: Vec<Request>) {
 
 /// The model's forward pass; a panic inside it becomes an error, so the batcher thread lives on.
 fn forward<M: Encoder>(model: &M, seqs: &[Vec<u32>], threads: usize) -> Reply {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model.forward(seqs, threads)))
-        .unwrap_or_else(|_| Err("the encoder panicked on this batch".to_owned()))
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        model.forward(seqs, threads)
+    }))
+    .unwrap_or_else(|_| Err("the encoder panicked on this batch".to_owned()))
 }
 
 #[cfg(test)]
@@ -301,7 +303,11 @@ mod tests {
     async fn concurrent_calls_share_passes_and_get_their_own_rows() {
         let (batcher, passes) = fake(20);
         let calls: Vec<Vec<Vec<u32>>> = (1..=40u32)
-            .map(|i| (0..(i % 3 + 1)).map(|j| vec![i; (j + 1) as usize]).collect())
+            .map(|i| {
+                (0..(i % 3 + 1))
+                    .map(|j| vec![i; (j + 1) as usize])
+                    .collect()
+            })
             .collect();
         let tasks: Vec<_> = calls
             .iter()
@@ -315,7 +321,10 @@ mod tests {
             assert_eq!(task.await.unwrap().unwrap(), want(seqs));
         }
         let passes = passes.lock().unwrap().clone();
-        assert_eq!(passes.iter().sum::<usize>(), calls.iter().map(Vec::len).sum::<usize>());
+        assert_eq!(
+            passes.iter().sum::<usize>(),
+            calls.iter().map(Vec::len).sum::<usize>()
+        );
         assert!(
             passes.len() < calls.len(),
             "40 concurrent calls took {} passes",
@@ -335,7 +344,11 @@ mod tests {
         let tasks: Vec<_> = (1..=6u32)
             .map(|i| {
                 let b = Arc::clone(&batcher);
-                let seqs = if i == 3 { vec![vec![5, 0]] } else { vec![vec![i, i]] };
+                let seqs = if i == 3 {
+                    vec![vec![5, 0]]
+                } else {
+                    vec![vec![i, i]]
+                };
                 tokio::spawn(async move { (i, b.embed(seqs).await) })
             })
             .collect();

@@ -158,6 +158,12 @@ impl Bert {
             .ok_or_else(|| "embeddings.token_type_embeddings.weight has no rows".to_owned())?;
         let ln0 = w.norm("embeddings.LayerNorm", h)?;
         let mut out = Vec::with_capacity(layers);
+        // How large a layer norm's outputs get, channel by channel: |γ| + |β| (the int8 kernel
+        // smooths the products that take them; see `super::int8`).
+        let reach = |(g, b): &(Vec<f32>, Vec<f32>)| -> Option<Vec<f32>> {
+            Some(g.iter().zip(b).map(|(g, b)| g.abs() + b.abs()).collect())
+        };
+        let mut before = reach(&ln0);
         for i in 0..layers {
             let p = format!("encoder.layer.{i}.");
             let part = |n: &str| w.matrix(&format!("{p}attention.self.{n}.weight"), h, h);
@@ -175,14 +181,23 @@ impl Bert {
                     kernel,
                 ))
             };
+            let ln1 = w.norm(&format!("{p}attention.output.LayerNorm"), h)?;
+            let ln2 = w.norm(&format!("{p}output.LayerNorm"), h)?;
+            let inter = Linear::for_inputs(
+                w.matrix(&format!("{p}intermediate.dense.weight"), intermediate, h)?,
+                w.vector(&format!("{p}intermediate.dense.bias"), intermediate)?,
+                kernel,
+                reach(&ln1).as_deref(),
+            );
             out.push(Layer {
-                qkv: Linear::new(qkv, qkv_b, kernel),
+                qkv: Linear::for_inputs(qkv, qkv_b, kernel, before.as_deref()),
                 out: dense("attention.output.dense", h, h)?,
-                ln1: w.norm(&format!("{p}attention.output.LayerNorm"), h)?,
-                inter: dense("intermediate.dense", intermediate, h)?,
+                ln1,
+                inter,
                 down: dense("output.dense", h, intermediate)?,
-                ln2: w.norm(&format!("{p}output.LayerNorm"), h)?,
+                ln2,
             });
+            before = out.last().and_then(|l: &Layer| reach(&l.ln2));
         }
         Ok(Self {
             shape,

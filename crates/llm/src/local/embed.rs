@@ -154,6 +154,9 @@ impl LocalEmbedder {
         if kernel == Kernel::Bf16 {
             name.push_str("@bf16");
         }
+        if kernel == Kernel::Int8 {
+            name.push_str("@int8");
+        }
         let batch_size = config.batch_size.max(1);
         // Merged calls fill a forward pass up to what one configured batch of the longest texts may
         // hold; queries are short, so that is hundreds of them.

@@ -28,13 +28,13 @@ use ndarray::{Array2, ArrayView2, ArrayViewMut2};
 
 #[cfg(target_arch = "x86_64")]
 /// Output columns per panel (one AVX-512 vector of f32).
-const LANES: usize = 16;
+pub(super) const LANES: usize = 16;
 #[cfg(target_arch = "x86_64")]
 /// Rows per tile.
-const ROWS: usize = 6;
+pub(super) const ROWS: usize = 6;
 #[cfg(target_arch = "x86_64")]
 /// Panels per tile.
-const PANELS: usize = 4;
+pub(super) const PANELS: usize = 4;
 #[cfg(target_arch = "x86_64")]
 /// Floats of `x` per block of rows (256 KiB), so a block stays in L2 while every panel passes over it.
 const BLOCK_FLOATS: usize = 1 << 16;
@@ -50,6 +50,9 @@ pub(crate) enum Linear {
     /// Split into two bfloat16 parts in AMX tiles.
     #[cfg(target_arch = "x86_64")]
     Amx(super::amx::PackedAmx),
+    /// Quantised to 8-bit integers per output for AVX512-VNNI.
+    #[cfg(target_arch = "x86_64")]
+    Int8(super::int8::PackedI8),
     /// As loaded, for matrixmultiply.
     Plain {
         /// The weights, `n × k`.
@@ -70,6 +73,8 @@ pub(crate) enum Kernel {
     Bf16,
     /// Weights and inputs split into two bfloat16 parts, three tile products per product (AMX).
     Amx,
+    /// Weights per output and inputs per row quantised to 8-bit integers (AVX512-VNNI).
+    Int8,
 }
 
 impl Kernel {
@@ -98,6 +103,8 @@ impl Kernel {
                 Self::Amx
             }
             EncoderPrecision::Bf16 => Self::best(true),
+            #[cfg(target_arch = "x86_64")]
+            EncoderPrecision::Int8 if super::int8::available() => Self::Int8,
             _ => Self::best(false),
         }
     }
@@ -116,6 +123,18 @@ impl Linear {
     /// Stores `w` (`n × k`) and `b` (`n`) for `kernel` (from [`Kernel::for_precision`]); a kernel this
     /// CPU cannot run falls back to the next one it can (bf16 or AMX → packed f32 → matrixmultiply).
     pub(crate) fn new(w: Array2<f32>, b: Vec<f32>, kernel: Kernel) -> Self {
+        Self::for_inputs(w, b, kernel, None)
+    }
+
+    /// [`Self::new`], telling the int8 kernel how large each input typically gets (`act`, see
+    /// [`super::int8::PackedI8::new`]); the other kernels do not use it.
+    pub(crate) fn for_inputs(
+        w: Array2<f32>,
+        b: Vec<f32>,
+        kernel: Kernel,
+        act: Option<&[f32]>,
+    ) -> Self {
+        let _ = act;
         match kernel {
             #[cfg(target_arch = "x86_64")]
             Kernel::Bf16 if Kernel::best(true) == Kernel::Bf16 => {
@@ -128,6 +147,12 @@ impl Linear {
             #[cfg(target_arch = "x86_64")]
             Kernel::Amx => match super::amx::PackedAmx::new(w.view(), &b) {
                 Some(p) => Self::Amx(p),
+                None => Self::new(w, b, Kernel::best(false)),
+            },
+            // `PackedI8::new` declines where the CPU has no AVX512-VNNI.
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Int8 => match super::int8::PackedI8::new(w.view(), &b, act) {
+                Some(p) => Self::Int8(p),
                 None => Self::new(w, b, Kernel::best(false)),
             },
             #[cfg(target_arch = "x86_64")]
@@ -147,6 +172,8 @@ impl Linear {
             Self::Bf16(p) => p.n,
             #[cfg(target_arch = "x86_64")]
             Self::Amx(p) => p.n,
+            #[cfg(target_arch = "x86_64")]
+            Self::Int8(p) => p.n,
             Self::Plain { w, .. } => w.nrows(),
         }
     }
@@ -216,6 +243,10 @@ impl Linear {
                 };
             }
             Self::Amx(p) => {
+                assert_eq!(p.k, k, "inputs of W and columns of x");
+                p.apply(x, rows, y);
+            }
+            Self::Int8(p) => {
                 assert_eq!(p.k, k, "inputs of W and columns of x");
                 p.apply(x, rows, y);
             }
@@ -407,18 +438,18 @@ impl PackedBf16 {
 /// [`PANELS`]).
 #[cfg(target_arch = "x86_64")]
 #[derive(Clone, Copy)]
-struct Tile {
-    r: usize,
-    p0: usize,
-    rows: usize,
-    panels: usize,
+pub(super) struct Tile {
+    pub(super) r: usize,
+    pub(super) p0: usize,
+    pub(super) rows: usize,
+    pub(super) panels: usize,
 }
 
 /// The tiles of a product of `rows` rows against `count` panels, in the order both packed kernels take
 /// them: blocks of rows whose inputs (`row_len` values each) fit [`BLOCK_FLOATS`], each block against
 /// every panel (four at a time, then one), the rows of a block six at a time.
 #[cfg(target_arch = "x86_64")]
-fn tiles(rows: usize, count: usize, row_len: usize) -> impl Iterator<Item = Tile> {
+pub(super) fn tiles(rows: usize, count: usize, row_len: usize) -> impl Iterator<Item = Tile> {
     let block = (BLOCK_FLOATS / row_len.max(1)).max(ROWS) / ROWS * ROWS;
     (0..rows).step_by(block).flat_map(move |r0| {
         let r1 = (r0 + block).min(rows);
@@ -457,13 +488,13 @@ macro_rules! by_shape {
     };
 }
 #[cfg(target_arch = "x86_64")]
-use by_shape;
+pub(super) use by_shape;
 
 /// A tile's sums (16-lane f32 vectors: pulp's or `__m512`) into its rows of `y` (`n` columns; the lanes
 /// past `n` of a last, partial panel dropped).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn store<V: pulp::bytemuck::Pod, const R: usize, const P: usize>(
+pub(super) fn store<V: pulp::bytemuck::Pod, const R: usize, const P: usize>(
     acc: &[[V; P]; R],
     n: usize,
     t: Tile,

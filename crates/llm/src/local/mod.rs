@@ -10,6 +10,8 @@ mod bert;
 mod chat;
 mod embed;
 mod gemm;
+#[cfg(target_arch = "x86_64")]
+mod int8;
 
 pub use chat::LocalChat;
 pub use embed::LocalEmbedder;

@@ -286,7 +286,13 @@ async fn concurrent_calls_get_the_vectors_they_get_alone() {
     let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
     let texts: Vec<String> = (0..48)
         .map(|i| {
-            let words = ["river", "capital", "who founded the company", "Marie Curie", "Tuscany"];
+            let words = [
+                "river",
+                "capital",
+                "who founded the company",
+                "Marie Curie",
+                "Tuscany",
+            ];
             format!("{} number {i}? {}", words[i % 5], "and more ".repeat(i % 7))
         })
         .collect();
@@ -317,4 +323,71 @@ async fn concurrent_calls_get_the_vectors_they_get_alone() {
             assert_eq!(row, alone[start + j].as_slice(), "text {}", start + j);
         }
     }
+}
+
+/// Cosines of `int8`'s vectors to `f32`'s, row by row, sorted.
+async fn int8_cosines(texts: &[String]) -> Option<Vec<f32>> {
+    let config = |precision| LocalEmbedderConfig {
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
+        precision,
+        ..LocalEmbedderConfig::default()
+    };
+    let f32s = build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::F32)), None).unwrap();
+    let int8 =
+        build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::Int8)), None).unwrap();
+    if !int8.model_name().ends_with("@int8") {
+        // No AVX512-VNNI here: the int8 precision runs in f32.
+        return None;
+    }
+    let a = f32s.embed(texts, &EmbedKind::Document).await.unwrap();
+    let b = int8.embed(texts, &EmbedKind::Document).await.unwrap();
+    let mut c: Vec<f32> = a.rows().zip(b.rows()).map(|(x, y)| cosine(x, y)).collect();
+    c.sort_by(f32::total_cmp);
+    Some(c)
+}
+
+#[tokio::test]
+async fn int8_precision_stays_within_a_cosine_of_the_f32_vectors() {
+    // `precision = "int8"` quantises the linear layers' weights per output and inputs per token; its
+    // vectors are another embedder's, but must stay close to f32's: on these texts (questions, entity
+    // names, facts and passages, as an index embeds them) mean cosine ≥ 0.995, every one ≥ 0.97.
+    let mut texts: Vec<String> = [
+        "Which river flows through the capital of the region where Galileo was born?",
+        "Marie Curie",
+        "Marie Curie married Pierre Curie in 1895.",
+        "The Arno river flows through Florence and Pisa before it reaches the Ligurian Sea.",
+        "Who is the spouse of the performer of Hey Jude?",
+        "LeANN",
+        "1923",
+        "The company reported revenue of $4.2 billion in fiscal 2023, up 12% from a year earlier.",
+        "photosynthesis converts light energy into chemical energy stored in glucose",
+        "Q: what is the boiling point of water at sea level? A: 100 degrees Celsius.",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    for i in 0..30 {
+        texts.push(format!(
+            "Passage {i}: the treaty signed at the conference in {} set the border along the river, \
+             and the delegates agreed to meet again within {} years to review it.",
+            ["Vienna", "Geneva", "Lisbon", "Krakow", "Oslo"][i % 5],
+            i % 7 + 2
+        ));
+    }
+    if let Ok(path) = std::env::var("KGRAG_COSINE_TEXTS") {
+        // More texts to measure on (a JSON list), e.g. MuSiQue's.
+        let extra: Vec<String> = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        texts.extend(extra);
+    }
+    let Some(c) = int8_cosines(&texts).await else {
+        return;
+    };
+    let mean = c.iter().map(|&x| f64::from(x)).sum::<f64>() / c.len() as f64;
+    let p1 = c[c.len() / 100];
+    eprintln!(
+        "int8 cosine to f32 over {} texts: mean {mean:.5}, 1st percentile {p1:.5}, min {:.5}",
+        c.len(),
+        c[0]
+    );
+    assert!(mean >= 0.995, "mean cosine {mean}");
+    assert!(c[0] >= 0.97, "lowest cosine {}", c[0]);
 }
