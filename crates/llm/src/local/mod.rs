@@ -8,6 +8,7 @@ mod amx;
 mod batcher;
 mod bert;
 mod chat;
+mod elementwise;
 mod embed;
 mod gemm;
 #[cfg(target_arch = "x86_64")]
