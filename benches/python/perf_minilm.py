@@ -88,11 +88,10 @@ class MiniLM:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
-def embed(model, tok, texts, batch):
-    enc = tok.encode_batch(texts)
-    ids = [e.ids for e in enc]
-    order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
-    out = np.zeros((len(texts), model.word.shape[1]), dtype=np.float32)
+def batches(ids, batch):
+    """sentence-transformers' batching of word-piece lists `ids`: sorted by length, batches of `batch`
+    padded to their longest text. Yields (positions in `ids`, ids int64, mask float32 of 0/1)."""
+    order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     for s in range(0, len(order), batch):
         part = order[s:s + batch]
         n = max(len(ids[i]) for i in part)
@@ -101,6 +100,13 @@ def embed(model, tok, texts, batch):
         for r, i in enumerate(part):
             a[r, :len(ids[i])] = ids[i]
             m[r, :len(ids[i])] = 1.0
+        yield part, a, m
+
+
+def embed(model, tok, texts, batch):
+    ids = [e.ids for e in tok.encode_batch(texts)]
+    out = np.zeros((len(texts), model.word.shape[1]), dtype=np.float32)
+    for part, a, m in batches(ids, batch):
         out[part] = model.forward(a, m)
     return out, sum(len(x) for x in ids)
 

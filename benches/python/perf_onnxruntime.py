@@ -41,7 +41,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from tokenizers import Tokenizer
 
-from perf_minilm import load_safetensors
+from perf_minilm import batches, load_safetensors
 
 OPSET = 17
 
@@ -162,20 +162,11 @@ def session(path, threads):
 
 
 def embed(sess, tok, texts, batch):
-    """perf_minilm.embed's batching, each batch through the session: (vectors, word pieces)."""
-    enc = tok.encode_batch(texts)
-    ids = [e.ids for e in enc]
-    order = sorted(range(len(texts)), key=lambda i: -len(ids[i]))
+    """perf_minilm's tokenisation and batches, each through the session: (vectors, word pieces)."""
+    ids = [e.ids for e in tok.encode_batch(texts)]
     out = None
-    for s in range(0, len(order), batch):
-        part = order[s:s + batch]
-        n = max(len(ids[i]) for i in part)
-        a = np.zeros((len(part), n), dtype=np.int64)
-        m = np.zeros((len(part), n), dtype=np.int64)
-        for r, i in enumerate(part):
-            a[r, :len(ids[i])] = ids[i]
-            m[r, :len(ids[i])] = 1
-        v = sess.run(None, {"input_ids": a, "attention_mask": m})[0]
+    for part, a, m in batches(ids, batch):
+        v = sess.run(None, {"input_ids": a, "attention_mask": m.astype(np.int64)})[0]
         if out is None:
             out = np.zeros((len(texts), v.shape[1]), dtype=np.float32)
         out[part] = v

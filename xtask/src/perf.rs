@@ -162,12 +162,13 @@ fn ms_from_secs(mut v: Value) -> Value {
 
 /// The lower of two JSON results by `ms` (the first when either lacks it).
 pub(crate) fn best(a: Option<Value>, b: Value) -> Value {
+    best_by(a, b, |v| num(v, "ms"))
+}
+
+/// The lower of two JSON results by `ms(result)` (the first when either lacks it).
+pub(crate) fn best_by(a: Option<Value>, b: Value, ms: impl Fn(&Value) -> Option<f64>) -> Value {
     match a {
-        Some(a)
-            if num(&a, "ms").unwrap_or(f64::INFINITY) <= num(&b, "ms").unwrap_or(f64::INFINITY) =>
-        {
-            a
-        }
+        Some(a) if ms(&a).unwrap_or(f64::INFINITY) <= ms(&b).unwrap_or(f64::INFINITY) => a,
         _ => b,
     }
 }
@@ -195,9 +196,8 @@ impl Runner {
     }
 
     fn reference(&self, script: &str, args: &[&Path]) -> TaskResult<Value> {
-        let mut c = Command::new(&self.py);
-        c.arg(self.scripts.join(script)).args(args);
-        json_of(script, &mut c)
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|p| p.as_os_str()).collect();
+        self.reference_args(script, &args)
     }
 
     /// [`Self::reference`] with any arguments.

@@ -10,25 +10,12 @@
 
 use serde_json::{json, Value};
 
-use crate::perf::{num, Row, Runner};
+use crate::perf::{best_by, num, Row, Runner};
 use crate::TaskResult;
 
 /// `v[outer][key]` as a number.
 fn at(v: &Value, outer: &str, key: &str) -> Option<f64> {
     v.get(outer).and_then(|o| num(o, key))
-}
-
-/// The result with the lower `ms` under `outer` (the first when either lacks it).
-fn best_by(a: Option<Value>, b: Value, outer: &str) -> Value {
-    match a {
-        Some(a)
-            if at(&a, outer, "ms").unwrap_or(f64::INFINITY)
-                <= at(&b, outer, "ms").unwrap_or(f64::INFINITY) =>
-        {
-            a
-        }
-        _ => b,
-    }
 }
 
 /// Runs the case for `passes` passes and returns its row.
@@ -52,8 +39,8 @@ pub(crate) fn row(r: &Runner, passes: usize) -> TaskResult<Row> {
                 ],
             )
         };
-        fp32_ort = Some(best_by(fp32_ort, ort("fp32")?, "fp32"));
-        int8_ort = Some(best_by(int8_ort, ort("int8")?, "int8"));
+        fp32_ort = Some(best_by(fp32_ort, ort("fp32")?, |v| at(v, "fp32", "ms")));
+        int8_ort = Some(best_by(int8_ort, ort("int8")?, |v| at(v, "int8", "ms")));
     }
     let (f32_ours, int8_ours) = (f32_ours.unwrap_or_default(), int8_ours.unwrap_or_default());
     let (fp32_ort, int8_ort) = (fp32_ort.unwrap_or_default(), int8_ort.unwrap_or_default());

@@ -243,16 +243,6 @@ impl<B> Managed<B> {
         self.with_retries_while(provider, || true, attempt).await
     }
 
-    /// [`with_retries`](Self::with_retries) without the concurrency limit, for a backend that queues
-    /// concurrent calls itself ([`EmbedBackend::queues_calls`]).
-    async fn with_retries_unlimited<T, F, Fut>(&self, provider: &str, attempt: F) -> Result<T>
-    where
-        F: FnMut() -> Fut,
-        Fut: std::future::Future<Output = Result<T>>,
-    {
-        self.retry_loop(provider, false, || true, attempt).await
-    }
-
     /// [`with_retries`](Self::with_retries), retrying a failure only while `may_retry()` says so.
     async fn with_retries_while<T, F, Fut>(
         &self,
@@ -494,12 +484,16 @@ impl<B: EmbedBackend> Managed<B> {
             .chunks(self.backend.max_batch().max(1))
             .map(|batch| async move {
                 let batch_texts: Vec<String> = batch.iter().map(|&i| texts[i].clone()).collect();
-                let attempt = || self.backend.embed_batch(&batch_texts, kind);
-                let vectors = if self.backend.queues_calls() {
-                    self.with_retries_unlimited(provider, attempt).await?
-                } else {
-                    self.with_retries(provider, attempt).await?
-                };
+                // A backend that queues calls itself is not held back by the limit.
+                let limited = !self.backend.queues_calls();
+                let vectors = self
+                    .retry_loop(
+                        provider,
+                        limited,
+                        || true,
+                        || self.backend.embed_batch(&batch_texts, kind),
+                    )
+                    .await?;
                 Ok::<_, LlmError>((batch, batch_texts, vectors))
             })
             .collect();

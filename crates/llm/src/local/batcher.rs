@@ -293,6 +293,12 @@ mod tests {
         )
     }
 
+    /// `seqs` embedded by `batcher` on a task of its own.
+    fn call(batcher: &Arc<Batcher>, seqs: Vec<Vec<u32>>) -> tokio::task::JoinHandle<Reply> {
+        let b = Arc::clone(batcher);
+        tokio::spawn(async move { b.embed(seqs).await })
+    }
+
     fn want(seqs: &[Vec<u32>]) -> Vec<Vec<f32>> {
         seqs.iter()
             .map(|s| vec![s.iter().sum::<u32>() as f32, s.len() as f32])
@@ -312,10 +318,7 @@ mod tests {
         let tasks: Vec<_> = calls
             .iter()
             .cloned()
-            .map(|seqs| {
-                let b = Arc::clone(&batcher);
-                tokio::spawn(async move { b.embed(seqs).await })
-            })
+            .map(|seqs| call(&batcher, seqs))
             .collect();
         for (seqs, task) in calls.iter().zip(tasks) {
             assert_eq!(task.await.unwrap().unwrap(), want(seqs));
@@ -336,25 +339,21 @@ mod tests {
     async fn an_error_in_one_call_fails_only_that_call() {
         let (batcher, _) = fake(20);
         // The first call keeps the encoder busy while the others queue into one batch.
-        let first = {
-            let b = Arc::clone(&batcher);
-            tokio::spawn(async move { b.embed(vec![vec![9]]).await })
-        };
+        let first = call(&batcher, vec![vec![9]]);
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         let tasks: Vec<_> = (1..=6u32)
             .map(|i| {
-                let b = Arc::clone(&batcher);
                 let seqs = if i == 3 {
                     vec![vec![5, 0]]
                 } else {
                     vec![vec![i, i]]
                 };
-                tokio::spawn(async move { (i, b.embed(seqs).await) })
+                (i, call(&batcher, seqs))
             })
             .collect();
         assert_eq!(first.await.unwrap().unwrap(), want(&[vec![9]]));
-        for task in tasks {
-            let (i, out) = task.await.unwrap();
+        for (i, task) in tasks {
+            let out = task.await.unwrap();
             if i == 3 {
                 assert_eq!(out.unwrap_err(), "token 0");
             } else {
@@ -366,22 +365,13 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_caller_that_goes_away_is_skipped_and_stalls_nobody() {
         let (batcher, passes) = fake(50);
-        let busy = {
-            let b = Arc::clone(&batcher);
-            tokio::spawn(async move { b.embed(vec![vec![1]]).await })
-        };
+        let busy = call(&batcher, vec![vec![1]]);
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         // Queued behind the busy pass, then abandoned: its 7 texts are never computed.
-        let gone = {
-            let b = Arc::clone(&batcher);
-            tokio::spawn(async move { b.embed(vec![vec![2]; 7]).await })
-        };
+        let gone = call(&batcher, vec![vec![2]; 7]);
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         gone.abort();
-        let stays = {
-            let b = Arc::clone(&batcher);
-            tokio::spawn(async move { b.embed(vec![vec![3, 3]]).await })
-        };
+        let stays = call(&batcher, vec![vec![3, 3]]);
         assert_eq!(busy.await.unwrap().unwrap(), want(&[vec![1]]));
         assert_eq!(stays.await.unwrap().unwrap(), want(&[vec![3, 3]]));
         assert_eq!(passes.lock().unwrap().clone(), [1, 1]);

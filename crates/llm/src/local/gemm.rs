@@ -524,10 +524,11 @@ fn bias_panels(b: &[f32], count: usize) -> Vec<pulp::f32x16> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn matrix(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
+    /// A `rows × cols` matrix of values in [-0.5, 0.5) from an LCG seeded with `seed`.
+    pub(in crate::local) fn matrix(rows: usize, cols: usize, seed: u64) -> Array2<f32> {
         let mut s = seed;
         Array2::from_shape_fn((rows, cols), |_| {
             s = s

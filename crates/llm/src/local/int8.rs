@@ -303,6 +303,7 @@ impl PackedI8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::local::gemm::tests::matrix;
     use ndarray::Array2;
 
     /// The kernel against what it computes, in f64: every output `s_o · t_r · Σ q·u + b` from the same
@@ -313,24 +314,21 @@ mod tests {
         if !available() {
             return;
         }
-        let mut s = 7u64;
-        let mut next = move || {
-            s = s
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-        };
-        for &(rows, n, k) in &[
+        for (seed, &(rows, n, k)) in [
             (1, 16, 1),
             (3, 20, 3),
             (7, 64, 5),
             (13, 83, 37),
             (20, 80, 384),
             (700, 48, 384),
-        ] {
-            let w = Array2::from_shape_fn((n, k), |_| next());
-            let x = Array2::from_shape_fn((rows, k), |_| next() * 4.0);
-            let b: Vec<f32> = (0..n).map(|_| next()).collect();
+        ]
+        .iter()
+        .enumerate()
+        {
+            let seed = 3 * seed as u64;
+            let w = matrix(n, k, seed);
+            let x = matrix(rows, k, seed + 1) * 4.0;
+            let b = matrix(1, n, seed + 2).into_raw_vec_and_offset().0;
             let p = PackedI8::new(w.view(), &b, None).unwrap();
             let mut y = vec![0f32; rows * n];
             p.apply(x.as_slice().unwrap(), rows, &mut y);

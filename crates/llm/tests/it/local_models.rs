@@ -9,17 +9,23 @@ use kgrag_llm::{
 use kgrag_types::testing::asset_dir;
 use kgrag_types::{ChatRequest, EmbedKind};
 
+/// all-MiniLM-L6-v2 from the assets, in-process, at `precision` (other settings their defaults).
+fn minilm(precision: EncoderPrecision) -> std::sync::Arc<dyn kgrag_llm::ManagedEmbedder> {
+    let config = LocalEmbedderConfig {
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
+        precision,
+        ..LocalEmbedderConfig::default()
+    };
+    build_embedder(&EmbedderConfig::Local(config), None).unwrap()
+}
+
 fn cosine(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum::<f32>()
 }
 
 #[tokio::test]
 async fn minilm_matches_sbert_anchors() {
-    let config = LocalEmbedderConfig {
-        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
-        ..LocalEmbedderConfig::default()
-    };
-    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let embedder = minilm(EncoderPrecision::default());
     assert_eq!(embedder.dimension(), 384);
     // Published by sbert.net for all-MiniLM-L6-v2.
     let pairs = [
@@ -54,11 +60,7 @@ async fn minilm_matches_sbert_anchors() {
 
 #[tokio::test]
 async fn padding_in_a_batch_does_not_change_a_vector() {
-    let config = LocalEmbedderConfig {
-        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
-        ..LocalEmbedderConfig::default()
-    };
-    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let embedder = minilm(EncoderPrecision::default());
     let short = "The cat sits outside".to_owned();
     let long = "A considerably longer sentence, which forces every other sentence in the batch to be padded \
                 with many padding tokens before the model runs over the whole batch at once."
@@ -84,11 +86,7 @@ async fn padding_in_a_batch_does_not_change_a_vector() {
 async fn a_vector_does_not_depend_on_its_batch_or_thread() {
     // The encoder packs a batch without padding and splits it over the cores: each text's vector must be
     // what it is alone, whichever group and thread it lands in.
-    let config = LocalEmbedderConfig {
-        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
-        ..LocalEmbedderConfig::default()
-    };
-    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let embedder = minilm(EncoderPrecision::default());
     let texts: Vec<String> = (0..24)
         .map(|i| {
             format!(
@@ -196,20 +194,9 @@ async fn bf16x3_precision_is_f32_to_about_1e5() {
     // `precision = "bf16x3"` (and `auto`, the default) splits the products' inputs into two bfloat16
     // parts on AMX: cosine to the f32 vectors at least 0.99999, the f32 model name (the two are one
     // embedder), and vectors that do not depend on their batch. Without AMX it is the f32 kernel.
-    let dir = asset_dir("all-minilm-l6-v2", "model.safetensors");
-    let config = |precision| LocalEmbedderConfig {
-        model_dir: Some(dir.clone()),
-        precision,
-        ..LocalEmbedderConfig::default()
-    };
-    let full = build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::F32)), None).unwrap();
-    let split = build_embedder(
-        &EmbedderConfig::Local(config(EncoderPrecision::Bf16x3)),
-        None,
-    )
-    .unwrap();
-    let auto =
-        build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::Auto)), None).unwrap();
+    let full = minilm(EncoderPrecision::F32);
+    let split = minilm(EncoderPrecision::Bf16x3);
+    let auto = minilm(EncoderPrecision::Auto);
     assert_eq!(split.model_name(), full.model_name());
     assert_eq!(auto.model_name(), full.model_name());
     let texts: Vec<String> = (0..40)
@@ -246,11 +233,7 @@ async fn bf16x3_precision_is_f32_to_about_1e5() {
 
 #[tokio::test]
 async fn long_texts_are_truncated_not_rejected() {
-    let config = LocalEmbedderConfig {
-        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
-        ..LocalEmbedderConfig::default()
-    };
-    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let embedder = minilm(EncoderPrecision::default());
     let long = "word ".repeat(2000);
     let e = embedder.embed(&[long], &EmbedKind::Document).await.unwrap();
     assert_eq!(e.len(), 1);
@@ -279,11 +262,7 @@ async fn smollm2_answers_within_32_tokens() {
 async fn concurrent_calls_get_the_vectors_they_get_alone() {
     // The encoder merges concurrent calls into one forward pass; a text's vector must not depend on
     // which other calls shared its pass, to the bit.
-    let config = LocalEmbedderConfig {
-        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
-        ..LocalEmbedderConfig::default()
-    };
-    let embedder = build_embedder(&EmbedderConfig::Local(config), None).unwrap();
+    let embedder = minilm(EncoderPrecision::default());
     let texts: Vec<String> = (0..48)
         .map(|i| {
             let words = [
@@ -327,14 +306,8 @@ async fn concurrent_calls_get_the_vectors_they_get_alone() {
 
 /// Cosines of `int8`'s vectors to `f32`'s, row by row, sorted.
 async fn int8_cosines(texts: &[String]) -> Option<Vec<f32>> {
-    let config = |precision| LocalEmbedderConfig {
-        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
-        precision,
-        ..LocalEmbedderConfig::default()
-    };
-    let f32s = build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::F32)), None).unwrap();
-    let int8 =
-        build_embedder(&EmbedderConfig::Local(config(EncoderPrecision::Int8)), None).unwrap();
+    let f32s = minilm(EncoderPrecision::F32);
+    let int8 = minilm(EncoderPrecision::Int8);
     if !int8.model_name().ends_with("@int8") {
         // No AVX512-VNNI here: the int8 precision runs in f32.
         return None;
