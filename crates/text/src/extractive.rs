@@ -181,12 +181,48 @@ pub fn select<S: AsRef<str>, V: AsRef<[f32]>>(
 
 /// The extractive summariser over any [`Embedder`], with an in-memory memo of sentence vectors so that a
 /// sentence is embedded once per summariser (a hierarchy build hands it the description vectors it already
-/// has through [`remember`](Self::remember)).
+/// has through [`remember`](Self::remember)). The memo is unbounded unless
+/// [`with_memo_limit`](Self::with_memo_limit) bounds it, as a long-lived reader's must be.
 pub struct ExtractiveSummarizer {
     embedder: Arc<dyn Embedder>,
     encoding: Encoding,
-    memo: Mutex<HashMap<String, Arc<[f32]>>>,
+    memo: Mutex<Memo>,
     memoise: bool,
+}
+
+/// Sentence vectors by text. Bounded, it keeps two generations of at most half the bound each: a new
+/// vector goes into the recent one, a hit in the older one moves back into the recent one, and a full
+/// recent generation replaces the older (whose vectors are let go) — the sentences used lately stay.
+#[derive(Default)]
+struct Memo {
+    recent: HashMap<String, Arc<[f32]>>,
+    older: HashMap<String, Arc<[f32]>>,
+    /// The most entries of one generation (`None`: one generation without bound).
+    generation: Option<usize>,
+}
+
+impl Memo {
+    fn len(&self) -> usize {
+        self.recent.len() + self.older.len()
+    }
+
+    fn get(&mut self, text: &str) -> Option<Arc<[f32]>> {
+        if let Some(v) = self.recent.get(text) {
+            return Some(v.clone());
+        }
+        let (text, v) = self.older.remove_entry(text)?;
+        self.insert(text, v.clone());
+        Some(v)
+    }
+
+    fn insert(&mut self, text: String, vector: Arc<[f32]>) {
+        if let Some(cap) = self.generation {
+            if self.recent.len() >= cap && !self.recent.contains_key(&text) {
+                self.older = std::mem::take(&mut self.recent);
+            }
+        }
+        self.recent.insert(text, vector);
+    }
 }
 
 impl std::fmt::Debug for ExtractiveSummarizer {
@@ -204,9 +240,20 @@ impl ExtractiveSummarizer {
         Self {
             embedder,
             encoding,
-            memo: Mutex::new(HashMap::new()),
+            memo: Mutex::new(Memo::default()),
             memoise: true,
         }
+    }
+
+    /// Keeps at most `sentences` vectors in the memo (at least 2): those used most lately, in two
+    /// generations of half as many each. A reader that summarises every question's context needs a bound,
+    /// or its memo grows with every new sentence it is shown. Summaries are the same either way; a
+    /// sentence let go is embedded again when it comes back.
+    pub fn with_memo_limit(self, sentences: usize) -> Self {
+        if let Ok(mut memo) = self.memo.lock() {
+            memo.generation = Some((sentences / 2).max(1));
+        }
+        self
     }
 
     /// Whether to keep sentence vectors in the summariser's memo (the default); off when the embedder keeps
@@ -237,7 +284,9 @@ impl ExtractiveSummarizer {
         }
         let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         for (t, v) in texts.iter().zip(vectors.rows()) {
-            memo.entry(t.clone()).or_insert_with(|| Arc::from(v));
+            if memo.get(t).is_none() {
+                memo.insert(t.clone(), Arc::from(v));
+            }
         }
         Ok(())
     }
@@ -270,29 +319,28 @@ impl ExtractiveSummarizer {
             let rows = self.embed_sentences(texts).await?;
             return Ok(rows.rows().map(Arc::from).collect());
         }
-        let missing: Vec<String> = {
-            let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
-            let mut seen = std::collections::HashSet::new();
-            texts
-                .iter()
-                .filter(|t| !memo.contains_key(*t) && seen.insert(*t))
-                .cloned()
-                .collect()
-        };
-        if !missing.is_empty() {
-            let rows = self.embed_sentences(&missing).await?;
+        // What the memo holds is taken now: a bounded memo may let it go while the rest is embedded.
+        let mut found: Vec<Option<Arc<[f32]>>> = {
             let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
-            for (t, v) in missing.into_iter().zip(rows.rows()) {
-                memo.insert(t, Arc::from(v));
+            texts.iter().map(|t| memo.get(t)).collect()
+        };
+        // `texts` are distinct (see `summarize_texts`).
+        let missing: Vec<usize> = (0..texts.len()).filter(|&i| found[i].is_none()).collect();
+        if !missing.is_empty() {
+            let asked: Vec<String> = missing.iter().map(|&i| texts[i].clone()).collect();
+            let rows = self.embed_sentences(&asked).await?;
+            let mut memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
+            for ((i, text), row) in missing.into_iter().zip(asked).zip(rows.rows()) {
+                let v: Arc<[f32]> = Arc::from(row);
+                memo.insert(text, v.clone());
+                found[i] = Some(v);
             }
         }
-        let memo = self.memo.lock().unwrap_or_else(|e| e.into_inner());
         texts
             .iter()
-            .map(|t| {
-                memo.get(t)
-                    .cloned()
-                    .ok_or_else(|| Error::Embedding(format!("no vector for sentence {t:?}")))
+            .zip(found)
+            .map(|(t, v)| {
+                v.ok_or_else(|| Error::Embedding(format!("no vector for sentence {t:?}")))
             })
             .collect()
     }
@@ -438,6 +486,62 @@ mod tests {
             embedder.calls(),
             before + 2,
             "one call per summary, nothing kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_bounded_memo_keeps_the_latest_sentences_and_summarises_alike() {
+        let embedder = Arc::new(HashingEmbedder::new(64));
+        let bounded =
+            ExtractiveSummarizer::new(embedder.clone(), Encoding::Cl100kBase).with_memo_limit(8);
+        let unbounded = ExtractiveSummarizer::new(embedder.clone(), Encoding::Cl100kBase);
+        let question = |i: usize| {
+            format!(
+                "Boat {i} sails north. Harbour {i} opens at dawn. Rice {i} goes to market. \
+                 The old mill turns."
+            )
+        };
+        for i in 0..20 {
+            let text = [question(i)];
+            let a = bounded
+                .summarize_texts(&text, Some("where does the rice go"), Budget::Words(9))
+                .await
+                .map_err(|e| e.to_string());
+            let b = unbounded
+                .summarize_texts(&text, Some("where does the rice go"), Budget::Words(9))
+                .await
+                .map_err(|e| e.to_string());
+            assert!(a.as_ref().is_ok_and(|s| !s.is_empty()));
+            assert_eq!(a, b, "question {i}");
+            assert!(bounded.memo_len() <= 8, "{} kept", bounded.memo_len());
+        }
+        assert_eq!(
+            unbounded.memo_len(),
+            61,
+            "60 sentences of their own and one shared"
+        );
+        // The sentence every question shares was used lately: it is still kept, the oldest are not.
+        let calls = embedder.calls();
+        let shared = ["The old mill turns."];
+        bounded
+            .summarize_texts(&shared, None, Budget::Words(9))
+            .await
+            .map_err(|e| e.to_string())
+            .map(|_| ())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            embedder.calls(),
+            calls,
+            "the shared sentence came from the memo"
+        );
+        let first = [question(0)];
+        let _ = bounded
+            .summarize_texts(&first, None, Budget::Words(9))
+            .await;
+        assert_eq!(
+            embedder.calls(),
+            calls + 1,
+            "the first question's sentences were let go"
         );
     }
 

@@ -65,6 +65,17 @@ pub(crate) use generation::Generation;
 pub use searcher::{IndexReader, PassageHit, QueryAnswer, ReloadPolicy, Searcher};
 pub use writer::{ChangeSummary, IndexWriter};
 
+/// Memory the offline reader (HiRAG's and LeanRAG's extractive answers) may keep for sentence vectors
+/// between questions: ~40,000 sentences at 384 dimensions, the sentences of the last ~100 HiRAG contexts
+/// (each holds some hundreds). Unbounded, the memo grew with every new sentence a server was shown — at
+/// 10,000 synthetic passages by ~0.5 MB per HiRAG question, past the build's own peak within 200.
+const ANSWER_MEMO_BYTES: usize = 64 << 20;
+
+/// [`ANSWER_MEMO_BYTES`] in sentences of `dim` floats (and ~100 bytes of text and map entry each).
+fn answer_memo_sentences(dim: usize) -> usize {
+    ANSWER_MEMO_BYTES / (dim.max(1) * std::mem::size_of::<f32>() + 100)
+}
+
 /// An index: its configuration, its models and its backend. Cheap to clone (an `Arc`), `Send + Sync`.
 /// See the module docs.
 #[derive(Clone)]
@@ -250,10 +261,10 @@ impl IndexOptions {
         // Every chat call is also counted for the request that made it (`crate::usage::counting`).
         let chat = chat.map(crate::usage::ScopedChat::wrap);
         let reader = resolve_reader(config.reader, chat.is_some())?;
-        let answer_text = Arc::new(ExtractiveSummarizer::new(
-            embedder.clone(),
-            Encoding::O200kBase,
-        ));
+        let answer_text = Arc::new(
+            ExtractiveSummarizer::new(embedder.clone(), Encoding::O200kBase)
+                .with_memo_limit(answer_memo_sentences(embedder.dimension())),
+        );
         let env = Env {
             config,
             cache_dir,
