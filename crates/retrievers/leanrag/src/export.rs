@@ -11,14 +11,16 @@
 //! * `relation.jsonl` — the base relations as the reference's retrieval reads them (`{src_tgt, tgt_src,
 //!   description, weight}`);
 //! * `kv_store_text_chunks.json` — `{chunk id: {content}}`;
-//! * `entity_vectors.npy` + `entity_vectors.json` — every node's description embedding (float32) and, per row,
-//!   `{entity_name, level, idx}`.
+//! * `entity_vectors.npy` + `entity_vectors.json` — every node's description embedding (float32; a seed
+//!   node's as the seed index holds it, normalised) and, per row, `{entity_name, level, idx}`.
 //!
 //! Every file is written atomically.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use kgrag_hierarchy::{HNodeKind, RelationKind};
+use kgrag_graph_store::VectorIndex;
+use kgrag_hierarchy::{HNodeKind, NodeId, RelationKind};
 use serde_json::{json, Map, Value};
 
 use crate::index::LeanragIndex;
@@ -133,21 +135,38 @@ pub fn export_reference(index: &LeanragIndex, dir: &Path) -> Result<Vec<PathBuf>
     )?;
     out.push(p);
 
-    let nodes: Vec<&kgrag_hierarchy::HNode> = h
-        .layers
+    // A node's vector: its own embedding, or (a seed node, which lets go of its own once indexed) its
+    // row of the seed index, normalised as retrieval scores it.
+    let (seeds, seed_rows) = index.seed_index();
+    let seed_values = seeds.map(|s| s.values()).transpose()?;
+    let seed_dim = seeds.map_or(0, |s| s.dim());
+    let row_of: HashMap<NodeId, usize> = seed_rows
         .iter()
-        .flatten()
-        .filter(|n| !n.embedding.is_empty())
+        .enumerate()
+        .map(|(row, &id)| (id, row))
         .collect();
-    let dim = nodes.first().map_or(0, |n| n.embedding.len());
+    let mut nodes: Vec<(&kgrag_hierarchy::HNode, &[f32])> = Vec::new();
+    for n in h.layers.iter().flatten() {
+        let own = (!n.embedding.is_empty()).then_some(n.embedding.as_slice());
+        let seed = row_of.get(&n.id).and_then(|&row| {
+            seed_values
+                .as_deref()?
+                .get(row * seed_dim..(row + 1) * seed_dim)
+        });
+        if let Some(v) = own.or(seed) {
+            nodes.push((n, v));
+        }
+    }
+    let dim = nodes.first().map_or(0, |(_, v)| v.len());
+    let nodes: Vec<(&kgrag_hierarchy::HNode, &[f32])> =
+        nodes.into_iter().filter(|(_, v)| v.len() == dim).collect();
     let mut flat = Vec::with_capacity(nodes.len() * dim);
-    for n in nodes.iter().filter(|n| n.embedding.len() == dim) {
-        flat.extend_from_slice(&n.embedding);
+    for (_, v) in &nodes {
+        flat.extend_from_slice(v);
     }
     let names: Vec<Value> = nodes
         .iter()
-        .filter(|n| n.embedding.len() == dim)
-        .map(|n| json!({"entity_name": n.name, "level": n.id.layer, "idx": n.id.idx}))
+        .map(|(n, _)| json!({"entity_name": n.name, "level": n.id.layer, "idx": n.id.idx}))
         .collect();
     let p = dir.join("entity_vectors.npy");
     write(

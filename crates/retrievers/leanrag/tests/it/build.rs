@@ -123,9 +123,45 @@ async fn fixture_tree_retrieval_determinism_and_export() {
         assert_eq!(a.paths.len(), 45);
     }
 
+    // The base nodes' vectors live once, in the seed index: the nodes keep no copy, and the export
+    // still writes a vector for every node that has one (the seeds' as the index holds them).
+    assert!(h.layers[0].iter().all(|n| n.embedding.is_empty()));
+    let with_own: usize = h.layers[1..]
+        .iter()
+        .flatten()
+        .filter(|n| !n.embedding.is_empty())
+        .count();
     let dir = std::env::temp_dir().join(format!("kgrag-leanrag-export-{}", std::process::id()));
     let files = kgrag_leanrag::export::export_reference(&index, &dir).unwrap();
     assert_eq!(files.len(), 7);
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(dir.join("entity_vectors.json")).unwrap()).unwrap();
+    assert_eq!(rows.len(), n0 + with_own);
+    let npy = std::fs::read(dir.join("entity_vectors.npy")).unwrap();
+    let values = &npy[npy.len() - rows.len() * 64 * 4..];
+    let first: Vec<f32> = values[..64 * 4]
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let norm: f32 = first.iter().map(|v| v * v).sum::<f32>().sqrt();
+    assert!(
+        (norm - 1.0).abs() < 1e-5,
+        "a seed row is the index's normalised vector: {norm}"
+    );
+    // Saved and read back, the index answers alike.
+    let saved = dir.join("leanrag.index");
+    index.save(&saved).unwrap();
+    let loaded = Arc::new(LeanragIndex::load(&saved).unwrap());
+    assert_eq!(loaded.hierarchy(), index.hierarchy());
+    let r3 = LeanragRetriever::new(loaded, Arc::new(HashingEmbedder::new(64)));
+    let req = RetrievalRequest {
+        query: "Who founded the Quillmarsh Glassblowers Guild?".into(),
+        top_k: 20,
+    };
+    assert_eq!(
+        r3.retrieve(&req).await.unwrap().rendered,
+        r1.retrieve(&req).await.unwrap().rendered
+    );
     let levels = std::fs::read_to_string(dir.join("all_entities.json")).unwrap();
     assert_eq!(levels.lines().count(), index.hierarchy().layers.len());
     let last: serde_json::Value = serde_json::from_str(levels.lines().last().unwrap()).unwrap();
