@@ -235,14 +235,18 @@ class PageTest:
         blob = next((u for u in seen + [tab.url] if u.startswith("blob:")), None)
         check(blob, f"the original did not open (the new tab went to {seen or [tab.url]})")
         check(blob.endswith("#page=" + want_page), f"the original opened at {blob}, not at page {want_page}")
-        # Chromium shows a PDF in its viewer, an extension page it navigates through (on a freshly installed
-        # Chromium's first start the viewer took more than 5 s to come up in a cold CI run).
+        # Chromium shows a PDF in its viewer, an extension page in a frame of the tab. Its navigation can come
+        # before the listener above is attached (cold CI runs missed it twice), so the tab's frames are
+        # looked at too.
+        def viewer():
+            urls = seen + [f.url for f in tab.frames]
+            return any(u.startswith("chrome-extension://") for u in urls)
         for _ in range(int(self.timeout_ms / 100)):
-            if any(u.startswith("chrome-extension://") for u in seen):
+            if viewer():
                 break
             tab.wait_for_timeout(100)
-        check(any(u.startswith("chrome-extension://") for u in seen),
-              f"the original did not open in the PDF viewer (navigations: {seen})")
+        check(viewer(), f"the original did not open in the PDF viewer (navigations: {seen}; frames: "
+                        f"{[f.url for f in tab.frames]})")
         tab.close()
         return f"{labels[pdf[0]]!r} opened the PDF at page {want_page} ({blob[:30]}…#page={want_page}); {shot}"
 
