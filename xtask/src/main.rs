@@ -936,16 +936,7 @@ fn ci_bench(assets: &Path, data: &Path, clippy: &ClippyWrapper) -> TaskResult {
         "--question-corpus",
         "--no-progress",
     ];
-    let mut command = if binary.is_file() {
-        Command::new(&binary)
-    } else {
-        // Built as the test build was, so that only the binary is compiled.
-        let mut c = cargo_command();
-        clippy
-            .apply(&mut c)
-            .args(["run", "-p", "kgrag-cli", "--all-features", "--"]);
-        c
-    };
+    let mut command = ci_kgrag(&binary, clippy);
     command
         .args(bench_args)
         .arg("--out")
@@ -979,15 +970,7 @@ fn ci_bench_int8(binary: &Path, assets: &Path, data: &Path, clippy: &ClippyWrapp
         "[embedder]\nprovider = \"local\"\nprecision = \"int8\"\n",
     )
     .map_err(|e| fail(format!("{}: {e}", config.display())))?;
-    let mut command = if binary.is_file() {
-        Command::new(binary)
-    } else {
-        let mut c = cargo_command();
-        clippy
-            .apply(&mut c)
-            .args(["run", "-p", "kgrag-cli", "--all-features", "--"]);
-        c
-    };
+    let mut command = ci_kgrag(binary, clippy);
     command
         .args([
             "bench",
@@ -1024,6 +1007,19 @@ fn ci_bench_int8(binary: &Path, assets: &Path, data: &Path, clippy: &ClippyWrapp
             .collect();
         check_figures(&report, &path, &f32_figures)
     }
+}
+
+/// `kgrag` as the CI bench runs it: the binary `cargo test` built, else `cargo run` built as the test
+/// build was, so that only the binary is compiled.
+fn ci_kgrag(binary: &Path, clippy: &ClippyWrapper) -> Command {
+    if binary.is_file() {
+        return Command::new(binary);
+    }
+    let mut c = cargo_command();
+    clippy
+        .apply(&mut c)
+        .args(["run", "-p", "kgrag-cli", "--all-features", "--"]);
+    c
 }
 
 /// Whether this CPU runs the local encoder's int8 kernel (as `kgrag-llm` decides: AVX-512F, BW and VNNI).
