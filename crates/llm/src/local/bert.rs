@@ -320,6 +320,25 @@ impl Bert {
         let hd = h / heads;
         let scale = 1.0 / (hd as f32).sqrt();
         l.qkv.apply(b.x.view(), b.qkv.view_mut());
+        #[cfg(target_arch = "x86_64")]
+        if super::attention::available(hd) {
+            if let (Some(qkv), Some(ctx)) = (b.qkv.as_slice(), b.ctx.as_slice_mut()) {
+                for w in starts.windows(2) {
+                    let (a, e) = (w[0], w[1]);
+                    super::attention::attend(
+                        &qkv[a * 3 * h..e * 3 * h],
+                        e - a,
+                        heads,
+                        hd,
+                        scale,
+                        b.attend,
+                        &mut ctx[a * h..e * h],
+                    );
+                }
+                self.rest_of_layer(l, b);
+                return;
+            }
+        }
         for w in starts.windows(2) {
             let (a, e) = (w[0], w[1]);
             let n = e - a;
@@ -347,6 +366,12 @@ impl Bert {
                 general_mat_mul(1.0, &probs.view(), &v, 0.0, &mut ctx);
             }
         }
+        self.rest_of_layer(l, b);
+    }
+
+    /// A layer after its attention (whose output is in `b.ctx`): the attention's output product,
+    /// residual and norm, then the feed-forward, residual and norm into `b.x`.
+    fn rest_of_layer(&self, l: &Layer, b: &mut Buffers<'_>) {
         // Attention output, residual, norm.
         l.out.apply(b.ctx.view(), b.tmp.view_mut());
         b.tmp += &b.x;
@@ -371,6 +396,8 @@ struct Scratch {
     ctx: Vec<f32>,
     tmp: Vec<f32>,
     inter: Vec<f32>,
+    #[cfg(target_arch = "x86_64")]
+    attend: super::attention::AttendScratch,
 }
 
 /// One pass's buffers: the layer input and output `x` (rows × hidden), the stacked query, key and value
@@ -383,6 +410,8 @@ struct Buffers<'a> {
     ctx: ArrayViewMut2<'a, f32>,
     tmp: ArrayViewMut2<'a, f32>,
     inter: ArrayViewMut2<'a, f32>,
+    #[cfg(target_arch = "x86_64")]
+    attend: &'a mut super::attention::AttendScratch,
 }
 
 impl Scratch {
@@ -412,6 +441,8 @@ impl Scratch {
             ctx: part(&mut self.ctx, rows, h)?,
             tmp: part(&mut self.tmp, rows, h)?,
             inter: part(&mut self.inter, rows, inter)?,
+            #[cfg(target_arch = "x86_64")]
+            attend: &mut self.attend,
         })
     }
 }

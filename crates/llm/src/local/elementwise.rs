@@ -95,6 +95,15 @@ wide!(
     fn softmax = softmax_avx512, softmax_avx2 / softmax_rows(m: &mut [f32], n: usize)
 );
 wide!(
+    /// Softmax of the first `n` values of every row of `stride` values stored one after another in
+    /// `m`, in place (each row as [`softmax`] computes it; the values past `n` are left as they are).
+    fn softmax_strided = softmax_strided_avx512, softmax_strided_avx2 / softmax_rows_strided(
+        m: &mut [f32],
+        n: usize,
+        stride: usize
+    )
+);
+wide!(
     /// GELU with erf, in place: `0.5·x·(1 + erf(x/√2))`.
     fn gelu = gelu_avx512, gelu_avx2 / gelu_all(v: &mut [f32])
 );
@@ -165,6 +174,16 @@ fn softmax_rows(m: &mut [f32], n: usize) {
     }
     for r in m.chunks_exact_mut(n) {
         softmax_row(r);
+    }
+}
+
+#[inline(always)]
+fn softmax_rows_strided(m: &mut [f32], n: usize, stride: usize) {
+    if n == 0 || stride < n {
+        return;
+    }
+    for r in m.chunks_exact_mut(stride) {
+        softmax_row(&mut r[..n]);
     }
 }
 

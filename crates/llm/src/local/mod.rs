@@ -5,6 +5,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod amx;
+#[cfg(target_arch = "x86_64")]
+mod attention;
 mod batcher;
 mod bert;
 mod chat;
