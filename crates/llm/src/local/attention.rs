@@ -74,6 +74,12 @@ pub(super) fn attend(
     scratch.keys.resize(head_dim * width, 0.0);
     scratch.scores.clear();
     scratch.scores.resize(n * width, 0.0);
+    let shape = Shape {
+        n,
+        width,
+        stride: 3 * h,
+        head_dim,
+    };
     for head in 0..heads {
         let (q0, k0, v0) = (
             head * head_dim,
@@ -85,12 +91,6 @@ pub(super) fn attend(
                 scratch.keys[d * width + j] = k;
             }
         }
-        let shape = Shape {
-            n,
-            width,
-            stride: 3 * h,
-            head_dim,
-        };
         // SAFETY: `available` found AVX-512F and FMA on this CPU (asserted above): the features the
         // kernels are compiled for.
         #[allow(unsafe_code)]
@@ -136,6 +136,31 @@ fn put(s: &mut [f32], at: usize, v: __m512) {
     }
 }
 
+/// Runs `$tile::<R, C>(args)` with `R` = `$rows` and `C` = `$cols` as constants (the score and the
+/// context tiles alike; callers keep both from 1 to 4).
+macro_rules! by_tile {
+    ($rows:expr, $cols:expr, $tile:ident ( $($arg:expr),* )) => {
+        match ($rows, $cols) {
+            (4, 4) => $tile::<4, 4>($($arg),*),
+            (4, 3) => $tile::<4, 3>($($arg),*),
+            (4, 2) => $tile::<4, 2>($($arg),*),
+            (4, _) => $tile::<4, 1>($($arg),*),
+            (3, 4) => $tile::<3, 4>($($arg),*),
+            (3, 3) => $tile::<3, 3>($($arg),*),
+            (3, 2) => $tile::<3, 2>($($arg),*),
+            (3, _) => $tile::<3, 1>($($arg),*),
+            (2, 4) => $tile::<2, 4>($($arg),*),
+            (2, 3) => $tile::<2, 3>($($arg),*),
+            (2, 2) => $tile::<2, 2>($($arg),*),
+            (2, _) => $tile::<2, 1>($($arg),*),
+            (_, 4) => $tile::<1, 4>($($arg),*),
+            (_, 3) => $tile::<1, 3>($($arg),*),
+            (_, 2) => $tile::<1, 2>($($arg),*),
+            _ => $tile::<1, 1>($($arg),*),
+        }
+    };
+}
+
 /// `scores[i][j] = scale · Σ_d q_i[d] · k_j[d]` for one head (rows of `width` values; the lanes past
 /// `n` come out 0 times the scale and are never read).
 #[target_feature(enable = "avx,avx2,fma,avx512f")]
@@ -147,24 +172,7 @@ fn scores(qkv: &[f32], q0: usize, keys: &[f32], scale: f32, s: Shape, out: &mut 
         let mut c = 0;
         while c < chunks {
             let cols = (chunks - c).min(4);
-            match (rows, cols) {
-                (4, 4) => score_tile::<4, 4>(qkv, q0, keys, scale, s, out, i, c),
-                (4, 3) => score_tile::<4, 3>(qkv, q0, keys, scale, s, out, i, c),
-                (4, 2) => score_tile::<4, 2>(qkv, q0, keys, scale, s, out, i, c),
-                (4, _) => score_tile::<4, 1>(qkv, q0, keys, scale, s, out, i, c),
-                (3, 4) => score_tile::<3, 4>(qkv, q0, keys, scale, s, out, i, c),
-                (3, 3) => score_tile::<3, 3>(qkv, q0, keys, scale, s, out, i, c),
-                (3, 2) => score_tile::<3, 2>(qkv, q0, keys, scale, s, out, i, c),
-                (3, _) => score_tile::<3, 1>(qkv, q0, keys, scale, s, out, i, c),
-                (2, 4) => score_tile::<2, 4>(qkv, q0, keys, scale, s, out, i, c),
-                (2, 3) => score_tile::<2, 3>(qkv, q0, keys, scale, s, out, i, c),
-                (2, 2) => score_tile::<2, 2>(qkv, q0, keys, scale, s, out, i, c),
-                (2, _) => score_tile::<2, 1>(qkv, q0, keys, scale, s, out, i, c),
-                (_, 4) => score_tile::<1, 4>(qkv, q0, keys, scale, s, out, i, c),
-                (_, 3) => score_tile::<1, 3>(qkv, q0, keys, scale, s, out, i, c),
-                (_, 2) => score_tile::<1, 2>(qkv, q0, keys, scale, s, out, i, c),
-                _ => score_tile::<1, 1>(qkv, q0, keys, scale, s, out, i, c),
-            }
+            by_tile!(rows, cols, score_tile(qkv, q0, keys, scale, s, out, i, c));
             c += cols;
         }
         i += rows;
@@ -217,24 +225,11 @@ fn context(p: &[f32], qkv: &[f32], v0: usize, s: Shape, ctx: &mut [f32], h: usiz
     let mut i = 0;
     while i < s.n {
         let rows = (s.n - i).min(4);
-        match (rows, s.head_dim / LANES) {
-            (4, 4) => context_tile::<4, 4>(p, qkv, v0, s, ctx, h, q0, i),
-            (4, 3) => context_tile::<4, 3>(p, qkv, v0, s, ctx, h, q0, i),
-            (4, 2) => context_tile::<4, 2>(p, qkv, v0, s, ctx, h, q0, i),
-            (4, _) => context_tile::<4, 1>(p, qkv, v0, s, ctx, h, q0, i),
-            (3, 4) => context_tile::<3, 4>(p, qkv, v0, s, ctx, h, q0, i),
-            (3, 3) => context_tile::<3, 3>(p, qkv, v0, s, ctx, h, q0, i),
-            (3, 2) => context_tile::<3, 2>(p, qkv, v0, s, ctx, h, q0, i),
-            (3, _) => context_tile::<3, 1>(p, qkv, v0, s, ctx, h, q0, i),
-            (2, 4) => context_tile::<2, 4>(p, qkv, v0, s, ctx, h, q0, i),
-            (2, 3) => context_tile::<2, 3>(p, qkv, v0, s, ctx, h, q0, i),
-            (2, 2) => context_tile::<2, 2>(p, qkv, v0, s, ctx, h, q0, i),
-            (2, _) => context_tile::<2, 1>(p, qkv, v0, s, ctx, h, q0, i),
-            (_, 4) => context_tile::<1, 4>(p, qkv, v0, s, ctx, h, q0, i),
-            (_, 3) => context_tile::<1, 3>(p, qkv, v0, s, ctx, h, q0, i),
-            (_, 2) => context_tile::<1, 2>(p, qkv, v0, s, ctx, h, q0, i),
-            _ => context_tile::<1, 1>(p, qkv, v0, s, ctx, h, q0, i),
-        }
+        by_tile!(
+            rows,
+            s.head_dim / LANES,
+            context_tile(p, qkv, v0, s, ctx, h, q0, i)
+        );
         i += rows;
     }
 }

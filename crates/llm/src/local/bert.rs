@@ -29,6 +29,18 @@ pub(crate) struct BertShape {
     pub eps: f32,
 }
 
+impl BertShape {
+    /// Values per attention head.
+    fn head_dim(&self) -> usize {
+        self.hidden / self.heads
+    }
+
+    /// The attention scores' scale, `1 / √head_dim`.
+    fn scale(&self) -> f32 {
+        1.0 / (self.head_dim() as f32).sqrt()
+    }
+}
+
 /// Table sizes of an encoder (the model's `config.json`).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BertSizes {
@@ -315,30 +327,62 @@ impl Bert {
     }
 
     fn layer(&self, l: &Layer, starts: &[usize], b: &mut Buffers<'_>) {
-        let h = self.shape.hidden;
-        let heads = self.shape.heads;
-        let hd = h / heads;
-        let scale = 1.0 / (hd as f32).sqrt();
         l.qkv.apply(b.x.view(), b.qkv.view_mut());
-        #[cfg(target_arch = "x86_64")]
-        if super::attention::available(hd) {
-            if let (Some(qkv), Some(ctx)) = (b.qkv.as_slice(), b.ctx.as_slice_mut()) {
-                for w in starts.windows(2) {
-                    let (a, e) = (w[0], w[1]);
-                    super::attention::attend(
-                        &qkv[a * 3 * h..e * 3 * h],
-                        e - a,
-                        heads,
-                        hd,
-                        scale,
-                        b.attend,
-                        &mut ctx[a * h..e * h],
-                    );
-                }
-                self.rest_of_layer(l, b);
-                return;
-            }
+        if !self.attend_avx512(starts, b) {
+            self.attend_general(starts, b);
         }
+        // Attention output, residual, norm.
+        l.out.apply(b.ctx.view(), b.tmp.view_mut());
+        b.tmp += &b.x;
+        layer_norm(b.tmp.view_mut(), &l.ln1, self.shape.eps);
+        // Feed-forward, residual, norm.
+        l.inter.apply(b.tmp.view(), b.inter.view_mut());
+        if let Some(v) = b.inter.as_slice_mut() {
+            gelu(v);
+        }
+        l.down.apply(b.inter.view(), b.x.view_mut());
+        b.x += &b.tmp;
+        layer_norm(b.x.view_mut(), &l.ln2, self.shape.eps);
+    }
+
+    /// The attention of every sequence of the pass (`b.qkv` → `b.ctx`) in [`super::attention`]'s AVX-512
+    /// kernels; false, having done nothing, where they do not run (another CPU or head size).
+    fn attend_avx512(&self, starts: &[usize], b: &mut Buffers<'_>) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let (h, heads, hd) = (self.shape.hidden, self.shape.heads, self.shape.head_dim());
+            if !super::attention::available(hd) {
+                return false;
+            }
+            let (Some(qkv), Some(ctx)) = (b.qkv.as_slice(), b.ctx.as_slice_mut()) else {
+                return false;
+            };
+            for w in starts.windows(2) {
+                let (a, e) = (w[0], w[1]);
+                super::attention::attend(
+                    &qkv[a * 3 * h..e * 3 * h],
+                    e - a,
+                    heads,
+                    hd,
+                    self.shape.scale(),
+                    b.attend,
+                    &mut ctx[a * h..e * h],
+                );
+            }
+            true
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (starts, b);
+            false
+        }
+    }
+
+    /// The attention of every sequence of the pass (`b.qkv` → `b.ctx`) through `general_mat_mul`, head
+    /// by head.
+    fn attend_general(&self, starts: &[usize], b: &mut Buffers<'_>) {
+        let (h, heads, hd) = (self.shape.hidden, self.shape.heads, self.shape.head_dim());
+        let scale = self.shape.scale();
         for w in starts.windows(2) {
             let (a, e) = (w[0], w[1]);
             let n = e - a;
@@ -366,24 +410,6 @@ impl Bert {
                 general_mat_mul(1.0, &probs.view(), &v, 0.0, &mut ctx);
             }
         }
-        self.rest_of_layer(l, b);
-    }
-
-    /// A layer after its attention (whose output is in `b.ctx`): the attention's output product,
-    /// residual and norm, then the feed-forward, residual and norm into `b.x`.
-    fn rest_of_layer(&self, l: &Layer, b: &mut Buffers<'_>) {
-        // Attention output, residual, norm.
-        l.out.apply(b.ctx.view(), b.tmp.view_mut());
-        b.tmp += &b.x;
-        layer_norm(b.tmp.view_mut(), &l.ln1, self.shape.eps);
-        // Feed-forward, residual, norm.
-        l.inter.apply(b.tmp.view(), b.inter.view_mut());
-        if let Some(v) = b.inter.as_slice_mut() {
-            gelu(v);
-        }
-        l.down.apply(b.inter.view(), b.x.view_mut());
-        b.x += &b.tmp;
-        layer_norm(b.x.view_mut(), &l.ln2, self.shape.eps);
     }
 }
 
