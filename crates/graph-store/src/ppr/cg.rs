@@ -38,7 +38,7 @@ impl PprSolver {
         let root = &l.reset_scale;
         let d = self.config.damping;
         let threshold = self.config.tolerance * d;
-        let (b, v) = (&self.reset, &self.eigen);
+        let (b, v) = (&self.reset, &self.eigen[..]);
         // The exact solution's component along v is v·b / (1 − d) (A is symmetric, A·v = (1 − d)·v):
         // move z there, and its residual with it.
         let (mut vb, mut vz, mut vv) = (0.0, 0.0, 0.0);

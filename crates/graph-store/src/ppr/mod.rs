@@ -40,6 +40,8 @@
 //! owns its copy of the graph and every buffer: it can be kept beside the graph, and repeated queries
 //! allocate nothing.
 
+use std::sync::Arc;
+
 use rayon::prelude::*;
 
 use crate::csr::CsrGraph;
@@ -182,7 +184,8 @@ pub struct PprSolver {
     method: Method,
     /// `ω` (1 on the parallel paths).
     omega: f64,
-    layout: Layout,
+    /// The arcs as the sweeps read them, shared with the solvers [`fork`](PprSolver::fork)ed from this one.
+    layout: Arc<Layout>,
     /// The reset vector and the iterate, by sweep position (conjugate gradients: `b` and `z`).
     reset: Vec<f64>,
     x: Vec<f64>,
@@ -196,8 +199,8 @@ pub struct PprSolver {
     /// Conjugate gradients' sparse start: the support of the iterates, and membership by node.
     support: Vec<u32>,
     member: Vec<bool>,
-    /// Conjugate gradients: `S`'s eigenvector `√s` (0 where there is no out-weight).
-    eigen: Vec<f64>,
+    /// Conjugate gradients: `S`'s eigenvector `√s` (0 where there is no out-weight); shared as `layout`.
+    eigen: Arc<[f64]>,
     /// The scores by node id.
     scores: Vec<f64>,
 }
@@ -254,8 +257,28 @@ impl PprSolver {
         } else {
             Vec::new()
         };
+        Ok(Self::with_layout(
+            config,
+            method,
+            omega,
+            Arc::new(layout),
+            eigen.into(),
+            n,
+        ))
+    }
+
+    /// A solver over a prepared layout, with its own buffers.
+    fn with_layout(
+        config: PprConfig,
+        method: Method,
+        omega: f64,
+        layout: Arc<Layout>,
+        eigen: Arc<[f64]>,
+        n: usize,
+    ) -> Self {
+        let kept = layout.node.len();
         let buffer = |used: bool| if used { vec![0.0; kept] } else { Vec::new() };
-        Ok(Self {
+        Self {
             config,
             method,
             omega,
@@ -274,7 +297,22 @@ impl PprSolver {
             },
             eigen,
             scores: vec![0.0; n],
-        })
+        }
+    }
+
+    /// Another solver for the same graph and settings that shares this one's arcs (which no run
+    /// changes) and has buffers of its own: a solver per concurrent query without a copy of the graph
+    /// each, and the graph's snapshot need not be kept to make more. Runs give the same scores as this
+    /// solver's.
+    pub fn fork(&self) -> Self {
+        Self::with_layout(
+            self.config,
+            self.method,
+            self.omega,
+            Arc::clone(&self.layout),
+            Arc::clone(&self.eigen),
+            self.scores.len(),
+        )
     }
 
     /// The settings.

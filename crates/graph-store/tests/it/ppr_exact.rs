@@ -164,6 +164,21 @@ fn sweeps_conjugate_gradients_and_jacobi_reach_the_same_fixed_point() {
     other[0] = 1.0;
     solver.run(&other).unwrap();
     assert_ne!(solver.scores(), &b[..]);
+    // A fork shares the arcs, not the buffers: same bits as a solver of its own, and a run of one
+    // leaves the other's scores as they were — on the parallel path and the sequential one.
+    for (config, want) in [(par, &b), (seq, &a)] {
+        let mut first = PprSolver::new(&csr, config).unwrap();
+        let mut fork = first.fork();
+        assert_eq!(fork.swept_arcs(), first.swept_arcs());
+        fork.run(&reset).unwrap();
+        assert_eq!(fork.scores(), &want[..]);
+        first.run(&other).unwrap();
+        assert_eq!(fork.scores(), &want[..]);
+        assert_ne!(first.scores(), &want[..]);
+        let mut again = first.fork();
+        again.run(&reset).unwrap();
+        assert_eq!(again.scores(), &want[..]);
+    }
     // At HippoRAG's settings the iteration count is small.
     assert!(sa.iterations < 60, "{sa:?}");
 }

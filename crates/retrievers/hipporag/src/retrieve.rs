@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use kgrag_graph_store::hippo::phrase_key;
 use kgrag_graph_store::ppr::{PprConfig, PprSolver};
 use kgrag_graph_store::vector::{min_max, min_max_scale, top_k_desc};
-use kgrag_graph_store::{CsrGraph, EmbeddingStore, ScreenedIndex};
+use kgrag_graph_store::{EmbeddingStore, NodeIndex, ScreenedIndex};
 use kgrag_text::ReaderTokens;
 use kgrag_types::{
     ChatModel, ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever,
@@ -83,21 +83,24 @@ pub struct QueryTrace {
     pub ppr_converged: bool,
 }
 
-/// HippoRAG 2 retrieval over a built [`HippoIndex`]. Holds a CSR snapshot of the graph under the configured
-/// edge weights; build a new retriever after the index changes.
+/// HippoRAG 2 retrieval over a built [`HippoIndex`]. Holds the graph under the configured edge weights as
+/// its PPR solver reads it; build a new retriever after the index changes.
 pub struct HippoRetriever {
     index: Arc<HippoIndex>,
     embedder: Arc<dyn Embedder>,
     chat: Option<Arc<dyn ChatModel>>,
     config: HippoConfig,
-    csr: CsrGraph,
+    /// The snapshot's dense vertex ids → graph nodes (the snapshot's arcs live on in `ppr` only).
+    vertex_nodes: Vec<NodeIndex>,
     phrase_vertex: Vec<Option<usize>>,
     passage_vertex: Vec<Option<usize>>,
     /// An int8 copy of the fact vectors: the candidate facts and the score range without a full scan.
     fact_screen: Option<ScreenedIndex>,
     /// Reader-context token counts per passage row.
     reader_tokens: ReaderTokens,
-    /// Idle PPR solvers over `csr` (one per concurrent query at most), so a query copies no arcs.
+    /// The PPR solver every query's is forked from (never run: it holds the arcs they share).
+    ppr: PprSolver,
+    /// Idle PPR solvers (one per concurrent query at most), so a query allocates no buffers.
     solvers: Mutex<Vec<PprSolver>>,
 }
 
@@ -151,17 +154,22 @@ impl HippoRetriever {
             .map(|k| graph.find(k).and_then(|n| csr.dense_id(n)))
             .collect();
         let reader_tokens = ReaderTokens::new(index.passages().len());
+        // The snapshot's arcs (~0.6 MB per 1,000 synthetic passages) are not kept: the solver holds them
+        // as its sweeps read them, and its forks share them.
+        let vertex_nodes = csr.node_indices().to_vec();
+        drop(csr);
         Ok(Self {
             index,
             embedder,
             chat,
             config,
-            csr,
+            vertex_nodes,
             phrase_vertex,
             passage_vertex,
             fact_screen,
             reader_tokens,
-            solvers: Mutex::new(vec![solver]),
+            solvers: Mutex::new(vec![solver.fork()]),
+            ppr: solver,
         })
     }
 
@@ -272,7 +280,7 @@ impl HippoRetriever {
                 self.config.linking_top_k,
             )
         };
-        let mut reset = vec![0.0f64; self.csr.node_count()];
+        let mut reset = vec![0.0f64; self.ppr.node_count()];
         for &(v, w) in &seeds {
             reset[v] += w;
         }
@@ -297,7 +305,7 @@ impl HippoRetriever {
             trace.seeds = seeds
                 .iter()
                 .filter_map(|&(v, w)| {
-                    let node = self.csr.node_index(v)?;
+                    let node = *self.vertex_nodes.get(v)?;
                     let name = self.index.graph().node(node)?.name.clone();
                     Some((name, w))
                 })
@@ -306,7 +314,7 @@ impl HippoRetriever {
             let idle = self.solvers.lock().ok().and_then(|mut pool| pool.pop());
             let mut solver = match idle {
                 Some(s) => s,
-                None => PprSolver::new(&self.csr, ppr_config(&self.config))?,
+                None => self.ppr.fork(),
             };
             let run = solver.run(&reset)?;
             trace.ppr_iterations = run.iterations;

@@ -161,7 +161,7 @@ pub fn export_reference(index: &HiragIndex, dir: &Path) -> Result<ExportFiles> {
             json!({
                 "level": c.level,
                 "title": c.title,
-                "edges": c.edges.iter().map(|&(a, b)| json!([name(a), name(b)])).collect::<Vec<_>>(),
+                "edges": index.community_edges(c).iter().map(|&(a, b)| json!([name(a), name(b)])).collect::<Vec<_>>(),
                 "nodes": c.nodes.iter().map(|&n| name(n)).collect::<Vec<_>>(),
                 "chunk_ids": c.chunk_ids.iter().filter_map(|&x| index.chunks().get(x as usize).map(|r| r.id.as_str().to_owned())).collect::<Vec<_>>(),
                 "occurrence": c.occurrence,

@@ -63,7 +63,7 @@ pub fn export_reference(index: &LeanragIndex, dir: &Path) -> Result<Vec<PathBuf>
                         json!({
                             "entity_name": n.name,
                             "description": n.description,
-                            "source_id": n.sources.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("|"),
+                            "source_id": index.node_sources(n.id).iter().map(|c| c.as_str()).collect::<Vec<_>>().join("|"),
                             "degree": n.degree,
                             "parent": n.parents.first().map_or_else(|| "root".to_owned(), |&p| name(p)),
                             "entity_type": n.entity_type,
@@ -116,7 +116,7 @@ pub fn export_reference(index: &LeanragIndex, dir: &Path) -> Result<Vec<PathBuf>
                 "findings": n.findings.iter().map(|f| json!({"summary": f.summary, "explanation": f.explanation})).collect::<Vec<_>>(),
                 "level": n.id.layer,
                 "children": n.children.iter().map(|&c| name(c)).collect::<Vec<_>>(),
-                "source_id": n.sources.iter().map(|c| c.as_str()).collect::<Vec<_>>().join("|"),
+                "source_id": index.node_sources(n.id).iter().map(|c| c.as_str()).collect::<Vec<_>>().join("|"),
             })
         })
         .collect();

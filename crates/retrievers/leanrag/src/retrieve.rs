@@ -163,7 +163,7 @@ impl LeanragRetriever {
         let mut counts: Vec<(ChunkId, usize)> = Vec::new();
         let mut pos: HashMap<ChunkId, usize> = HashMap::new();
         for &(s, _) in seeds {
-            for c in node(s).map_or(&[][..], |n| n.sources.as_slice()) {
+            for c in index.node_sources(s).iter() {
                 match pos.get(c) {
                     Some(&p) => counts[p].1 += 1,
                     None => {

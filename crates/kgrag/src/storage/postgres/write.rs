@@ -389,7 +389,8 @@ async fn write_projections(
     secrets: &Secrets,
 ) -> Result<()> {
     let hirag = crate::methods::hirag_index(index);
-    let hierarchy = match (hirag, crate::methods::leanrag_index(index)) {
+    let leanrag = crate::methods::leanrag_index(index);
+    let hierarchy = match (hirag, leanrag) {
         (Some(h), _) => h.hierarchy(),
         (None, Some(l)) => l.hierarchy(),
         (None, None) => return Ok(()),
@@ -420,6 +421,13 @@ async fn write_projections(
         let mut row = serde_json::to_value(n)?;
         if let Some(o) = row.as_object_mut() {
             o.remove("embedding");
+            // LeanRAG's nodes above the base layer hold no sources when they are their children's.
+            if let Some(l) = leanrag.filter(|_| n.id.layer > 0 && n.sources.is_empty()) {
+                o.insert(
+                    "sources".into(),
+                    serde_json::to_value(l.node_sources(n.id))?,
+                );
+            }
         }
         copy.row(&[&g, &method, &layer, &idx, &n.name, &kind, &row])
             .await?;
@@ -489,6 +497,11 @@ async fn write_projections(
         .await?;
         for c in h.communities() {
             let (id, level, parent) = (c.id as i32, c.level as i32, c.parent.map(|p| p as i32));
+            // The index lists a community's edges on demand; the row keeps them.
+            let c = &kgrag_hirag::CommunityRecord {
+                edges: h.community_edges(c),
+                ..c.clone()
+            };
             copy.row(&[
                 &g,
                 &method,

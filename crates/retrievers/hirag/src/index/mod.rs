@@ -78,7 +78,9 @@ pub struct CommunityRecord {
     pub title: String,
     /// Member nodes (graph indices), ascending.
     pub nodes: Vec<u32>,
-    /// Every edge incident to a member, as node pairs, ascending.
+    /// Every edge incident to a member, as node pairs, ascending — while the build writes the reports;
+    /// an index lets go of them (empty here) and [`HiragIndex::community_edges`] lists them again from
+    /// the graph. Held, they were ~0.8 MB per 1,000 passages that no query reads.
     pub edges: Vec<(u32, u32)>,
     /// Union of the members' source chunks (positions in the chunk list), ascending.
     pub chunk_ids: Vec<u32>,
@@ -191,6 +193,21 @@ pub struct HiragIndex {
     #[serde(skip)]
     community_pos: HashMap<u32, usize>,
     stats: IndexStats,
+}
+
+/// Every edge of `graph` incident to one of `nodes` that the clustering's graph holds (a positive finite
+/// weight), as pairs `(a, b)` with `a < b`, ascending: a community's edges (`community_schema`).
+fn edges_at(graph: &HiGraph, nodes: &[u32]) -> Vec<(u32, u32)> {
+    let mut edges = BTreeSet::new();
+    for &v in nodes {
+        for &(u, e) in graph.neighbours(v) {
+            let w = graph.edge(e).map_or(0.0, |e| e.weight);
+            if w.is_finite() && w > 0.0 {
+                edges.insert((v.min(u), v.max(u)));
+            }
+        }
+    }
+    edges.into_iter().collect()
 }
 
 fn outcome_name(o: Outcome) -> String {
@@ -572,7 +589,9 @@ impl HiragBase {
         } else {
             models.embedder.as_ref()
         };
-        let mut entity_vectors = EmbeddingStore::new("hirag-entities");
+        // Keys and vectors only: retrieval scores the vectors and renders the graph's nodes, so a copy of
+        // every entity's embedded text (~0.5 MB per 1,000 passages) would be held for nothing.
+        let mut entity_vectors = EmbeddingStore::new("hirag-entities").without_texts();
         let items: Vec<(String, String)> = graph
             .nodes()
             .iter()
@@ -765,6 +784,11 @@ impl HiragBase {
             c.report = report;
         }
         stats.communities_per_level = per_level.values().copied().collect();
+        for c in &mut communities {
+            // What `community_edges` lists again is what the reports were given.
+            debug_assert_eq!(c.edges, edges_at(&graph, &c.nodes), "community {}", c.id);
+            c.edges = Vec::new();
+        }
         record_stage(&mut stats, "hirag_reports", started);
 
         let mut index = HiragIndex {
@@ -801,6 +825,12 @@ impl HiragIndex {
     }
 
     fn rebuild_lookups(&mut self) {
+        // Files written while the entity store held its texts, or the communities their edges, still
+        // have them; nothing reads them (`community_edges` lists the edges again).
+        self.entity_vectors.drop_texts();
+        for c in &mut self.communities {
+            c.edges = Vec::new();
+        }
         self.graph.rebuild();
         self.community_pos = self
             .communities
@@ -907,6 +937,13 @@ impl HiragIndex {
     /// The communities, by id.
     pub fn communities(&self) -> &[CommunityRecord] {
         &self.communities
+    }
+
+    /// Every edge incident to a member of `community`, as node pairs `(a, b)` with `a < b`, ascending:
+    /// the community's edges as its report's input listed them (the clustering's graph, which leaves out
+    /// edges without a positive finite weight).
+    pub fn community_edges(&self, community: &CommunityRecord) -> Vec<(u32, u32)> {
+        edges_at(&self.graph, &community.nodes)
     }
 
     /// The community with id `id`.

@@ -174,3 +174,58 @@ async fn fixture_tree_retrieval_determinism_and_export() {
     assert_eq!(base.lines().count(), s.relations_by_kind["base"]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// With seeds on the base layer the nodes above it let go of their sources, and `node_sources` makes them
+/// again: the same multisets, in the same order, as the build made them (an index with seeds on the
+/// aggregates keeps them).
+#[tokio::test]
+async fn aggregate_sources_are_made_again_from_the_children() {
+    let base = LeanragConfig {
+        cluster_size: 5,
+        log_layers: false,
+        ..LeanragConfig::default()
+    };
+    let kept = LeanragConfig {
+        seed_layers: kgrag_leanrag::SeedLayers::Aggregate,
+        ..base.clone()
+    };
+    let held = build(fixture_g0(usize::MAX), &kept).await;
+    let hh = held.hierarchy();
+    let chunks: Vec<(ChunkId, String)> = held
+        .chunks()
+        .iter()
+        .map(|(c, t)| (c.clone(), t.clone()))
+        .collect();
+    let dropped = LeanragIndex::from_hierarchy(hh.clone(), chunks, &base).unwrap();
+    let hd = dropped.hierarchy();
+    assert!(hd.layers.len() >= 3, "{:?}", hd.layer_sizes());
+    let mut compared = 0;
+    for (ld, lh) in hd.layers.iter().zip(&hh.layers).skip(1) {
+        for (nd, nh) in ld.iter().zip(lh) {
+            assert!(nd.sources.is_empty(), "{} holds its sources", nd.name);
+            assert!(!nh.sources.is_empty(), "{} has no sources", nh.name);
+            assert_eq!(
+                dropped.node_sources(nd.id).as_ref(),
+                &nh.sources[..],
+                "{}",
+                nd.name
+            );
+            assert_eq!(held.node_sources(nh.id).as_ref(), &nh.sources[..]);
+            compared += 1;
+        }
+    }
+    assert!(compared > 10, "{compared}");
+    // The root's are every base node's, repeats kept.
+    let root = hd.root.unwrap();
+    let all: usize = hd.layers[0].iter().map(|n| n.sources.len()).sum();
+    assert_eq!(dropped.node_sources(root).len(), all);
+    // Saved and read again, the index holds none and makes the same.
+    let dir = std::env::temp_dir().join(format!("kgrag-leanrag-sources-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("leanrag.index");
+    dropped.save(&path).unwrap();
+    let loaded = LeanragIndex::load(&path).unwrap();
+    assert_eq!(loaded.hierarchy(), dropped.hierarchy());
+    assert_eq!(loaded.node_sources(root), dropped.node_sources(root));
+    let _ = std::fs::remove_dir_all(&dir);
+}
