@@ -619,8 +619,8 @@ impl IndexWriter {
             // first, while no other method's index is held yet; then dense and HippoRAG 2, whose build
             // (synonymy, the fact store) passes its peak before LeanRAG's index is held too; LeanRAG (which
             // takes HiRAG's base layer) last. Every method at 30,000 synthetic passages: the build's live
-            // heap peaked at 1,115 MB with LeanRAG before HippoRAG 2 and 1,030 MB after it. Each builds what it
-            // would alone; stages keep the registry's order.
+            // heap peaked at 1,108 MB with LeanRAG before HippoRAG 2 and 1,030 MB after it. Each builds
+            // what it would alone; stages keep the registry's order.
             let mut order: Vec<&Box<dyn methods::Method>> = selected.iter().collect();
             order.sort_by_key(|m| match m.name() {
                 "hirag" => 0,

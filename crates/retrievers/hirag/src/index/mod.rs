@@ -784,10 +784,10 @@ impl HiragBase {
             c.report = report;
         }
         stats.communities_per_level = per_level.values().copied().collect();
-        for c in &mut communities {
-            // What `community_edges` lists again is what the reports were given.
+        for c in &communities {
+            // What `community_edges` lists again (the index lets go of the lists in `rebuild_lookups`)
+            // is what the reports were given.
             debug_assert_eq!(c.edges, edges_at(&graph, &c.nodes), "community {}", c.id);
-            c.edges = Vec::new();
         }
         record_stage(&mut stats, "hirag_reports", started);
 
