@@ -39,7 +39,7 @@ pub(crate) async fn run(dir: &Path, rounds: usize) -> Result<Value> {
     let method = searcher.method_index("hirag")?;
     let index =
         kgrag::methods::hirag_index(method.as_ref()).ok_or_else(|| anyhow!("no HiRAG index"))?;
-    let hierarchy = index.hierarchy();
+    let hierarchy = index.hierarchy()?;
     let cluster = index.config().cluster;
     let mut layers = Map::new();
     let mut layer0_ms = f64::NAN;

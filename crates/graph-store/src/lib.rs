@@ -35,6 +35,7 @@ mod graph;
 pub mod graphml;
 pub mod hippo;
 mod index_dir;
+mod packed;
 pub mod persist;
 pub mod ppr;
 pub mod synonymy;
@@ -47,6 +48,7 @@ pub use graph::{
     NeighbourOrder, Node, NodeKind, RelationFacet, SynonymyFacet, DESCRIPTION_SEPARATOR,
 };
 pub use index_dir::IndexDir;
+pub use packed::Packed;
 pub use petgraph::stable_graph::{EdgeIndex, NodeIndex};
 pub use vector::{
     EmbeddingStore, ExactIndex, Hit, HnswIndex, HnswParams, IndexKind, Metric, Precision,

@@ -191,7 +191,8 @@ pub struct LayerLog {
     /// Soft assignment: points given their argmax because no posterior passed the threshold.
     pub rescued: usize,
     /// How UMAP started its layout when the reduction was UMAP (spectral, or the PCA fallback).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Written even when `None`: the index files are postcard, whose fields are read by position.
+    #[serde(default)]
     pub umap_init: Option<crate::umap::UmapInit>,
     /// Seconds spent clustering.
     #[serde(skip)]

@@ -160,6 +160,13 @@ pub struct IndexSection {
     /// index's own file once it is saved. Each query screens the facts in memory and reads only the
     /// rows it cannot decide, so rankings are unchanged. Default `true`; `false` holds them in memory.
     pub fact_vectors_on_disk: bool,
+    /// Keep every method's entity vectors (f32, one row per entity: HippoRAG 2's phrases, HiRAG's
+    /// entities, LeanRAG's base seeds) in unnamed scratch files under `<cache_dir>/vectors` once a build
+    /// or load is done, instead of memory. HiRAG and LeanRAG screen each query against an int8 copy in
+    /// memory and read only the rows it cannot decide; no HippoRAG 2 query reads its phrases. Rankings and
+    /// contexts are unchanged; the saved index holds the vectors as before. Default `true`; `false`
+    /// holds them in memory.
+    pub entity_vectors_on_disk: bool,
     /// Keep the sentence vectors HiRAG's and LeanRAG's builds compose descriptions from (one per distinct
     /// fact or source sentence, the largest thing their offline builds hold) in an unnamed scratch file
     /// under `<cache_dir>/vectors` instead of memory, for the build's duration. The index is the same
@@ -176,6 +183,7 @@ impl Default for IndexSection {
             methods: METHOD_NAMES.iter().map(|m| (*m).to_owned()).collect(),
             chunking: kgrag_text::ChunkerConfig::hirag(),
             fact_vectors_on_disk: true,
+            entity_vectors_on_disk: true,
             sentence_vectors_on_disk: true,
             keep_originals: true,
         }

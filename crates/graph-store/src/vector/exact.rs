@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::join::{push_both, upper_block_pairs, JoinCodes};
-use super::rows::RowFile;
+use super::rows::{RowFile, RowValue};
 use super::{check_rows, dot, normalise_rows, Hit, Metric, TopK, VectorIndex};
 use crate::error::invalid;
 use crate::{persist, Result};
@@ -52,6 +52,8 @@ enum Values {
     F16(Vec<f16>),
     /// f16 values in a file ([`ExactIndex::rows_on_disk`]).
     F16File(RowFile),
+    /// f32 values in a file ([`ExactIndex::rows_on_disk`]).
+    F32File(RowFile<f32>),
 }
 
 impl PartialEq for Values {
@@ -63,13 +65,17 @@ impl PartialEq for Values {
                 a.same_values(b)
             }
             (Values::F16File(a), Values::F16File(b)) => a.same_as(b),
+            (Values::F32File(a), Values::F32(b)) | (Values::F32(b), Values::F32File(a)) => {
+                a.same_values(b)
+            }
+            (Values::F32File(a), Values::F32File(b)) => a.same_as(b),
             _ => false,
         }
     }
 }
 
 /// An I/O error reading or writing a file of rows.
-fn rows_io(rows: &RowFile, source: std::io::Error) -> crate::StoreError {
+fn rows_io<T: RowValue>(rows: &RowFile<T>, source: std::io::Error) -> crate::StoreError {
     crate::StoreError::Io {
         path: rows.origin().to_path_buf(),
         source,
@@ -94,7 +100,7 @@ impl Values {
 
     fn precision(&self) -> Precision {
         match self {
-            Values::F32(_) => Precision::F32,
+            Values::F32(_) | Values::F32File(_) => Precision::F32,
             Values::F16(_) | Values::F16File(_) => Precision::F16,
         }
     }
@@ -105,6 +111,7 @@ impl Values {
             Values::F32(v) => v.len(),
             Values::F16(v) => v.len(),
             Values::F16File(v) => v.len(),
+            Values::F32File(v) => v.len(),
         }
     }
 
@@ -124,6 +131,11 @@ impl Values {
             Values::F16File(v) => {
                 let mut out = vec![0.0f32; end - start];
                 v.read_f32(start, &mut out).map_err(|e| rows_io(v, e))?;
+                Cow::Owned(out)
+            }
+            Values::F32File(v) => {
+                let mut out = vec![0.0f32; end - start];
+                v.read(start, &mut out).map_err(|e| rows_io(v, e))?;
                 Cow::Owned(out)
             }
         })
@@ -148,6 +160,11 @@ impl Values {
                 v.read_f32(start, scratch).map_err(|e| rows_io(v, e))?;
                 scratch
             }
+            Values::F32File(v) => {
+                scratch.resize(end - start, 0.0);
+                v.read(start, scratch).map_err(|e| rows_io(v, e))?;
+                scratch
+            }
         })
     }
 
@@ -157,6 +174,7 @@ impl Values {
             Values::F32(v) => v.extend_from_slice(data),
             Values::F16(v) => v.extend(data.iter().map(|&x| f16::from_f32(x))),
             Values::F16File(v) => v.append(&to_f16(data))?,
+            Values::F32File(v) => v.append(data)?,
         }
         Ok(())
     }
@@ -174,6 +192,7 @@ impl Values {
             Values::F32(v) => Values::F32(pick(v, rows, dim)),
             Values::F16(v) => Values::F16(pick(v, rows, dim)),
             Values::F16File(v) => Values::F16File(v.select(rows, dim)?),
+            Values::F32File(v) => Values::F32File(v.select(rows, dim)?),
         })
     }
 
@@ -191,6 +210,7 @@ impl Values {
             Values::F32(v) => keep_rows(v, dim, &mut keep),
             Values::F16(v) => keep_rows(v, dim, &mut keep),
             Values::F16File(v) => *v = v.retain(dim, keep)?,
+            Values::F32File(v) => *v = v.retain(dim, keep)?,
         }
         Ok(())
     }
@@ -245,13 +265,13 @@ pub(super) struct F16Layout {
     data: Vec<f16>,
 }
 
-/// [`F32Layout`] borrowed, for writing.
+/// [`F32Layout`] borrowed (or read from the file of an index whose rows are on disk), for writing.
 #[derive(Serialize)]
 pub(super) struct F32Ref<'a> {
     dim: usize,
     metric: Metric,
-    #[serde(with = "le_bytes")]
-    data: &'a [f32],
+    #[serde(serialize_with = "le_bytes::serialize_cow")]
+    data: Cow<'a, [f32]>,
 }
 
 /// [`F16Layout`] borrowed (or read from the file of an index whose rows are on disk), for writing.
@@ -274,7 +294,16 @@ impl ExactIndex {
     pub(super) fn layout(&self) -> Result<LayoutRef<'_>> {
         let (dim, metric) = (self.dim, self.metric);
         Ok(match &self.values {
-            Values::F32(data) => LayoutRef::F32(F32Ref { dim, metric, data }),
+            Values::F32(data) => LayoutRef::F32(F32Ref {
+                dim,
+                metric,
+                data: Cow::Borrowed(data),
+            }),
+            Values::F32File(rows) => LayoutRef::F32(F32Ref {
+                dim,
+                metric,
+                data: Cow::Owned(rows.to_vec()?),
+            }),
             Values::F16(data) => LayoutRef::F16(F16Ref {
                 dim,
                 metric,
@@ -305,34 +334,34 @@ impl ExactIndex {
         }
     }
 
-    /// Moves an f16 index's rows into an unnamed scratch file in `dir` (created if missing), read back
-    /// per query as needed instead of held in memory; an index already on disk keeps its file and makes
-    /// later copies in `dir`. Scores and rankings are unchanged: the file holds the same f16 values. An
-    /// f32 index is refused.
+    /// Moves the index's rows (f16 or f32) into an unnamed scratch file in `dir` (created if missing),
+    /// read back per query as needed instead of held in memory; an index already on disk keeps its file
+    /// and makes later copies in `dir`. Scores and rankings are unchanged: the file holds the same values.
+    /// A full scan ([`scores`](Self::scores)) then reads every row from the file; a
+    /// [`ScreenedIndex`](super::ScreenedIndex) finds the top rows reading a few.
     pub fn rows_on_disk(&mut self, dir: &Path) -> Result<()> {
         self.values = match &self.values {
-            Values::F32(_) => {
-                return Err(invalid(
-                    "only an f16 index keeps its rows on disk".to_owned(),
-                ))
-            }
+            Values::F32(v) => Values::F32File(RowFile::with_values(dir, v)?),
             Values::F16(v) => Values::F16File(RowFile::with_values(dir, v)?),
             Values::F16File(rows) => Values::F16File(rows.with_dir(dir)),
+            Values::F32File(rows) => Values::F32File(rows.with_dir(dir)),
         };
         Ok(())
     }
 
     /// Reads an index's rows back into memory (nothing to do when they are there).
     pub fn rows_in_memory(&mut self) -> Result<()> {
-        if let Values::F16File(rows) = &self.values {
-            self.values = Values::F16(rows.to_vec()?);
+        match &self.values {
+            Values::F16File(rows) => self.values = Values::F16(rows.to_vec()?),
+            Values::F32File(rows) => self.values = Values::F32(rows.to_vec()?),
+            Values::F32(_) | Values::F16(_) => {}
         }
         Ok(())
     }
 
     /// Whether the rows are in a file ([`rows_on_disk`](Self::rows_on_disk)).
     pub fn is_on_disk(&self) -> bool {
-        matches!(self.values, Values::F16File(_))
+        matches!(self.values, Values::F16File(_) | Values::F32File(_))
     }
 
     /// Starts appending `rows` f16 rows (normalised for cosine, finite) written in any order with
@@ -342,7 +371,7 @@ impl ExactIndex {
         let dim = self.dim;
         let first = self.len();
         let target = match &mut self.values {
-            Values::F32(_) => {
+            Values::F32(_) | Values::F32File(_) => {
                 return Err(invalid(
                     "f16 rows given to an index that holds f32 values".to_owned(),
                 ))
@@ -406,7 +435,7 @@ impl Serialize for ExactIndex {
                 F32Ref {
                     dim: l.dim,
                     metric: l.metric,
-                    data: &data,
+                    data,
                 }
                 .serialize(s)
             }
@@ -523,7 +552,8 @@ impl ExactIndex {
     /// [`VectorIndex::add`] of rows given by value: an empty index takes the buffer instead of copying
     /// it (a large first batch is then held once, not twice). Returns the first new row's index.
     pub fn add_owned(&mut self, mut vectors: Vec<f32>) -> Result<usize> {
-        if !self.values.is_empty() || self.values.precision() == Precision::F16 {
+        if !self.values.is_empty() || self.values.precision() == Precision::F16 || self.is_on_disk()
+        {
             return self.add(&vectors);
         }
         check_rows(&vectors, self.dim, "vectors")?;
@@ -556,7 +586,7 @@ impl ExactIndex {
             Values::F16(v) if v.is_empty() => *v = rows,
             Values::F16(v) => v.extend_from_slice(&rows),
             Values::F16File(v) => v.append(&rows)?,
-            Values::F32(_) => {
+            Values::F32(_) | Values::F32File(_) => {
                 return Err(invalid(
                     "f16 rows given to an index that holds f32 values".to_owned(),
                 ))
@@ -592,7 +622,7 @@ impl ExactIndex {
         match &self.values {
             Values::F32(v) => v.len() * 4,
             Values::F16(v) => v.len() * 2,
-            Values::F16File(_) => 0,
+            Values::F16File(_) | Values::F32File(_) => 0,
         }
     }
 
@@ -622,7 +652,7 @@ impl ExactIndex {
     pub fn as_f32(&self) -> Option<&[f32]> {
         match &self.values {
             Values::F32(v) => Some(v),
-            Values::F16(_) | Values::F16File(_) => None,
+            Values::F16(_) | Values::F16File(_) | Values::F32File(_) => None,
         }
     }
 
@@ -1036,6 +1066,20 @@ impl VectorIndex for ExactIndex {
                 }
                 app.finish();
             }
+            (Values::F32File(file), metric) => {
+                // Normalised (for cosine) and written in blocks, made visible together.
+                let mut app = file.begin_append()?;
+                let mut block = Vec::new();
+                for part in vectors.chunks(self.dim * 4096) {
+                    block.clear();
+                    block.extend_from_slice(part);
+                    if metric == Metric::Cosine {
+                        normalise_rows(&mut block, self.dim);
+                    }
+                    app.push(&block)?;
+                }
+                app.finish();
+            }
             (values, Metric::Cosine) => {
                 // Normalised in f32, then rounded: in blocks, so that a large batch is not copied whole.
                 let mut block = Vec::new();
@@ -1297,43 +1341,43 @@ mod tests {
         let dim = 24;
         let rows = clustered(9_000, dim, 5);
         let dir = std::env::temp_dir().join(format!("kgrag-exact-disk-{}", std::process::id()));
-        let mut mem = ExactIndex::with_precision(dim, Metric::Cosine, Precision::F16).unwrap();
-        let mut disk = mem.clone();
-        disk.rows_on_disk(&dir).unwrap();
-        assert!(disk.is_on_disk() && !mem.is_on_disk());
-        // More than one block of 4,096 rows per add, and an add after the first.
-        for part in [&rows[..100 * dim], &rows[100 * dim..]] {
-            assert_eq!(mem.add(part).unwrap(), disk.add(part).unwrap());
+        // f16 rows (HippoRAG 2's facts) and f32 rows (every method's entity vectors).
+        for precision in [Precision::F16, Precision::F32] {
+            let mut mem = ExactIndex::with_precision(dim, Metric::Cosine, precision).unwrap();
+            let mut disk = mem.clone();
+            disk.rows_on_disk(&dir).unwrap();
+            assert!(disk.is_on_disk() && !mem.is_on_disk());
+            // More than one block of 4,096 rows per add, and an add after the first.
+            for part in [&rows[..100 * dim], &rows[100 * dim..]] {
+                assert_eq!(mem.add(part).unwrap(), disk.add(part).unwrap());
+            }
+            assert_eq!(disk, mem);
+            assert_eq!(disk.values().unwrap(), mem.values().unwrap());
+            let q = &rows[17 * dim..18 * dim];
+            assert_eq!(disk.search(q, 7).unwrap(), mem.search(q, 7).unwrap());
+            assert_eq!(
+                disk.search_batch_min_score(&rows[..5 * dim], 4, 0.2)
+                    .unwrap(),
+                mem.search_batch_min_score(&rows[..5 * dim], 4, 0.2)
+                    .unwrap()
+            );
+            assert_eq!(disk.vector(8_999), mem.vector(8_999));
+            let pick = [8_000, 3, 4_100];
+            assert_eq!(
+                disk.select_rows(&pick).unwrap(),
+                mem.select_rows(&pick).unwrap()
+            );
+            let (mut dcut, mut mcut) = (disk.clone(), mem.clone());
+            dcut.retain_rows(|r| r % 4 == 1).unwrap();
+            mcut.retain_rows(|r| r % 4 == 1).unwrap();
+            assert_eq!(dcut, mcut);
+            assert_eq!(disk, mem, "the copy's cut left the original as it was");
+            let mut back = disk.clone();
+            back.rows_in_memory().unwrap();
+            assert!(!back.is_on_disk());
+            assert_eq!(back, mem);
+            assert_eq!(back.precision(), precision);
         }
-        assert_eq!(disk, mem);
-        assert_eq!(disk.values().unwrap(), mem.values().unwrap());
-        let q = &rows[17 * dim..18 * dim];
-        assert_eq!(disk.search(q, 7).unwrap(), mem.search(q, 7).unwrap());
-        assert_eq!(
-            disk.search_batch_min_score(&rows[..5 * dim], 4, 0.2)
-                .unwrap(),
-            mem.search_batch_min_score(&rows[..5 * dim], 4, 0.2)
-                .unwrap()
-        );
-        assert_eq!(disk.vector(8_999), mem.vector(8_999));
-        let pick = [8_000, 3, 4_100];
-        assert_eq!(
-            disk.select_rows(&pick).unwrap(),
-            mem.select_rows(&pick).unwrap()
-        );
-        let (mut dcut, mut mcut) = (disk.clone(), mem.clone());
-        dcut.retain_rows(|r| r % 4 == 1).unwrap();
-        mcut.retain_rows(|r| r % 4 == 1).unwrap();
-        assert_eq!(dcut, mcut);
-        assert_eq!(disk, mem, "the copy's cut left the original as it was");
-        let mut back = disk.clone();
-        back.rows_in_memory().unwrap();
-        assert!(!back.is_on_disk());
-        assert_eq!(back, mem);
-        assert!(ExactIndex::new(dim, Metric::Cosine)
-            .unwrap()
-            .rows_on_disk(&dir)
-            .is_err());
         std::fs::remove_dir_all(&dir).ok();
     }
 

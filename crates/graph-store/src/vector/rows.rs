@@ -1,4 +1,4 @@
-//! f16 rows held in a file instead of memory ([`ExactIndex::rows_on_disk`](super::ExactIndex::rows_on_disk)):
+//! f16 or f32 rows held in a file instead of memory ([`ExactIndex::rows_on_disk`](super::ExactIndex::rows_on_disk)):
 //! what lets HippoRAG 2's fact vectors, the largest part of its index, stay out of memory while their int8
 //! screen ([`ScreenedIndex`](super::ScreenedIndex)) answers each query and only the rows it cannot decide
 //! are read (a few hundred per query).
@@ -9,11 +9,12 @@
 //! another; an append by a holder that does not own the file's tail (or to a read-only file) first copies
 //! its rows into a scratch file of its own.
 //!
-//! A saved rows file: `KGRAGRW\0`, a version (u32 LE), the number of values (u64 LE), the values (f16
+//! A saved rows file (f16 rows only: an f32 store saves its rows inline): `KGRAGRW\0`, a version (u32 LE), the number of values (u64 LE), the values (f16
 //! LE), and the SHA-256 of everything before it.
 
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -32,12 +33,64 @@ const DIGEST: u64 = 32;
 /// Values moved per read or write when rows are copied (2 MiB).
 const BLOCK_VALUES: usize = 1 << 20;
 
-/// f16 values in a file (see the module's documentation).
-#[derive(Clone)]
-pub(crate) struct RowFile {
+/// A value a [`RowFile`] holds: f16 or f32, little-endian in the file.
+pub(crate) trait RowValue: Copy + PartialEq + Send + Sync + 'static {
+    /// Bytes a value.
+    const BYTES: usize;
+    /// Zero, to fill buffers with.
+    const ZERO: Self;
+    /// Appends the value's little-endian bytes.
+    fn put_le(self, out: &mut Vec<u8>);
+    /// The value of `BYTES` little-endian bytes.
+    fn from_le(bytes: &[u8]) -> Self;
+    /// `values` as f32, into `out` (as long).
+    fn widen(values: &[Self], out: &mut [f32]);
+}
+
+impl RowValue for f16 {
+    const BYTES: usize = 2;
+    const ZERO: Self = f16::ZERO;
+    fn put_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn from_le(b: &[u8]) -> Self {
+        f16::from_le_bytes([b[0], b[1]])
+    }
+    fn widen(values: &[Self], out: &mut [f32]) {
+        values.convert_to_f32_slice(out);
+    }
+}
+
+impl RowValue for f32 {
+    const BYTES: usize = 4;
+    const ZERO: Self = 0.0;
+    fn put_le(self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn from_le(b: &[u8]) -> Self {
+        f32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+    fn widen(values: &[Self], out: &mut [f32]) {
+        out.copy_from_slice(values);
+    }
+}
+
+/// f16 (or f32) values in a file (see the module's documentation).
+pub(crate) struct RowFile<T = f16> {
     shared: Arc<Shared>,
     /// The values this holder sees: the file's first `values` values.
     values: usize,
+    kind: PhantomData<T>,
+}
+
+impl<T> Clone for RowFile<T> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            values: self.values,
+            kind: PhantomData,
+        }
+    }
 }
 
 struct Shared {
@@ -53,7 +106,7 @@ struct Shared {
     tail: Mutex<Option<usize>>,
 }
 
-impl std::fmt::Debug for RowFile {
+impl<T> std::fmt::Debug for RowFile<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -72,15 +125,15 @@ fn io_err(path: &Path, source: std::io::Error) -> StoreError {
 }
 
 /// The little-endian bytes of `values`.
-fn to_bytes(values: &[f16], out: &mut Vec<u8>) {
+fn to_bytes<T: RowValue>(values: &[T], out: &mut Vec<u8>) {
     out.clear();
-    out.reserve(values.len() * 2);
+    out.reserve(values.len() * T::BYTES);
     for v in values {
-        out.extend_from_slice(&v.to_le_bytes());
+        v.put_le(out);
     }
 }
 
-impl RowFile {
+impl<T: RowValue> RowFile<T> {
     /// An empty scratch file in `dir` (created if missing).
     pub(crate) fn scratch(dir: &Path) -> Result<Self> {
         std::fs::create_dir_all(dir).map_err(|e| io_err(dir, e))?;
@@ -94,11 +147,12 @@ impl RowFile {
                 tail: Mutex::new(Some(0)),
             }),
             values: 0,
+            kind: PhantomData,
         })
     }
 
     /// A scratch file in `dir` holding `values`.
-    pub(crate) fn with_values(dir: &Path, values: &[f16]) -> Result<Self> {
+    pub(crate) fn with_values(dir: &Path, values: &[T]) -> Result<Self> {
         let mut out = Self::scratch(dir)?;
         out.append(values)?;
         Ok(out)
@@ -131,6 +185,7 @@ impl RowFile {
                     tail: Mutex::new(None),
                 }),
                 values: self.values,
+                kind: PhantomData,
             },
             // Keep the old folder rather than fail: only where copies go differs.
             Err(_) => self.clone(),
@@ -138,7 +193,7 @@ impl RowFile {
     }
 
     /// Values `start..start + out.len()` into `out`.
-    pub(crate) fn read(&self, start: usize, out: &mut [f16]) -> std::io::Result<()> {
+    pub(crate) fn read(&self, start: usize, out: &mut [T]) -> std::io::Result<()> {
         let end = start + out.len();
         if end > self.values {
             return Err(std::io::Error::new(
@@ -146,23 +201,23 @@ impl RowFile {
                 format!("values {start}..{end} of a file of {}", self.values),
             ));
         }
-        let mut bytes = vec![0u8; out.len() * 2];
+        let mut bytes = vec![0u8; out.len() * T::BYTES];
         read_at(
             &self.shared.file,
             &mut bytes,
-            self.shared.start + start as u64 * 2,
+            self.shared.start + (start * T::BYTES) as u64,
         )?;
-        for (v, b) in out.iter_mut().zip(bytes.chunks_exact(2)) {
-            *v = f16::from_le_bytes([b[0], b[1]]);
+        for (v, b) in out.iter_mut().zip(bytes.chunks_exact(T::BYTES)) {
+            *v = T::from_le(b);
         }
         Ok(())
     }
 
     /// Values `start..start + out.len()` widened into `out`.
     pub(crate) fn read_f32(&self, start: usize, out: &mut [f32]) -> std::io::Result<()> {
-        let mut halves = vec![f16::ZERO; out.len()];
-        self.read(start, &mut halves)?;
-        halves.convert_to_f32_slice(out);
+        let mut values = vec![T::ZERO; out.len()];
+        self.read(start, &mut values)?;
+        T::widen(&values, out);
         Ok(())
     }
 
@@ -199,7 +254,7 @@ impl RowFile {
     }
 
     /// Appends `values` (written a block at a time: no byte copy of them all is made).
-    pub(crate) fn append(&mut self, values: &[f16]) -> Result<()> {
+    pub(crate) fn append(&mut self, values: &[T]) -> Result<()> {
         let mut app = self.begin_append()?;
         for part in values.chunks(BLOCK_VALUES) {
             app.push(part)?;
@@ -211,7 +266,7 @@ impl RowFile {
     /// Starts an append: values are placed at any position past the current end with
     /// [`Append::put`] (or after the last written with [`Append::push`]), then made visible with
     /// [`Append::finish`]; dropped unfinished, nothing changes.
-    pub(crate) fn begin_append(&mut self) -> Result<Append<'_>> {
+    pub(crate) fn begin_append(&mut self) -> Result<Append<'_, T>> {
         self.claim_tail()?;
         let end = self.values;
         Ok(Append { rows: self, end })
@@ -221,10 +276,10 @@ impl RowFile {
     fn for_each_block(
         &self,
         step: usize,
-        mut f: impl FnMut(usize, &[f16]) -> Result<()>,
+        mut f: impl FnMut(usize, &[T]) -> Result<()>,
     ) -> Result<()> {
         let step = step.max(1);
-        let mut block = vec![f16::ZERO; step.min(self.values)];
+        let mut block = vec![T::ZERO; step.min(self.values)];
         let mut at = 0;
         while at < self.values {
             let n = step.min(self.values - at);
@@ -263,7 +318,7 @@ impl RowFile {
         let mut out = Self::scratch(&self.shared.dir)?;
         let per = (BLOCK_VALUES / dim.max(1)).max(1);
         let mut picked = Vec::with_capacity(per.min(rows.len()) * dim);
-        let mut row = vec![f16::ZERO; dim];
+        let mut row = vec![T::ZERO; dim];
         let mut app = out.begin_append()?;
         for part in rows.chunks(per) {
             picked.clear();
@@ -279,15 +334,15 @@ impl RowFile {
     }
 
     /// Every value, in memory.
-    pub(crate) fn to_vec(&self) -> Result<Vec<f16>> {
-        let mut out = vec![f16::ZERO; self.values];
+    pub(crate) fn to_vec(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::ZERO; self.values];
         self.read(0, &mut out)
             .map_err(|e| io_err(&self.shared.origin, e))?;
         Ok(out)
     }
 
     /// Whether both hold the same values (read a block at a time).
-    pub(crate) fn same_values(&self, other: &[f16]) -> bool {
+    pub(crate) fn same_values(&self, other: &[T]) -> bool {
         if other.len() != self.values {
             return false;
         }
@@ -302,11 +357,11 @@ impl RowFile {
     }
 
     /// Whether both hold the same values.
-    pub(crate) fn same_as(&self, other: &RowFile) -> bool {
+    pub(crate) fn same_as(&self, other: &RowFile<T>) -> bool {
         if other.values != self.values {
             return false;
         }
-        let mut theirs = vec![f16::ZERO; BLOCK_VALUES.min(self.values)];
+        let mut theirs = vec![T::ZERO; BLOCK_VALUES.min(self.values)];
         self.for_each_block(BLOCK_VALUES, |at, block| {
             let theirs = &mut theirs[..block.len()];
             other
@@ -320,7 +375,9 @@ impl RowFile {
         })
         .is_ok()
     }
+}
 
+impl RowFile<f16> {
     /// Writes the values to `path` as a saved rows file, atomically; returns the file's digest.
     pub(crate) fn save(&self, path: &Path) -> Result<[u8; 32]> {
         let mut digest = [0u8; 32];
@@ -423,20 +480,21 @@ impl RowFile {
                 tail: Mutex::new(None),
             }),
             values,
+            kind: PhantomData,
         })
     }
 }
 
 /// An append under way ([`RowFile::begin_append`]).
-pub(crate) struct Append<'a> {
-    rows: &'a mut RowFile,
+pub(crate) struct Append<'a, T: RowValue = f16> {
+    rows: &'a mut RowFile<T>,
     /// Past the last value written.
     end: usize,
 }
 
-impl Append<'_> {
+impl<T: RowValue> Append<'_, T> {
     /// Writes `values` at value position `at` (at or past [`first`](Self::first)).
-    pub(crate) fn put(&mut self, at: usize, values: &[f16]) -> Result<()> {
+    pub(crate) fn put(&mut self, at: usize, values: &[T]) -> Result<()> {
         if at < self.rows.values {
             return Err(crate::error::invalid(format!(
                 "an append wrote at value {at}, before the end {}",
@@ -448,7 +506,7 @@ impl Append<'_> {
         write_at(
             &self.rows.shared.file,
             &bytes,
-            self.rows.shared.start + at as u64 * 2,
+            self.rows.shared.start + (at * T::BYTES) as u64,
         )
         .map_err(|e| io_err(&self.rows.shared.origin, e))?;
         self.end = self.end.max(at + values.len());
@@ -456,7 +514,7 @@ impl Append<'_> {
     }
 
     /// Writes `values` after the last value written.
-    pub(crate) fn push(&mut self, values: &[f16]) -> Result<()> {
+    pub(crate) fn push(&mut self, values: &[T]) -> Result<()> {
         self.put(self.end, values)
     }
 
@@ -467,7 +525,7 @@ impl Append<'_> {
     }
 }
 
-impl Drop for Append<'_> {
+impl<T: RowValue> Drop for Append<'_, T> {
     fn drop(&mut self) {
         self.rows.release();
     }
@@ -534,6 +592,31 @@ mod tests {
         // Reads past the end are refused.
         let mut out = vec![f16::ZERO; 2];
         assert!(second.read(second.len() - 1, &mut out).is_err());
+        std::fs::remove_dir_all(&d).ok();
+    }
+
+    #[test]
+    fn f32_rows_keep_every_bit() {
+        let d = dir("f32");
+        let dim = 3;
+        let v: Vec<f32> = (0..90)
+            .map(|i| f32::from_bits(0x3f00_0000 ^ (i as u32).wrapping_mul(2_654_435_761) >> 9))
+            .collect();
+        let mut rows = RowFile::<f32>::with_values(&d, &v).unwrap();
+        assert_eq!(rows.to_vec().unwrap(), v);
+        let mut out = vec![0.0f32; dim];
+        rows.read_f32(dim * 7, &mut out).unwrap();
+        assert_eq!(out, v[dim * 7..dim * 8]);
+        let more = [1.5f32, -0.25, f32::MIN_POSITIVE];
+        rows.append(&more).unwrap();
+        assert_eq!(rows.to_vec().unwrap(), [v.clone(), more.to_vec()].concat());
+        let kept = rows.retain(dim, |r| r == 30 || r < 2).unwrap();
+        assert_eq!(
+            kept.to_vec().unwrap(),
+            [v[..2 * dim].to_vec(), more.to_vec()].concat()
+        );
+        let picked = rows.select(&[30, 0], dim).unwrap();
+        assert!(picked.same_values(&[more.to_vec(), v[..dim].to_vec()].concat()));
         std::fs::remove_dir_all(&d).ok();
     }
 

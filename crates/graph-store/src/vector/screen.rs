@@ -92,12 +92,101 @@ impl ScreenedIndex {
         })
     }
 
+    /// Per row of `index`: the screened score of the prepared query `q` and its error bound; `None` when
+    /// screening cannot decide (non-finite values, too many dimensions, a copy of another index, or
+    /// `kk` rows or fewer).
+    fn screen(&self, index: &ExactIndex, q: &[f32], kk: usize) -> Option<Vec<(f32, f32)>> {
+        let n = index.len();
+        let dim = self.dim;
+        let usable = self.finite
+            && dim <= MAX_DIM
+            && self.scales.len() == n
+            && q.iter().all(|v| v.is_finite())
+            && kk < n;
+        if !usable {
+            return None;
+        }
+        let q1: f32 = q.iter().map(|v| v.abs()).sum();
+        let qmax = q.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let sq = if qmax > 0.0 { qmax / 32767.0 } else { 1.0 };
+        let qi: Vec<i16> = q
+            .iter()
+            .map(|v| (v / sq).round().clamp(-32767.0, 32767.0) as i16)
+            .collect();
+        let mut approx = vec![(0.0f32, 0.0f32); n];
+        let task = |((out, codes), (scales, l1s)): ScreenBlock<'_>| {
+            let mut dots = [0i64; SCREEN_ROWS];
+            screen_dots(&qi, codes, dim, &mut dots);
+            for (o, (&d, (&s, &l1))) in out.iter_mut().zip(dots.iter().zip(scales.iter().zip(l1s)))
+            {
+                let a = d as f32 * (s * sq);
+                let bound = (0.5 * s * q1 + 0.5 * sq * l1) * (1.0 + ROUNDING) + ROUNDING;
+                *o = (a, bound);
+            }
+        };
+        if self.codes.len() < PARALLEL_MIN_CODES {
+            approx
+                .chunks_mut(SCREEN_ROWS)
+                .zip(self.codes.chunks(dim * SCREEN_ROWS))
+                .zip(
+                    self.scales
+                        .chunks(SCREEN_ROWS)
+                        .zip(self.code_l1.chunks(SCREEN_ROWS)),
+                )
+                .for_each(task);
+        } else {
+            approx
+                .par_chunks_mut(SCREEN_ROWS)
+                .zip(self.codes.par_chunks(dim * SCREEN_ROWS))
+                .zip(
+                    self.scales
+                        .par_chunks(SCREEN_ROWS)
+                        .zip(self.code_l1.par_chunks(SCREEN_ROWS)),
+                )
+                .for_each(task);
+        }
+        Some(approx)
+    }
+
+    /// The `kk`-th largest lower bound of `approx`: every row whose upper bound is below it has `kk`
+    /// rows above it.
+    fn threshold(approx: &[(f32, f32)], kk: usize) -> f32 {
+        let mut lbs: Vec<f32> = approx.iter().map(|(a, m)| a - m).collect();
+        let (_, kth, _) = lbs.select_nth_unstable_by(kk - 1, |a, b| b.total_cmp(a));
+        *kth
+    }
+
+    /// Every row of `index` that may be among the `k` best for `query` under any order of equal scores,
+    /// with its exact score (as [`ExactIndex::scores`] computes it), rows ascending: a superset of the top
+    /// `k` that holds every row scoring as high as the `k`-th, for callers that order ties their own way.
+    /// `index` must be the index this copy was made from.
+    pub fn candidates(&self, index: &ExactIndex, query: &[f32], k: usize) -> Result<Vec<Hit>> {
+        let q = index.prepare_queries(query)?;
+        let mut scratch = Vec::new();
+        let rows: Vec<usize> = match self.screen(index, &q, k.max(1)) {
+            Some(approx) => {
+                let tau = Self::threshold(&approx, k.max(1));
+                (0..approx.len())
+                    .filter(|&r| approx[r].0 + approx[r].1 >= tau)
+                    .collect()
+            }
+            None => (0..index.len()).collect(),
+        };
+        rows.into_iter()
+            .map(|r| {
+                Ok(Hit {
+                    id: r,
+                    score: index.row_dot(&q, r, &mut scratch)?,
+                })
+            })
+            .collect()
+    }
+
     /// The `k` best rows of `index` for `query` with their exact scores, and the exact minimum and maximum
     /// score over all rows. `index` must be the index this copy was made from.
     pub fn top_k_range(&self, index: &ExactIndex, query: &[f32], k: usize) -> Result<TopKRange> {
         let q = index.prepare_queries(query)?;
         let n = index.len();
-        let dim = self.dim;
         let mut scratch = Vec::new();
         let mut exact = |r: usize| index.row_dot(&q, r, &mut scratch);
         if n == 0 {
@@ -107,60 +196,10 @@ impl ScreenedIndex {
                 max: f32::NEG_INFINITY,
             });
         }
-        let usable = self.finite
-            && dim <= MAX_DIM
-            && self.scales.len() == n
-            && q.iter().all(|v| v.is_finite())
-            && k.max(1) < n;
         let candidates: Vec<usize>;
         let lows: Vec<usize>;
-        if usable {
-            let q1: f32 = q.iter().map(|v| v.abs()).sum();
-            let qmax = q.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-            let sq = if qmax > 0.0 { qmax / 32767.0 } else { 1.0 };
-            let qi: Vec<i16> = q
-                .iter()
-                .map(|v| (v / sq).round().clamp(-32767.0, 32767.0) as i16)
-                .collect();
-            // Per row: the screened score and its error bound.
-            let mut approx = vec![(0.0f32, 0.0f32); n];
-            let task = |((out, codes), (scales, l1s)): ScreenBlock<'_>| {
-                let mut dots = [0i64; SCREEN_ROWS];
-                screen_dots(&qi, codes, dim, &mut dots);
-                for (o, (&d, (&s, &l1))) in
-                    out.iter_mut().zip(dots.iter().zip(scales.iter().zip(l1s)))
-                {
-                    let a = d as f32 * (s * sq);
-                    let bound = (0.5 * s * q1 + 0.5 * sq * l1) * (1.0 + ROUNDING) + ROUNDING;
-                    *o = (a, bound);
-                }
-            };
-            if self.codes.len() < PARALLEL_MIN_CODES {
-                approx
-                    .chunks_mut(SCREEN_ROWS)
-                    .zip(self.codes.chunks(dim * SCREEN_ROWS))
-                    .zip(
-                        self.scales
-                            .chunks(SCREEN_ROWS)
-                            .zip(self.code_l1.chunks(SCREEN_ROWS)),
-                    )
-                    .for_each(task);
-            } else {
-                approx
-                    .par_chunks_mut(SCREEN_ROWS)
-                    .zip(self.codes.par_chunks(dim * SCREEN_ROWS))
-                    .zip(
-                        self.scales
-                            .par_chunks(SCREEN_ROWS)
-                            .zip(self.code_l1.par_chunks(SCREEN_ROWS)),
-                    )
-                    .for_each(task);
-            }
-            let kk = k.max(1);
-            // The kk-th largest lower bound: every row whose upper bound is below it has kk rows above it.
-            let mut lbs: Vec<f32> = approx.iter().map(|(a, m)| a - m).collect();
-            let (_, kth, _) = lbs.select_nth_unstable_by(kk - 1, |a, b| b.total_cmp(a));
-            let tau = *kth;
+        if let Some(approx) = self.screen(index, &q, k.max(1)) {
+            let tau = Self::threshold(&approx, k.max(1));
             candidates = (0..n)
                 .filter(|&r| approx[r].0 + approx[r].1 >= tau)
                 .collect();
@@ -322,6 +361,53 @@ mod tests {
                 assert_eq!(got.max, full[order[0]]);
             }
         }
+    }
+
+    #[test]
+    fn candidates_hold_every_row_as_good_as_the_kth_with_its_exact_score_on_disk_too() {
+        let (n, dim) = (2000, 32);
+        let mut seed = 11;
+        let mut data: Vec<f32> = (0..n * dim).map(|_| lcg(&mut seed)).collect();
+        // Rows with exactly equal vectors: ties at the k-th place must all come back.
+        for r in 0..30 {
+            let copy: Vec<f32> = data[r * dim..(r + 1) * dim].to_vec();
+            for j in [r + 500, r + 1000] {
+                data[j * dim..(j + 1) * dim].copy_from_slice(&copy);
+            }
+        }
+        let memory = ExactIndex::from_rows(dim, Metric::Cosine, &data).unwrap();
+        let scratch = std::env::temp_dir().join(format!("kgrag-screen-{}", std::process::id()));
+        let mut disk = memory.clone();
+        disk.rows_on_disk(&scratch).unwrap();
+        assert!(disk.is_on_disk() && disk == memory);
+        let screened = ScreenedIndex::new(&disk).unwrap();
+        for t in 0..20 {
+            let query: Vec<f32> = if t < 8 {
+                data[t * dim..(t + 1) * dim].to_vec()
+            } else {
+                (0..dim).map(|_| lcg(&mut seed)).collect()
+            };
+            let full = memory.scores(&query).unwrap();
+            let mut sorted = full.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            for k in [1, 3, 10] {
+                let got = screened.candidates(&disk, &query, k).unwrap();
+                assert!(got.windows(2).all(|w| w[0].id < w[1].id), "rows ascending");
+                for h in &got {
+                    assert_eq!(h.score.to_bits(), full[h.id].to_bits(), "exact score");
+                }
+                let kth = sorted[k - 1];
+                let must: Vec<usize> = (0..n).filter(|&r| full[r] >= kth).collect();
+                let have: Vec<usize> = got.iter().map(|h| h.id).collect();
+                assert!(must.iter().all(|r| have.contains(r)), "query {t}, k {k}");
+                assert!(
+                    got.len() < n / 4,
+                    "the screen decided most rows ({})",
+                    got.len()
+                );
+            }
+        }
+        std::fs::remove_dir_all(&scratch).ok();
     }
 
     #[test]

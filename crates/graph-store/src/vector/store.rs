@@ -298,19 +298,14 @@ impl EmbeddingStore {
         }
     }
 
-    /// Keeps this f16 store's vectors in unnamed scratch files under `dir` (created if missing) instead
-    /// of memory: rows already held are moved there, later inserts write theirs there as they are
-    /// embedded, and a query reads only the rows it needs ([`ScreenedIndex`](super::ScreenedIndex)
-    /// screens in memory). Scores are unchanged; [`save`](Self::save) writes the rows to a file of their
+    /// Keeps this store's vectors in unnamed scratch files under `dir` (created if missing) instead of
+    /// memory: rows already held are moved there, later inserts write theirs there as they are embedded,
+    /// and a query reads only the rows it needs ([`ScreenedIndex`](super::ScreenedIndex) screens in
+    /// memory). Scores are unchanged. [`save`](Self::save) writes an f16 store's rows to a file of their
     /// own beside the store ([`rows_path`](Self::rows_path)), and [`load`](Self::load) reads such a
-    /// store with its rows left in that file. An f32 store is refused.
+    /// store with its rows left in that file; an f32 store's rows are saved inline, as in memory, and
+    /// load into memory.
     pub fn rows_on_disk(&mut self, dir: &Path) -> Result<()> {
-        if self.precision != Precision::F16 {
-            return Err(invalid(format!(
-                "the {} store holds f32 vectors; only an f16 store keeps them on disk",
-                self.name
-            )));
-        }
         if let Some(index) = &mut self.index {
             index.rows_on_disk(dir)?;
         }
@@ -334,8 +329,8 @@ impl EmbeddingStore {
     }
 
     /// Whether the vectors are in a file ([`rows_on_disk`](Self::rows_on_disk), or a store loaded with
-    /// its rows in one): [`save`](Self::save) then also writes [`rows_path`](Self::rows_path). False
-    /// while the store holds no vectors.
+    /// its rows in one): [`save`](Self::save) of an f16 store then also writes
+    /// [`rows_path`](Self::rows_path). False while the store holds no vectors.
     pub fn rows_are_on_disk(&self) -> bool {
         self.index.as_ref().is_some_and(ExactIndex::is_on_disk)
     }
@@ -1214,6 +1209,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_f32_store_on_disk_scores_as_in_memory_and_saves_its_rows_inline() {
+        let e = HashingEmbedder::new(32);
+        let items: Vec<(String, String)> = (0..300)
+            .map(|i| (format!("ent-{i}"), format!("entity {i} of kind {}", i % 11)))
+            .collect();
+        let dir = std::env::temp_dir().join(format!("kgrag-store-f32-{}", std::process::id()));
+        let mut mem = EmbeddingStore::new("entities");
+        let mut disk = EmbeddingStore::new("entities");
+        mem.insert(&items[..200], &e, 16, |_| {}).await.unwrap();
+        disk.insert(&items[..200], &e, 16, |_| {}).await.unwrap();
+        // Moved after the first insert; the second appends to the file.
+        disk.rows_on_disk(&dir.join("scratch")).unwrap();
+        mem.insert(&items[200..], &e, 16, |_| {}).await.unwrap();
+        disk.insert(&items[200..], &e, 16, |_| {}).await.unwrap();
+        assert!(disk.rows_are_on_disk() && disk.index().unwrap().value_bytes() == 0);
+        assert_eq!(disk, mem);
+        let q = e
+            .embed(&["entity 7 of kind 3".to_owned()], &EmbedKind::Document)
+            .await
+            .unwrap();
+        let q = q.rows().next().unwrap().to_vec();
+        let bits = |v: Vec<f32>| v.into_iter().map(f32::to_bits).collect::<Vec<_>>();
+        assert_eq!(
+            bits(disk.scores(&q).unwrap()),
+            bits(mem.scores(&q).unwrap())
+        );
+        // Saved inline (no rows file), read back into memory: the store in memory.
+        let path = dir.join("entities.store");
+        disk.save(&path).unwrap();
+        assert!(!EmbeddingStore::rows_path(&path).exists());
+        let back = EmbeddingStore::load(&path).unwrap();
+        assert!(!back.rows_are_on_disk());
+        assert_eq!(back, mem);
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[tokio::test]
     async fn a_store_with_its_rows_on_disk_is_the_store_in_memory() {
         let e = HashingEmbedder::new(48);
         let items: Vec<(String, String)> = (0..700)
@@ -1321,10 +1353,6 @@ mod tests {
         .unwrap();
         let err = EmbeddingStore::load(&path).unwrap_err().to_string();
         assert!(err.contains("another generation"), "{err}");
-        // An f32 store cannot keep its rows on disk.
-        assert!(EmbeddingStore::new("passages")
-            .rows_on_disk(&scratch)
-            .is_err());
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -152,6 +152,8 @@ impl Method for Hipporag2 {
                 (index, stats)
             }
         };
+        let mut index = index;
+        index.set_phrase_vectors_dir(super::entity_vectors_dir(env).as_deref())?;
         Ok(Built {
             index: Box::new(Index {
                 index: Arc::new(index),
@@ -164,6 +166,7 @@ impl Method for Hipporag2 {
     fn load(&self, dir: &Path, env: &Env, corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
         let mut index = HippoIndex::load(dir, corpus.passages.clone())?;
         place_fact_vectors(&mut index, env)?;
+        index.set_phrase_vectors_dir(super::entity_vectors_dir(env).as_deref())?;
         let stats =
             kgrag_graph_store::persist::load::<String>(&dir.join("stats.json.kg"), "stats", 1)
                 .ok()

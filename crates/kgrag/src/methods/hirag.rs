@@ -96,7 +96,8 @@ impl Method for Hirag {
             handoff.send_g0(g0);
             stages.push(("leanrag_g0".to_owned(), t.elapsed().as_secs_f64()));
         }
-        let index = crate::graphs::build_hirag(env, base, previous.as_deref()).await?;
+        let mut index = crate::graphs::build_hirag(env, base, previous.as_deref()).await?;
+        index.set_entity_vectors_dir(super::entity_vectors_dir(env).as_deref())?;
         stages.extend(index.stats().secs.iter().map(|(k, v)| (k.clone(), *v)));
         Ok(Built {
             index: Box::new(Index {
@@ -106,9 +107,11 @@ impl Method for Hirag {
         })
     }
 
-    fn load(&self, dir: &Path, _env: &Env, _corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
+    fn load(&self, dir: &Path, env: &Env, _corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
+        let mut index = HiragIndex::load(&dir.join(FILE))?;
+        index.set_entity_vectors_dir(super::entity_vectors_dir(env).as_deref())?;
         Ok(Arc::new(Index {
-            index: Arc::new(HiragIndex::load(&dir.join(FILE))?),
+            index: Arc::new(index),
         }))
     }
 }

@@ -62,7 +62,8 @@ impl Method for Leanrag {
         _change: &Change,
     ) -> Result<Built> {
         let g0 = handoff.take_g0().await;
-        let (index, g0_secs) = crate::graphs::build_leanrag(env, corpus, g0).await?;
+        let (mut index, g0_secs) = crate::graphs::build_leanrag(env, corpus, g0).await?;
+        index.set_seed_vectors_dir(super::entity_vectors_dir(env).as_deref())?;
         let mut stages = vec![("leanrag_g0".to_owned(), g0_secs)];
         stages.extend(index.stats().secs.iter().map(|(k, v)| (k.clone(), *v)));
         Ok(Built {
@@ -73,9 +74,11 @@ impl Method for Leanrag {
         })
     }
 
-    fn load(&self, dir: &Path, _env: &Env, _corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
+    fn load(&self, dir: &Path, env: &Env, _corpus: &Corpus) -> Result<Arc<dyn MethodIndex>> {
+        let mut index = LeanragIndex::load(&dir.join(FILE))?;
+        index.set_seed_vectors_dir(super::entity_vectors_dir(env).as_deref())?;
         Ok(Arc::new(Index {
-            index: Arc::new(LeanragIndex::load(&dir.join(FILE))?),
+            index: Arc::new(index),
         }))
     }
 }

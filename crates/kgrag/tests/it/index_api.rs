@@ -349,6 +349,8 @@ fn fact_vectors_on_disk_are_a_file_of_the_generation_and_rank_as_in_memory() {
         // HiRAG's and LeanRAG's build-time sentence vectors (the fixture's offline build composes its
         // descriptions from them) likewise: the same index either way.
         c.index.sentence_vectors_on_disk = on_disk;
+        // Every method's entity vectors likewise (HiRAG's and LeanRAG's screened per query).
+        c.index.entity_vectors_on_disk = on_disk;
         let index = Index::options()
             .config(c)
             .models(embedder(64), None)
@@ -370,6 +372,11 @@ fn fact_vectors_on_disk_are_a_file_of_the_generation_and_rank_as_in_memory() {
         kgrag::config::Config::default()
             .index
             .sentence_vectors_on_disk
+    );
+    assert!(
+        kgrag::config::Config::default()
+            .index
+            .entity_vectors_on_disk
     );
     let (disk, disk_root, _) = build("disk", true);
     let (mem, mem_root, _) = build("mem", false);

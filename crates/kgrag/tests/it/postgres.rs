@@ -223,7 +223,7 @@ async fn postgres_and_local_rank_and_count_alike_through_build_insert_and_delete
         let nodes = |layers: &[Vec<_>]| layers.iter().map(Vec::len).sum::<usize>();
         assert_eq!(
             count("hierarchy_nodes", "hirag"),
-            nodes(&h.hierarchy().layers)
+            nodes(&h.hierarchy().unwrap().layers)
         );
         assert_eq!(
             count("hierarchy_nodes", "leanrag"),

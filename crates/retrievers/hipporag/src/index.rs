@@ -345,6 +345,18 @@ impl HippoIndex {
         }
     }
 
+    /// Keeps the phrase vectors (f32, one row per phrase; no query reads them: an insert scans its new
+    /// phrases against them for synonyms) in unnamed scratch files under `dir` (created if missing)
+    /// instead of memory, or, with `None`, in memory. Synonymy finds the same pairs either way: the file
+    /// holds the same values. The saved index holds them inline either way.
+    pub fn set_phrase_vectors_dir(&mut self, dir: Option<&Path>) -> Result<()> {
+        match dir {
+            Some(dir) => self.phrases.rows_on_disk(dir)?,
+            None => self.phrases.rows_in_memory()?,
+        }
+        Ok(())
+    }
+
     /// The files [`save`](Self::save) writes: [`INDEX_FILES`], and the fact vectors' own file when they
     /// are on disk ([`set_fact_vectors_dir`](Self::set_fact_vectors_dir)).
     pub fn files(&self) -> Vec<String> {

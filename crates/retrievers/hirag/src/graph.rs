@@ -203,6 +203,12 @@ impl HiGraph {
         &self.edges
     }
 
+    /// The nodes (in name order) and the edges (by endpoints, which index the nodes), taken apart: what
+    /// a graph made to be converted hands over without copying its texts.
+    pub fn into_parts(self) -> (Vec<HiNode>, Vec<HiEdge>) {
+        (self.nodes, self.edges)
+    }
+
     /// Node `i`.
     pub fn node(&self, i: u32) -> Option<&HiNode> {
         self.nodes.get(i as usize)

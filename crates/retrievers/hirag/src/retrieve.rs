@@ -264,26 +264,35 @@ impl<'a> Query<'a> {
     }
 
     /// Cosine top-`k` entities, hits below the floor dropped; ties by entity-vector row.
+    /// With the vectors on disk, only the rows their screen cannot rule out are scored (exactly as a full
+    /// scan scores them, every row tied with the `k`-th among them).
     fn entities(&self, v: &[f32], k: usize) -> Result<Vec<(u32, f32)>> {
-        let scores = self.index.entity_vectors().scores(v)?;
-        let floor = self.index.config().cosine_floor;
-        let mut rows: Vec<u32> = (0..scores.len() as u32)
-            .filter(|&r| scores[r as usize] >= floor)
-            .collect();
-        let cmp = |a: &u32, b: &u32| {
-            scores[*b as usize]
-                .total_cmp(&scores[*a as usize])
-                .then(a.cmp(b))
+        let store = self.index.entity_vectors();
+        let mut hits: Vec<(u32, f32)> = match (self.index.entity_screen(), store.index()) {
+            (Some(screen), Some(vectors)) => screen
+                .candidates(vectors, v, k)?
+                .into_iter()
+                .map(|h| (h.id as u32, h.score))
+                .collect(),
+            _ => store
+                .scores(v)?
+                .into_iter()
+                .enumerate()
+                .map(|(r, s)| (r as u32, s))
+                .collect(),
         };
-        if rows.len() > k && k > 0 {
-            rows.select_nth_unstable_by(k - 1, cmp);
-            rows.truncate(k);
+        let floor = self.index.config().cosine_floor;
+        hits.retain(|&(_, s)| s >= floor);
+        let cmp = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if hits.len() > k && k > 0 {
+            hits.select_nth_unstable_by(k - 1, cmp);
+            hits.truncate(k);
         }
-        rows.sort_unstable_by(cmp);
-        rows.truncate(k);
-        Ok(rows
+        hits.sort_unstable_by(cmp);
+        hits.truncate(k);
+        Ok(hits
             .into_iter()
-            .filter_map(|r| Some((self.index.entity_of_row(r as usize)?, scores[r as usize])))
+            .filter_map(|(r, s)| Some((self.index.entity_of_row(r as usize)?, s)))
             .collect())
     }
 

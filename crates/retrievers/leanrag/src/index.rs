@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 
-use kgrag_graph_store::{ExactIndex, Metric};
+use kgrag_graph_store::{ExactIndex, Metric, ScreenedIndex};
 use kgrag_hierarchy::{
     build_leanrag, embed_texts, BaseEntity, BaseRelation, ClusterSummarizer,
     ExtractiveClusterSummarizer, HNodeKind, Hierarchy, LlmClusterSummarizer, NodeId, RelationKind,
@@ -50,7 +50,8 @@ pub struct LayerStats {
     pub outcomes: BTreeMap<String, usize>,
     /// How UMAP started its layout (spectral, or PCA when the neighbour graph was in pieces); absent for
     /// the other reductions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Written even when `None`: the index files are postcard, whose fields are read by position.
+    #[serde(default)]
     pub umap_init: Option<kgrag_hierarchy::umap::UmapInit>,
 }
 
@@ -100,6 +101,10 @@ pub struct LeanragIndex {
     #[serde(skip)]
     line_tokens: LineTokens,
     stats: LeanragStats,
+    /// An int8 copy of the seed vectors while they are on disk
+    /// ([`set_seed_vectors_dir`](LeanragIndex::set_seed_vectors_dir)).
+    #[serde(skip)]
+    seed_screen: Option<Arc<ScreenedIndex>>,
 }
 
 /// A relation's unordered origin pair, lower first.
@@ -261,6 +266,7 @@ impl LeanragIndex {
             relation_of: Vec::new(),
             line_tokens: LineTokens::default(),
             stats,
+            seed_screen: None,
         };
         index.index_seeds()?;
         index.rebuild_lookups();
@@ -455,6 +461,7 @@ impl LeanragIndex {
             relation_of: Vec::new(),
             line_tokens: LineTokens::default(),
             stats: LeanragStats::default(),
+            seed_screen: None,
         };
         index.stats.nodes_per_layer = index.hierarchy.layer_sizes();
         index.index_seeds()?;
@@ -513,6 +520,35 @@ impl LeanragIndex {
     /// The seed vectors and their nodes.
     pub(crate) fn seed_index(&self) -> (Option<&ExactIndex>, &[NodeId]) {
         (self.vectors.as_ref(), &self.rows)
+    }
+
+    /// The seed vectors' int8 screen, while they are on disk.
+    pub(crate) fn seed_screen(&self) -> Option<&ScreenedIndex> {
+        self.seed_screen.as_deref()
+    }
+
+    /// Keeps the seed vectors (f32, one row per base node: ~1 KB each at 256 dimensions) in unnamed
+    /// scratch files under `dir` (created if missing) instead of memory, with an int8 copy in memory that
+    /// screens each query so that only the rows it cannot decide are read
+    /// ([`ScreenedIndex::candidates`]); with `None`, in memory. Seeds, scores and contexts are unchanged.
+    /// Only base seeds (`seed_layers = "base"`, the default) go to disk: aggregate seeds rank every
+    /// row, so they stay in memory. The saved index holds the vectors inline either way. Returns whether
+    /// the vectors are on disk now.
+    pub fn set_seed_vectors_dir(&mut self, dir: Option<&std::path::Path>) -> Result<bool> {
+        match (dir, &mut self.vectors) {
+            (Some(dir), Some(vectors)) if self.config.seed_layers == SeedLayers::Base => {
+                vectors.rows_on_disk(dir)?;
+                self.seed_screen = Some(Arc::new(ScreenedIndex::new(vectors)?));
+                Ok(true)
+            }
+            (_, vectors) => {
+                if let Some(v) = vectors {
+                    v.rows_in_memory()?;
+                }
+                self.seed_screen = None;
+                Ok(false)
+            }
+        }
     }
 
     /// The relation between two origins, if any (any level).

@@ -78,16 +78,26 @@ impl LeanragRetriever {
         let Some(vectors) = vectors else {
             return Ok(Vec::new());
         };
-        let scores = vectors.scores(query_vector)?;
-        let cmp = |x: &usize, y: &usize| {
-            scores[*y]
-                .total_cmp(&scores[*x])
-                .then(rows[*y].cmp(&rows[*x]))
+        let top_n = self.index.config().top_n;
+        // With the vectors on disk (base seeds only), the rows their screen cannot rule out: every row
+        // tied with the `top_n`-th among them, each scored exactly as a full scan scores it.
+        let mut order: Vec<(usize, f32)> = match self.index.seed_screen() {
+            Some(screen) => screen
+                .candidates(vectors, query_vector, top_n)?
+                .into_iter()
+                .map(|h| (h.id, h.score))
+                .collect(),
+            None => vectors
+                .scores(query_vector)?
+                .into_iter()
+                .enumerate()
+                .collect(),
         };
-        let mut order: Vec<usize> = (0..scores.len()).collect();
+        let cmp = |x: &(usize, f32), y: &(usize, f32)| {
+            y.1.total_cmp(&x.1).then(rows[y.0].cmp(&rows[x.0]))
+        };
         // Base seeds have one node per origin, so the best `top_n` are all that is needed; aggregate seeds
         // may skip copies and rank everything.
-        let top_n = self.index.config().top_n;
         if self.index.config().seed_layers == SeedLayers::Base && order.len() > top_n {
             order.select_nth_unstable_by(top_n - 1, cmp);
             order.truncate(top_n);
@@ -96,7 +106,7 @@ impl LeanragRetriever {
         let h = self.index.hierarchy();
         let mut seen_origin = HashSet::new();
         let mut out = Vec::new();
-        for r in order {
+        for (r, score) in order {
             if out.len() == self.index.config().top_n {
                 break;
             }
@@ -107,7 +117,7 @@ impl LeanragRetriever {
                     continue;
                 }
             }
-            out.push((id, scores[r]));
+            out.push((id, score));
         }
         Ok(out)
     }

@@ -390,8 +390,13 @@ async fn write_projections(
 ) -> Result<()> {
     let hirag = crate::methods::hirag_index(index);
     let leanrag = crate::methods::leanrag_index(index);
+    // HiRAG holds its hierarchy packed: unpacked here, for the rows.
+    let unpacked;
     let hierarchy = match (hirag, leanrag) {
-        (Some(h), _) => h.hierarchy(),
+        (Some(h), _) => {
+            unpacked = h.hierarchy()?;
+            &unpacked
+        }
         (None, Some(l)) => l.hierarchy(),
         (None, None) => return Ok(()),
     };

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use kgrag_graph_store::EmbeddingStore;
+use kgrag_graph_store::{EmbeddingStore, Packed};
 use kgrag_hierarchy::Hierarchy;
 use kgrag_openie::Gleaning;
 use serde::Deserialize;
@@ -116,7 +116,7 @@ pub(super) struct IndexV3 {
     graph: HiGraph,
     entity_vectors: EmbeddingStore,
     entity_rows: Vec<u32>,
-    hierarchy: Hierarchy,
+    hierarchy: Packed<Hierarchy>,
     communities: Vec<CommunityRecord>,
     stats: IndexStats,
 }
@@ -133,6 +133,7 @@ impl From<IndexV3> for HiragIndex {
             communities: i.communities,
             community_pos: HashMap::new(),
             stats: i.stats,
+            entity_screen: None,
         }
     }
 }

@@ -10,7 +10,9 @@ use kgrag_community::report::{
     generate_reports_on_demand, CommunityInput, Report, ReportEntity, ReportRelation,
 };
 use kgrag_community::{community_schema, hierarchical_leiden, Graph};
-use kgrag_graph_store::{EmbeddingStore, EntityRecord, KnowledgeGraph, NodeKind, RelationFacet};
+use kgrag_graph_store::{
+    EmbeddingStore, EntityRecord, KnowledgeGraph, NodeKind, Packed, RelationFacet, ScreenedIndex,
+};
 use kgrag_hierarchy::{
     build_hirag, embed_texts, BaseEntity, BaseRelation, ClusterSummarizer,
     ExtractiveClusterSummarizer, HNodeKind, Hierarchy, LlmClusterSummarizer,
@@ -118,7 +120,8 @@ pub struct HierarchyRound {
     pub change: Option<f64>,
     /// How UMAP started its layout (spectral, or PCA when the neighbour graph was in pieces); absent for
     /// the other reductions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Written even when `None`: the index files are postcard, whose fields are read by position.
+    #[serde(default)]
     pub umap_init: Option<kgrag_hierarchy::umap::UmapInit>,
 }
 
@@ -188,11 +191,16 @@ pub struct HiragIndex {
     entity_vectors: EmbeddingStore,
     /// Row of the entity store → node index.
     entity_rows: Vec<u32>,
-    hierarchy: Hierarchy,
+    /// Packed: no query reads it (the graph holds its nodes); saved, exported and projected as it was.
+    hierarchy: Packed<Hierarchy>,
     communities: Vec<CommunityRecord>,
     #[serde(skip)]
     community_pos: HashMap<u32, usize>,
     stats: IndexStats,
+    /// An int8 copy of the entity vectors while they are on disk
+    /// ([`set_entity_vectors_dir`](HiragIndex::set_entity_vectors_dir)).
+    #[serde(skip)]
+    entity_screen: Option<Arc<ScreenedIndex>>,
 }
 
 /// Every edge of `graph` incident to one of `nodes` that the clustering's graph holds (a positive finite
@@ -791,16 +799,23 @@ impl HiragBase {
         }
         record_stage(&mut stats, "hirag_reports", started);
 
+        let packed = Packed::new(&hierarchy)?;
+        debug_assert!(
+            packed.get().ok().as_ref() == Some(&hierarchy),
+            "the hierarchy unpacks as it was"
+        );
+        drop(hierarchy);
         let mut index = HiragIndex {
             config: config.clone(),
             chunks: records,
             graph,
             entity_vectors,
             entity_rows,
-            hierarchy,
+            hierarchy: packed,
             communities,
             community_pos: HashMap::new(),
             stats,
+            entity_screen: None,
         };
         index.rebuild_lookups();
         index.count_row_tokens();
@@ -921,6 +936,36 @@ impl HiragIndex {
         &self.entity_vectors
     }
 
+    /// Keeps the entity vectors (f32, one row per entity: ~1 KB each at 256 dimensions) in unnamed
+    /// scratch files under `dir` (created if missing) instead of memory, with an int8 copy in memory that
+    /// screens each query so that only the rows it cannot decide are read
+    /// ([`ScreenedIndex::candidates`]); with `None`, in memory. Rankings, scores and contexts are
+    /// unchanged: the file holds the same values, scored by the same dot product. The saved index holds
+    /// the vectors inline either way.
+    pub fn set_entity_vectors_dir(&mut self, dir: Option<&std::path::Path>) -> Result<()> {
+        match dir {
+            Some(dir) => {
+                self.entity_vectors.rows_on_disk(dir)?;
+                self.entity_screen = self
+                    .entity_vectors
+                    .index()
+                    .map(ScreenedIndex::new)
+                    .transpose()?
+                    .map(Arc::new);
+            }
+            None => {
+                self.entity_vectors.rows_in_memory()?;
+                self.entity_screen = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// The entity vectors' int8 screen, while they are on disk.
+    pub(crate) fn entity_screen(&self) -> Option<&ScreenedIndex> {
+        self.entity_screen.as_deref()
+    }
+
     /// The graph node of entity-vector row `row`.
     pub fn entity_of_row(&self, row: usize) -> Option<u32> {
         self.entity_rows
@@ -929,9 +974,10 @@ impl HiragIndex {
             .filter(|&n| n != u32::MAX)
     }
 
-    /// The HiIndex layers.
-    pub fn hierarchy(&self) -> &Hierarchy {
-        &self.hierarchy
+    /// The HiIndex layers, unpacked: the index holds them packed (no query reads them; ~1.5 MB per
+    /// 1,000 passages as structures, a fraction of it packed), so each call makes a copy.
+    pub fn hierarchy(&self) -> Result<Hierarchy> {
+        Ok(self.hierarchy.get()?)
     }
 
     /// The communities, by id.

@@ -322,9 +322,15 @@ async fn fixture_every_mode_sections_budgets_and_determinism() {
     assert!(index.graph().edges().iter().all(|e| e.weight > 0.0));
 
     let embedder: Arc<dyn kgrag_types::Embedder> = Arc::new(HashingEmbedder::new(64));
-    let again = Arc::new(fixture_index(&config).await);
+    // Built again, its entity vectors on disk and screened per query: the same index and contexts.
+    let scratch = std::env::temp_dir().join(format!("kgrag-hirag-disk-{}", std::process::id()));
+    let mut again = fixture_index(&config).await;
+    again.set_entity_vectors_dir(Some(&scratch)).unwrap();
+    assert!(again.entity_vectors().rows_are_on_disk());
+    assert!(again.entity_vectors().len() > 100);
+    let again = Arc::new(again);
     assert_eq!(index.graph(), again.graph());
-    assert_eq!(index.hierarchy(), again.hierarchy());
+    assert_eq!(index.hierarchy().unwrap(), again.hierarchy().unwrap());
     assert_eq!(index.communities(), again.communities());
     assert_eq!(index.entity_vectors(), again.entity_vectors());
 
@@ -379,6 +385,8 @@ async fn fixture_every_mode_sections_budgets_and_determinism() {
             }
         }
     }
+
+    let _ = std::fs::remove_dir_all(&scratch);
 
     // The export in the reference's formats.
     let dir = std::env::temp_dir().join(format!("kgrag-hirag-export-{}", std::process::id()));
@@ -548,4 +556,30 @@ async fn the_base_layer_is_the_finished_index_layer_zero() {
     assert!(!nodes(&layer).is_empty() && !edges(&layer).is_empty());
     assert_eq!(nodes(&layer), nodes(whole));
     assert_eq!(edges(&layer), edges(whole));
+}
+
+/// An index whose hierarchy was reduced by PCA (no UMAP layout start to record in its rounds) saves and
+/// loads: the index files are postcard, read field by field in order, so a field left out when `None`
+/// shifted every later one (`umap_init` was, until it was written always).
+#[tokio::test]
+async fn an_index_reduced_by_pca_saves_loads_and_unpacks_its_hierarchy() {
+    let mut config = offline();
+    config.cluster.reduction = kgrag_hierarchy::Reduction::Pca(4);
+    let index = fixture_index(&config).await;
+    let h = index.hierarchy().unwrap();
+    assert!(!h.log.is_empty() && h.log.iter().all(|l| l.umap_init.is_none()));
+    assert!(!index.stats().hierarchy_rounds.is_empty());
+    let dir = std::env::temp_dir().join(format!("kgrag-hirag-pca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("hirag.index");
+    index.save(&path).unwrap();
+    let back = kgrag_hirag::HiragIndex::load(&path).unwrap();
+    assert_eq!(back.hierarchy().unwrap(), h);
+    assert_eq!(back.graph(), index.graph());
+    assert_eq!(back.communities(), index.communities());
+    // Every figure but the stage timings, which are not saved.
+    let mut built = index.stats().clone();
+    built.secs.clear();
+    assert_eq!(back.stats(), &built);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -123,6 +123,44 @@ async fn fixture_tree_retrieval_determinism_and_export() {
         assert_eq!(a.paths.len(), 45);
     }
 
+    // The seed vectors on disk, screened per query: the same seeds (ties included), scores and contexts.
+    let scratch = std::env::temp_dir().join(format!("kgrag-leanrag-disk-{}", std::process::id()));
+    let mut on_disk = (*index).clone();
+    assert!(on_disk.set_seed_vectors_dir(Some(&scratch)).unwrap());
+    let r4 = LeanragRetriever::new(Arc::new(on_disk), Arc::new(HashingEmbedder::new(64)));
+    let mut seed = 5u64;
+    for t in 0..40 {
+        let v: Vec<f32> = (0..64)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+            })
+            .collect();
+        let (a, b) = (r1.seeds(&v).unwrap(), r4.seeds(&v).unwrap());
+        assert_eq!(a.len(), config.top_n);
+        let bits = |s: &[(kgrag_hierarchy::NodeId, f32)]| {
+            s.iter().map(|(n, x)| (*n, x.to_bits())).collect::<Vec<_>>()
+        };
+        assert_eq!(bits(&a), bits(&b), "query vector {t}");
+    }
+    for q in [
+        "Who founded the Quillmarsh Glassblowers Guild?",
+        "Where did Tesk Amberlow grow up?",
+    ] {
+        let req = RetrievalRequest {
+            query: q.into(),
+            top_k: 20,
+        };
+        let (a, b) = (
+            r1.retrieve(&req).await.unwrap(),
+            r4.retrieve(&req).await.unwrap(),
+        );
+        assert_eq!((a.rendered, a.passages), (b.rendered, b.passages));
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+
     // The base nodes' vectors live once, in the seed index: the nodes keep no copy, and the export
     // still writes a vector for every node that has one (the seeds' as the index holds them).
     assert!(h.layers[0].iter().all(|n| n.embedding.is_empty()));
@@ -227,5 +265,32 @@ async fn aggregate_sources_are_made_again_from_the_children() {
     let loaded = LeanragIndex::load(&path).unwrap();
     assert_eq!(loaded.hierarchy(), dropped.hierarchy());
     assert_eq!(loaded.node_sources(root), dropped.node_sources(root));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A tree reduced by PCA (no UMAP layout start in its rounds) saves and loads: the index file is
+/// postcard, read field by field in order, so a field left out when `None` shifted every later one.
+#[tokio::test]
+async fn a_tree_reduced_by_pca_saves_and_loads() {
+    let mut config = LeanragConfig {
+        cluster_size: 5,
+        log_layers: false,
+        ..LeanragConfig::default()
+    };
+    config.cluster.reduction = kgrag_hierarchy::Reduction::Pca(4);
+    let index = build(fixture_g0(usize::MAX), &config).await;
+    let log = &index.hierarchy().log;
+    assert!(!log.is_empty() && log.iter().all(|l| l.umap_init.is_none()));
+    assert!(!index.stats().layers.is_empty());
+    let dir = std::env::temp_dir().join(format!("kgrag-leanrag-pca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("leanrag.index");
+    index.save(&path).unwrap();
+    let back = LeanragIndex::load(&path).unwrap();
+    assert_eq!(back.hierarchy(), index.hierarchy());
+    // Every figure but the stage timings, which are not saved.
+    let mut built = index.stats().clone();
+    built.secs.clear();
+    assert_eq!(back.stats(), &built);
     let _ = std::fs::remove_dir_all(&dir);
 }
