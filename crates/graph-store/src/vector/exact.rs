@@ -229,6 +229,28 @@ fn fits_f16(data: &[f32], dim: usize) -> Result<()> {
     }
 }
 
+/// Appends `vectors` (rows of `dim` values) to `file` in blocks of 4,096 rows, each normalised when
+/// `normalise` and stored as the file's values, made visible together (an error adds none).
+fn append_rows<T: RowValue>(
+    file: &mut RowFile<T>,
+    vectors: &[f32],
+    dim: usize,
+    normalise: bool,
+) -> Result<()> {
+    let mut app = file.begin_append()?;
+    let mut block = Vec::new();
+    for part in vectors.chunks(dim * 4096) {
+        block.clear();
+        block.extend_from_slice(part);
+        if normalise {
+            normalise_rows(&mut block, dim);
+        }
+        app.push(&T::narrow(&block))?;
+    }
+    app.finish();
+    Ok(())
+}
+
 /// `data` rounded to f16 (to nearest, ties to even).
 fn to_f16(data: &[f32]) -> Vec<f16> {
     let mut out = vec![f16::ZERO; data.len()];
@@ -1054,31 +1076,9 @@ impl VectorIndex for ExactIndex {
                     normalise_rows(&mut data[start..], self.dim);
                 }
             }
-            (Values::F16File(file), Metric::Cosine) => {
-                // Normalised, rounded and written in blocks, made visible together (an error adds none).
-                let mut app = file.begin_append()?;
-                let mut block = Vec::new();
-                for part in vectors.chunks(self.dim * 4096) {
-                    block.clear();
-                    block.extend_from_slice(part);
-                    normalise_rows(&mut block, self.dim);
-                    app.push(&to_f16(&block))?;
-                }
-                app.finish();
-            }
+            (Values::F16File(file), Metric::Cosine) => append_rows(file, vectors, self.dim, true)?,
             (Values::F32File(file), metric) => {
-                // Normalised (for cosine) and written in blocks, made visible together.
-                let mut app = file.begin_append()?;
-                let mut block = Vec::new();
-                for part in vectors.chunks(self.dim * 4096) {
-                    block.clear();
-                    block.extend_from_slice(part);
-                    if metric == Metric::Cosine {
-                        normalise_rows(&mut block, self.dim);
-                    }
-                    app.push(&block)?;
-                }
-                app.finish();
+                append_rows(file, vectors, self.dim, metric == Metric::Cosine)?
             }
             (values, Metric::Cosine) => {
                 // Normalised in f32, then rounded: in blocks, so that a large batch is not copied whole.

@@ -12,6 +12,7 @@
 //! A saved rows file (f16 rows only: an f32 store saves its rows inline): `KGRAGRW\0`, a version (u32 LE), the number of values (u64 LE), the values (f16
 //! LE), and the SHA-256 of everything before it.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::marker::PhantomData;
@@ -45,6 +46,8 @@ pub(crate) trait RowValue: Copy + PartialEq + Send + Sync + 'static {
     fn from_le(bytes: &[u8]) -> Self;
     /// `values` as f32, into `out` (as long).
     fn widen(values: &[Self], out: &mut [f32]);
+    /// f32 `values` as this type: borrowed (f32) or rounded to nearest, ties to even (f16).
+    fn narrow(values: &[f32]) -> Cow<'_, [Self]>;
 }
 
 impl RowValue for f16 {
@@ -59,6 +62,11 @@ impl RowValue for f16 {
     fn widen(values: &[Self], out: &mut [f32]) {
         values.convert_to_f32_slice(out);
     }
+    fn narrow(values: &[f32]) -> Cow<'_, [Self]> {
+        let mut out = vec![f16::ZERO; values.len()];
+        out.convert_from_f32_slice(values);
+        Cow::Owned(out)
+    }
 }
 
 impl RowValue for f32 {
@@ -72,6 +80,9 @@ impl RowValue for f32 {
     }
     fn widen(values: &[Self], out: &mut [f32]) {
         out.copy_from_slice(values);
+    }
+    fn narrow(values: &[f32]) -> Cow<'_, [Self]> {
+        Cow::Borrowed(values)
     }
 }
 
