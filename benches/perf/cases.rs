@@ -94,7 +94,7 @@ pub(crate) async fn hipporag2_index(dir: &Path, rounds: usize) -> Result<Value> 
         last = Some(index);
     }
     let index = last.ok_or_else(|| anyhow!("no rounds"))?;
-    let csr = index.graph().csr(EdgeWeighting::HippoReference)?;
+    let csr = index.graph()?.csr(EdgeWeighting::HippoReference)?;
     Ok(json!({
         "ms": best, "stages_ms": stages_ms, "nodes": csr.node_count(), "arcs": csr.arc_count(),
         "phrases": index.phrases().len(), "facts": index.facts().len(),

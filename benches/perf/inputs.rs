@@ -431,7 +431,7 @@ pub(crate) async fn build_index_timed(s: &Setup) -> Result<(HippoIndex, Vec<(Str
 }
 
 fn musique_graph_of(index: &HippoIndex) -> Result<MusiqueGraph> {
-    let graph = index.graph().clone();
+    let graph = index.graph()?;
     let phrase_nodes = (0..index.phrases().len())
         .map(|r| {
             index

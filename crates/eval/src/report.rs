@@ -251,6 +251,7 @@ pub const STAGE_ORDER: &[&str] = &[
     "embed_facts",
     "graph",
     "synonymy",
+    "pack_graph",
 ];
 
 /// The file name [`Report::write`] writes and [`Report::read`] expects inside a directory.

@@ -269,7 +269,10 @@ pub(crate) async fn graph(
     let value = if method == "hipporag2" {
         let hippo = kgrag::methods::hippo_index(index.as_ref())
             .ok_or_else(|| ApiError::internal("hipporag2's index has no graph"))?;
-        hippo_neighbourhood(hippo.graph(), &entity, depth, limit)?
+        let graph = hippo
+            .graph()
+            .map_err(|e| ApiError::internal(e.to_string()))?;
+        hippo_neighbourhood(&graph, &entity, depth, limit)?
     } else {
         let hirag = kgrag::methods::hirag_index(index.as_ref())
             .ok_or_else(|| ApiError::internal("hirag's index has no graph"))?;

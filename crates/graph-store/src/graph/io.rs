@@ -5,7 +5,7 @@ use std::path::Path;
 
 use petgraph::stable_graph::{NodeIndex, StableUnGraph};
 use petgraph::visit::NodeIndexable;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{Edge, KnowledgeGraph, Node};
 use crate::error::invalid;
@@ -148,5 +148,21 @@ impl KnowledgeGraph {
         let g: StableUnGraph<Node, Edge> = postcard::from_bytes(&bytes)
             .map_err(|e| invalid(format!("the graph rows do not form a graph: {e}")))?;
         Self::from_petgraph(g).map_err(invalid)
+    }
+}
+
+/// Serialised, a graph is its petgraph form — what [`KnowledgeGraph::save`] writes inside its frame —
+/// so a graph in a serde structure (e.g. held [`Packed`](crate::Packed)) comes back with the same
+/// indices, vacancies and neighbour order, and its look-up maps rebuilt.
+impl Serialize for KnowledgeGraph {
+    fn serialize<S: Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.g.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for KnowledgeGraph {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let g = StableUnGraph::<Node, Edge>::deserialize(d)?;
+        Self::from_petgraph(g).map_err(serde::de::Error::custom)
     }
 }

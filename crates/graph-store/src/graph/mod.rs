@@ -556,20 +556,35 @@ mod tests {
             postcard::to_stdvec(&back.g).unwrap(),
             postcard::to_stdvec(&g.g).unwrap()
         );
+        // Held packed, the graph unpacks equal, its look-ups rebuilt.
+        let packed = crate::Packed::new(&g).unwrap();
+        let unpacked = packed.get().unwrap();
+        assert_eq!(unpacked, g);
+        assert_eq!(unpacked.find("entity-4"), g.find("entity-4"));
+        assert_eq!(unpacked.find("entity-5"), None);
+        assert_eq!(
+            postcard::to_stdvec(&unpacked.g).unwrap(),
+            postcard::to_stdvec(&g.g).unwrap()
+        );
         // A change after the round trip lands where it lands after a save and load.
         let dir = std::env::temp_dir().join(format!("kgrag-rows-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         g.save(&dir.join("g.kg")).unwrap();
         let mut loaded = KnowledgeGraph::load(&dir.join("g.kg")).unwrap();
         let mut rebuilt = back;
+        let mut repacked = unpacked;
         for k in 0..6 {
             let a = loaded.add_entity(&format!("entity-new-{k}"), "n");
             let b = rebuilt.add_entity(&format!("entity-new-{k}"), "n");
+            let c = repacked.add_entity(&format!("entity-new-{k}"), "n");
             assert_eq!(a, b);
+            assert_eq!(a, c);
             loaded.add_fact(a, nodes[0].1, &chunk("x")).unwrap();
             rebuilt.add_fact(b, nodes[0].1, &chunk("x")).unwrap();
+            repacked.add_fact(c, nodes[0].1, &chunk("x")).unwrap();
         }
         assert_eq!(loaded, rebuilt);
+        assert_eq!(loaded, repacked);
         assert_eq!(
             loaded.neighbours(nodes[0].1),
             rebuilt.neighbours(nodes[0].1)

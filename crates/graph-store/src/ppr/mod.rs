@@ -203,6 +203,8 @@ pub struct PprSolver {
     eigen: Arc<[f64]>,
     /// The scores by node id.
     scores: Vec<f64>,
+    /// The graph's node count (the length of `scores` once the buffers are made).
+    nodes: usize,
 }
 
 impl PprSolver {
@@ -257,17 +259,13 @@ impl PprSolver {
         } else {
             Vec::new()
         };
-        Ok(Self::with_layout(
-            config,
-            method,
-            omega,
-            Arc::new(layout),
-            eigen.into(),
-            n,
-        ))
+        let mut solver =
+            Self::with_layout(config, method, omega, Arc::new(layout), eigen.into(), n);
+        solver.make_buffers();
+        Ok(solver)
     }
 
-    /// A solver over a prepared layout, with its own buffers.
+    /// A solver over a prepared layout, its buffers not made yet.
     fn with_layout(
         config: PprConfig,
         method: Method,
@@ -276,28 +274,57 @@ impl PprSolver {
         eigen: Arc<[f64]>,
         n: usize,
     ) -> Self {
-        let kept = layout.node.len();
-        let buffer = |used: bool| if used { vec![0.0; kept] } else { Vec::new() };
         Self {
             config,
             method,
             omega,
             layout,
-            reset: vec![0.0; kept],
-            x: vec![0.0; kept],
-            next: buffer(method != Method::Sor),
-            residual: buffer(method == Method::Cg),
-            direction: buffer(method == Method::Cg),
-            partial: vec![[0.0; 4]; kept.div_ceil(BLOCK)],
+            reset: Vec::new(),
+            x: Vec::new(),
+            next: Vec::new(),
+            residual: Vec::new(),
+            direction: Vec::new(),
+            partial: Vec::new(),
             support: Vec::new(),
-            member: if method == Method::Cg {
-                vec![false; kept]
-            } else {
-                Vec::new()
-            },
+            member: Vec::new(),
             eigen,
-            scores: vec![0.0; n],
+            scores: Vec::new(),
+            nodes: n,
         }
+    }
+
+    /// Makes the buffers a run needs, once.
+    fn make_buffers(&mut self) {
+        if self.scores.len() == self.nodes && self.x.len() == self.layout.node.len() {
+            return;
+        }
+        let (kept, method) = (self.layout.node.len(), self.method);
+        let buffer = |used: bool| if used { vec![0.0; kept] } else { Vec::new() };
+        self.reset = vec![0.0; kept];
+        self.x = vec![0.0; kept];
+        self.next = buffer(method != Method::Sor);
+        self.residual = buffer(method == Method::Cg);
+        self.direction = buffer(method == Method::Cg);
+        self.partial = vec![[0.0; 4]; kept.div_ceil(BLOCK)];
+        self.member = if method == Method::Cg {
+            vec![false; kept]
+        } else {
+            Vec::new()
+        };
+        self.scores = vec![0.0; self.nodes];
+    }
+
+    /// This solver holding the arcs only, to [`fork`](Self::fork) from: its buffers (several vectors of
+    /// the graph's length) go, and are made again at its next run.
+    pub fn without_buffers(self) -> Self {
+        Self::with_layout(
+            self.config,
+            self.method,
+            self.omega,
+            self.layout,
+            self.eigen,
+            self.nodes,
+        )
     }
 
     /// Another solver for the same graph and settings that shares this one's arcs (which no run
@@ -305,14 +332,16 @@ impl PprSolver {
     /// each, and the graph's snapshot need not be kept to make more. Runs give the same scores as this
     /// solver's.
     pub fn fork(&self) -> Self {
-        Self::with_layout(
+        let mut solver = Self::with_layout(
             self.config,
             self.method,
             self.omega,
             Arc::clone(&self.layout),
             Arc::clone(&self.eigen),
-            self.scores.len(),
-        )
+            self.nodes,
+        );
+        solver.make_buffers();
+        solver
     }
 
     /// The settings.
@@ -322,7 +351,7 @@ impl PprSolver {
 
     /// The graph's node count.
     pub fn node_count(&self) -> usize {
-        self.scores.len()
+        self.nodes
     }
 
     /// How many nodes the sweeps skip (eliminated exactly, their scores computed after the sweeps).
@@ -339,6 +368,7 @@ impl PprSolver {
     /// The scores are then in [`scores`](Self::scores).
     pub fn run(&mut self, reset: &[f64]) -> Result<PprStats> {
         let n = self.node_count();
+        self.make_buffers();
         if reset.len() != n {
             return Err(invalid(format!(
                 "reset vector has {} entries, the graph {n} nodes",
@@ -445,7 +475,8 @@ impl PprSolver {
         Ok(stats)
     }
 
-    /// Scores of the last run, by dense node id (sum 1).
+    /// Scores of the last run, by dense node id (sum 1); empty before the first run of a solver made
+    /// [`without_buffers`](Self::without_buffers).
     pub fn scores(&self) -> &[f64] {
         &self.scores
     }

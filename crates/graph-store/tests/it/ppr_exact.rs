@@ -178,6 +178,16 @@ fn sweeps_conjugate_gradients_and_jacobi_reach_the_same_fixed_point() {
         let mut again = first.fork();
         again.run(&reset).unwrap();
         assert_eq!(again.scores(), &want[..]);
+        // Without its buffers a solver still counts the nodes, its forks run as before, and it makes
+        // its buffers again at its own next run.
+        let mut bare = PprSolver::new(&csr, config).unwrap().without_buffers();
+        assert_eq!(bare.node_count(), n);
+        assert!(bare.scores().is_empty());
+        let mut from_bare = bare.fork();
+        from_bare.run(&reset).unwrap();
+        assert_eq!(from_bare.scores(), &want[..]);
+        bare.run(&reset).unwrap();
+        assert_eq!(bare.scores(), &want[..]);
     }
     // At HippoRAG's settings the iteration count is small.
     assert!(sa.iterations < 60, "{sa:?}");

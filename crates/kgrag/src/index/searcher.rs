@@ -519,7 +519,7 @@ impl Searcher {
         };
         for m in &candidates {
             let index = self.generation.method(m)?;
-            if let Some(g) = index.graphml() {
+            if let Some(g) = index.graphml()? {
                 return Ok((m.clone(), g));
             }
         }

@@ -185,8 +185,8 @@ impl MethodIndex for Index {
         self
     }
 
-    fn graphs(&self) -> Vec<(&'static str, &kgrag_graph_store::KnowledgeGraph)> {
-        vec![(kgrag_hipporag::INDEX_FILES[0], self.index.graph())]
+    fn graphs(&self) -> Result<Vec<(&'static str, kgrag_graph_store::KnowledgeGraph)>> {
+        Ok(vec![(kgrag_hipporag::INDEX_FILES[0], self.index.graph()?)])
     }
 
     fn save(&self, dir: &Path) -> Result<Vec<String>> {
@@ -242,23 +242,24 @@ impl MethodIndex for Index {
     }
 
     fn stats(&self) -> serde_json::Value {
-        let counts = self.index.graph().counts();
+        let counts = self.index.graph_counts();
         serde_json::json!({
             "phrases": self.index.phrases().len(),
             "facts": self.index.facts().len(),
             "passages": self.index.chunk_facts().len(),
-            "graph_nodes": self.index.graph().node_count(),
-            "graph_edges": self.index.graph().edge_count(),
-            "edges_by_kind": json(&counts),
+            "graph_nodes": counts.nodes.values().sum::<usize>(),
+            "graph_edges": counts.edge_pairs,
+            "graph_packed_bytes": self.index.graph_packed_bytes(),
+            "edges_by_kind": json(counts),
             "last_build": self.stats,
         })
     }
 
-    fn graphml(&self) -> Option<String> {
-        Some(kgrag_graph_store::graphml::to_graphml(
-            self.index.graph(),
+    fn graphml(&self) -> Result<Option<String>> {
+        Ok(Some(kgrag_graph_store::graphml::to_graphml(
+            &self.index.graph()?,
             self.index.config().graph_weights.weighting(),
-        ))
+        )))
     }
 }
 

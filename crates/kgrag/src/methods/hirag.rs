@@ -184,7 +184,7 @@ impl MethodIndex for Index {
         json(self.index.stats())
     }
 
-    fn graphml(&self) -> Option<String> {
-        Some(kgrag_hirag::export::graphml(&self.index))
+    fn graphml(&self) -> Result<Option<String>> {
+        Ok(Some(kgrag_hirag::export::graphml(&self.index)))
     }
 }

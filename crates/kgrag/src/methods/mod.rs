@@ -227,14 +227,15 @@ pub trait MethodIndex: Send + Sync {
     fn stats(&self) -> serde_json::Value;
 
     /// The graphs among the files [`save`](Self::save) writes, by file name: a database backend stores
-    /// them as node and edge rows instead of a file (and rebuilds the file from the rows on load).
-    fn graphs(&self) -> Vec<(&'static str, &kgrag_graph_store::KnowledgeGraph)> {
-        Vec::new()
+    /// them as node and edge rows instead of a file (and rebuilds the file from the rows on load). Each
+    /// is a copy: an index may hold its graph packed.
+    fn graphs(&self) -> Result<Vec<(&'static str, kgrag_graph_store::KnowledgeGraph)>> {
+        Ok(Vec::new())
     }
 
-    /// The graph as GraphML, for methods that have a graph.
-    fn graphml(&self) -> Option<String> {
-        None
+    /// The graph as GraphML, for methods that have a graph (`Ok(None)` for the others).
+    fn graphml(&self) -> Result<Option<String>> {
+        Ok(None)
     }
 }
 

@@ -100,7 +100,7 @@ async fn ppr_scores(p: &mut Pipeline, questions: &[String]) -> Vec<BTreeMap<Stri
 fn edges(p: &mut Pipeline) -> BTreeSet<(String, String, String)> {
     let index = p.method_index("hipporag2").unwrap();
     let h = kgrag::methods::hippo_index(index.as_ref()).unwrap();
-    let g = h.graph();
+    let g = h.graph().unwrap();
     g.edges()
         .map(|(_, a, b, e)| {
             let (ka, kb) = (

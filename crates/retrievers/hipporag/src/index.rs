@@ -7,10 +7,11 @@ use std::time::Instant;
 
 use kgrag_graph_store::hippo::{insert_chunks, phrase_key, sorted_phrases, HippoChunk};
 use kgrag_graph_store::synonymy::{add_synonymy_edges, SynonymyStats};
-use kgrag_graph_store::{EmbeddingStore, KnowledgeGraph, NodeIndex, Precision};
+use kgrag_graph_store::{EmbeddingStore, GraphCounts, KnowledgeGraph, NodeIndex, Precision};
 use kgrag_types::{ChunkId, Embedder, Extraction, FactId, Triple};
 use rayon::prelude::*;
 
+use crate::held::HeldGraph;
 use crate::{HippoConfig, HippoError, Result};
 
 /// Receives progress while an index is built: one stage at a time.
@@ -36,8 +37,8 @@ impl IndexProgress for NoProgress {
 /// What one [`HippoIndex::insert`] did.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InsertStats {
-    /// Seconds per stage, in order: `embed_phrases`, `embed_facts`, `graph`, `synonymy` (`graph` runs
-    /// beside the two embedding stages; its seconds are its own).
+    /// Seconds per stage, in order: `embed_phrases`, `embed_facts`, `graph`, `synonymy`, `pack_graph`
+    /// (`pack_graph` packs the graph and makes the PPR arcs questions walk).
     pub stages: Vec<(String, f64)>,
     /// Passages added to the graph.
     pub new_passages: usize,
@@ -59,10 +60,11 @@ pub struct InsertStats {
 
 /// The HippoRAG 2 index: the graph and the phrase and fact stores over a passage store shared with the
 /// other methods. Rows of the phrase store map to graph nodes, rows of the fact store to their triples.
+/// The graph is held packed, with what questions read of it beside it (see [`graph`](Self::graph)).
 #[derive(Debug, Clone)]
 pub struct HippoIndex {
     config: HippoConfig,
-    graph: KnowledgeGraph,
+    graph: HeldGraph,
     passages: Arc<EmbeddingStore>,
     phrases: EmbeddingStore,
     phrase_nodes: Vec<NodeIndex>,
@@ -215,7 +217,7 @@ impl HippoIndex {
     /// precision `fact_vectors`).
     pub fn new(passages: Arc<EmbeddingStore>, config: HippoConfig) -> Self {
         Self {
-            graph: KnowledgeGraph::new(),
+            graph: HeldGraph::default(),
             passages,
             phrases: EmbeddingStore::new("phrases"),
             phrase_nodes: Vec::new(),
@@ -236,7 +238,7 @@ impl HippoIndex {
                 source,
             })
         })?;
-        self.graph.save(&dir.join(INDEX_FILES[0]))?;
+        self.graph.get()?.save(&dir.join(INDEX_FILES[0]))?;
         self.phrases.save(&dir.join(INDEX_FILES[1]))?;
         self.facts.save(&dir.join(INDEX_FILES[2]))?;
         let meta = SavedMetaRef {
@@ -314,6 +316,7 @@ impl HippoIndex {
             }
             phrase_nodes.push(node);
         }
+        let graph = HeldGraph::new(&graph, &phrase_nodes, &meta.config)?;
         Ok(Self {
             config: meta.config,
             graph,
@@ -404,7 +407,8 @@ impl HippoIndex {
         let mut stats = DeleteStats::default();
         let mut gone: BTreeSet<ChunkId> = BTreeSet::new();
         for c in chunks {
-            if self.graph.find(c.as_str()).is_some() && self.chunk_facts.contains_key(c) {
+            // Every indexed chunk has a passage node and an entry here (none when it held no triple).
+            if self.chunk_facts.contains_key(c) {
                 gone.insert(c.clone());
             } else {
                 stats.unknown += 1;
@@ -413,7 +417,7 @@ impl HippoIndex {
         if gone.is_empty() {
             return Ok(stats);
         }
-        let mut graph = self.graph.clone();
+        let mut graph = self.graph.get()?;
         let mut orphan_phrases: BTreeSet<NodeIndex> = BTreeSet::new();
         for c in &gone {
             let mut pairs: BTreeSet<(NodeIndex, NodeIndex)> = BTreeSet::new();
@@ -522,6 +526,7 @@ impl HippoIndex {
 
         let mut passages = self.passages.as_ref().clone();
         passages.remove_where(|k| gone_keys.contains(k))?;
+        let graph = HeldGraph::new(&graph, &phrase_nodes, &self.config)?;
 
         self.graph = graph;
         self.chunk_facts = chunk_facts;
@@ -538,8 +543,26 @@ impl HippoIndex {
         &self.config
     }
 
-    /// The graph.
-    pub fn graph(&self) -> &KnowledgeGraph {
+    /// The graph, unpacked: a new copy each call (at 30,000 passages a fraction of a second and the
+    /// graph's size in memory). The index holds it packed — no question reads the structure — with what
+    /// questions read kept beside it: the PPR arcs under its configuration's weighting and solver
+    /// settings, each phrase's chunk count, each passage's node and [`graph_counts`](Self::graph_counts).
+    pub fn graph(&self) -> Result<KnowledgeGraph> {
+        self.graph.get()
+    }
+
+    /// The graph's nodes by kind and edges by facet.
+    pub fn graph_counts(&self) -> &GraphCounts {
+        self.graph.counts()
+    }
+
+    /// Bytes the packed graph holds in memory.
+    pub fn graph_packed_bytes(&self) -> usize {
+        self.graph.packed_len()
+    }
+
+    /// The graph as held, with what questions read of it.
+    pub(crate) fn held_graph(&self) -> &HeldGraph {
         &self.graph
     }
 
@@ -571,10 +594,9 @@ impl HippoIndex {
 
     /// `n(p)`: the number of chunks whose triples contain `phrase` (0 for an unknown phrase).
     pub fn phrase_chunks(&self, phrase: &str) -> usize {
-        self.graph
-            .find(&phrase_key(phrase))
-            .and_then(|n| self.graph.node(n))
-            .map_or(0, |node| node.sources.len())
+        self.phrases
+            .row(&phrase_key(phrase))
+            .map_or(0, |row| self.graph.phrase_chunks(row))
     }
 
     /// Prepares chunks from extractions: `passages` are `(chunk id, passage text)` in corpus order; the raw
@@ -605,9 +627,8 @@ impl HippoIndex {
     /// Inserts `chunks` (spec §4.1 steps 3–6 and §4.6): chunks already in the graph are skipped; passages,
     /// phrases and facts not yet in their stores are embedded with `embedder` (the embedder of the passage
     /// store); then passage, phrase, fact and context edges are added and the new phrases scanned for
-    /// synonyms. The edges are added on a thread of their own while the phrases and facts are embedded
-    /// (they need only the chunks). Retrievers built before an insert keep their snapshot: build new ones
-    /// afterwards.
+    /// synonyms; the graph is then packed. Retrievers built before an insert keep their snapshot: build new
+    /// ones afterwards.
     ///
     /// The insert is all or nothing: it works on copies of the stores and the graph and commits them only
     /// when every step succeeded, so a failed embedding call (or any other error) leaves the index as it
@@ -622,7 +643,7 @@ impl HippoIndex {
         // Only the chunks not in the graph yet are copied; the ones left out count as skipped.
         let fresh: Vec<HippoChunk> = chunks
             .iter()
-            .filter(|c| self.graph.find(c.chunk.as_str()).is_none())
+            .filter(|c| !self.chunk_facts.contains_key(&c.chunk))
             .cloned()
             .collect();
         let known = chunks.len() - fresh.len();
@@ -644,7 +665,7 @@ impl HippoIndex {
         let mut seen = HashSet::new();
         let mut fresh: Vec<HippoChunk> = Vec::with_capacity(chunks.len());
         for c in chunks {
-            if self.graph.find(c.chunk.as_str()).is_some() || !seen.insert(c.chunk.clone()) {
+            if self.chunk_facts.contains_key(&c.chunk) || !seen.insert(c.chunk.clone()) {
                 stats.skipped_chunks += 1;
             } else {
                 fresh.push(c);
@@ -675,18 +696,6 @@ impl HippoIndex {
             finish(progress, &mut stats, "embed_passages", t.elapsed());
         }
         drop(passage_items);
-
-        // Graph: phrase nodes, passage nodes, fact and context edges. It needs only the chunks, so it is
-        // built on a thread of its own while the phrases and facts are embedded.
-        let fresh = Arc::new(fresh);
-        let builder = {
-            let mut graph = self.graph.clone();
-            let fresh = Arc::clone(&fresh);
-            std::thread::spawn(move || {
-                let t = Instant::now();
-                insert_chunks(&mut graph, &fresh).map(|ins| (graph, ins, t.elapsed()))
-            })
-        };
 
         // Phrases, sorted like the reference's np.unique, embedded if new (their md5 keys in parallel).
         let phrase_list = sorted_phrases(fresh.iter());
@@ -758,12 +767,13 @@ impl HippoIndex {
         drop((fact_items, rows));
         finish(progress, &mut stats, "embed_facts", t.elapsed());
 
-        // The graph's stage counts its builder's time (beside the embedding) and the look-ups below.
-        progress.start("graph", fresh.len());
-        let (mut graph, ins, built) = builder.join().map_err(|_| {
-            HippoError::Invalid("the graph builder thread stopped without a result".into())
-        })??;
+        // Graph: phrase nodes, passage nodes, fact and context edges. It is built once the phrases and
+        // facts are embedded, not beside them: the two would hold the graph and every fact's key and text
+        // at once (at 30,000 synthetic passages ~250 MB together), for ~2 s saved.
         let t = Instant::now();
+        progress.start("graph", fresh.len());
+        let mut graph = self.graph.get()?;
+        let ins = insert_chunks(&mut graph, &fresh)?;
         progress.advance(fresh.len());
         stats.new_passages = ins.new_passages.len();
         stats.fact_occurrences = ins.fact_occurrences;
@@ -781,7 +791,7 @@ impl HippoIndex {
             })?;
             phrase_nodes.push(node);
         }
-        finish(progress, &mut stats, "graph", built + t.elapsed());
+        finish(progress, &mut stats, "graph", t.elapsed());
 
         // Synonymy edges for the new phrases.
         let t = Instant::now();
@@ -798,8 +808,14 @@ impl HippoIndex {
             )?;
         }
         progress.advance(new_rows.len());
-        graph.shrink_to_fit();
         finish(progress, &mut stats, "synonymy", t.elapsed());
+
+        // The graph packed, with what questions read of it (the PPR arcs among them); the structure goes.
+        let t = Instant::now();
+        progress.start("pack_graph", 1);
+        let graph = HeldGraph::new(&graph, &phrase_nodes, &self.config)?;
+        progress.advance(1);
+        finish(progress, &mut stats, "pack_graph", t.elapsed());
 
         // Commit.
         if let Some(store) = passages {
@@ -807,12 +823,10 @@ impl HippoIndex {
         }
         self.phrases = phrases;
         self.facts = facts;
-        // The builder thread has ended, so the chunks are this function's alone: each new fact's triple
-        // moves out of the chunk where it first occurs (`first` is ascending), and every chunk keeps
-        // only the rows of its triples.
+        // Each new fact's triple moves out of the chunk where it first occurs (`first` is ascending), and
+        // every chunk keeps only the rows of its triples.
         self.fact_triples.reserve(first.len());
         let mut next_first = first.iter().copied().peekable();
-        let fresh = Arc::try_unwrap(fresh).unwrap_or_else(|shared| shared.as_ref().clone());
         let mut offset = 0usize;
         for c in fresh {
             let n = c.triples.len();

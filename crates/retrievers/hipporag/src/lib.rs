@@ -46,7 +46,7 @@
 //! let mut index = HippoIndex::new(Arc::new(EmbeddingStore::new("passages")), config.clone());
 //! let chunks = index.chunks_from_extractions(&passages, &[first, second]);
 //! index.insert(&chunks, embedder.as_ref(), &mut NoProgress).await?;
-//! assert_eq!(index.graph().node_count(), 5); // three phrases, two passages
+//! assert_eq!(index.graph()?.node_count(), 5); // three phrases, two passages
 //!
 //! let retriever = HippoRetriever::new(Arc::new(index), embedder, None, config)?;
 //! let ctx = retriever
@@ -60,6 +60,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod filter;
+mod held;
 mod index;
 pub mod prompts;
 pub mod qa;

@@ -1,13 +1,13 @@
 //! HippoRAG 2 retrieval (spec §5).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use kgrag_graph_store::hippo::phrase_key;
-use kgrag_graph_store::ppr::{PprConfig, PprSolver};
+use kgrag_graph_store::ppr::PprSolver;
 use kgrag_graph_store::vector::{min_max, min_max_scale, top_k_desc};
-use kgrag_graph_store::{EmbeddingStore, NodeIndex, ScreenedIndex};
+use kgrag_graph_store::{EmbeddingStore, ScreenedIndex};
 use kgrag_text::ReaderTokens;
 use kgrag_types::{
     ChatModel, ChunkId, EmbedKind, Embedder, RetrievalRequest, RetrievedContext, Retriever,
@@ -15,6 +15,7 @@ use kgrag_types::{
 };
 
 use crate::filter::recognise;
+use crate::held::{ppr_config, Walk};
 use crate::{FilterMode, HippoConfig, HippoError, HippoIndex, Result, SeedWeighting};
 
 /// A phrase of a kept fact as the seed computation sees it.
@@ -83,23 +84,22 @@ pub struct QueryTrace {
     pub ppr_converged: bool,
 }
 
-/// HippoRAG 2 retrieval over a built [`HippoIndex`]. Holds the graph under the configured edge weights as
-/// its PPR solver reads it; build a new retriever after the index changes.
+/// HippoRAG 2 retrieval over a built [`HippoIndex`]: it walks the PPR arcs the index made under its own
+/// edge weights and solver settings, or, when the retriever's differ, arcs of its own made from the graph
+/// unpacked once. Build a new retriever after the index changes.
 pub struct HippoRetriever {
     index: Arc<HippoIndex>,
     embedder: Arc<dyn Embedder>,
     chat: Option<Arc<dyn ChatModel>>,
     config: HippoConfig,
-    /// The snapshot's dense vertex ids → graph nodes (the snapshot's arcs live on in `ppr` only).
-    vertex_nodes: Vec<NodeIndex>,
+    /// The arcs and the solver every query's is forked from.
+    walk: Arc<Walk>,
     phrase_vertex: Vec<Option<usize>>,
     passage_vertex: Vec<Option<usize>>,
     /// An int8 copy of the fact vectors: the candidate facts and the score range without a full scan.
     fact_screen: Option<ScreenedIndex>,
     /// Reader-context token counts per passage row.
     reader_tokens: ReaderTokens,
-    /// The PPR solver every query's is forked from (never run: it holds the arcs they share).
-    ppr: PprSolver,
     /// Idle PPR solvers (one per concurrent query at most), so a query allocates no buffers.
     solvers: Mutex<Vec<PprSolver>>,
 }
@@ -131,45 +131,44 @@ impl HippoRetriever {
                     .into(),
             ));
         }
-        let graph = index.graph();
-        // The fact screen (an int8 copy of the fact vectors) is built beside the graph's snapshot and
-        // solver.
-        let (snapshot, fact_screen) = rayon::join(
-            || -> Result<_> {
-                let csr = graph.csr(config.graph_weights.weighting())?;
-                // Solver settings are checked once here rather than failing every query.
-                let solver = PprSolver::new(&csr, ppr_config(&config))?;
-                Ok((csr, solver))
+        let weighting = config.graph_weights.weighting();
+        let ppr = ppr_config(&config);
+        let held = index.held_graph();
+        // The fact screen (an int8 copy of the fact vectors) is built beside the arcs when the retriever
+        // makes its own.
+        let (walk, fact_screen) = rayon::join(
+            || -> Result<Arc<Walk>> {
+                match held.walk(weighting, &ppr) {
+                    Some(walk) => Ok(walk),
+                    // Solver settings are checked once here rather than failing every query.
+                    None => Ok(Arc::new(Walk::new(&index.graph()?, weighting, ppr)?)),
+                }
             },
             || index.facts().index().map(ScreenedIndex::new),
         );
-        let (csr, solver) = snapshot?;
+        let walk = walk?;
         let fact_screen = fact_screen.transpose()?;
         let phrase_vertex = (0..index.phrases().len())
-            .map(|row| index.phrase_node(row).and_then(|n| csr.dense_id(n)))
+            .map(|row| index.phrase_node(row).and_then(|n| walk.vertex(n)))
             .collect();
         let passages = index.passages();
         let passage_vertex: Vec<Option<usize>> = passages
             .keys()
-            .map(|k| graph.find(k).and_then(|n| csr.dense_id(n)))
+            .map(|k| held.passage_node(k).and_then(|n| walk.vertex(n)))
             .collect();
         let reader_tokens = ReaderTokens::new(index.passages().len());
-        // The snapshot's arcs (~0.6 MB per 1,000 synthetic passages) are not kept: the solver holds them
-        // as its sweeps read them, and its forks share them.
-        let vertex_nodes = csr.node_indices().to_vec();
-        drop(csr);
+        let first = walk.solver();
         Ok(Self {
             index,
             embedder,
             chat,
             config,
-            vertex_nodes,
+            walk,
             phrase_vertex,
             passage_vertex,
             fact_screen,
             reader_tokens,
-            solvers: Mutex::new(vec![solver.fork()]),
-            ppr: solver,
+            solvers: Mutex::new(vec![first]),
         })
     }
 
@@ -260,27 +259,32 @@ impl HippoRetriever {
             method: "hipporag2".to_owned(),
             ..RetrievedContext::default()
         };
+        // A seed's name is its phrase: the phrase node's name.
+        let mut seed_names: HashMap<usize, &str> = HashMap::new();
         let seeds = if trace.kept.is_empty() {
             Vec::new()
         } else {
-            let graph = self.index.graph();
+            let lookup = |p: &str| {
+                let row = self.index.phrases().row(&phrase_key(p))?;
+                let vertex = (*self.phrase_vertex.get(row)?)?;
+                let chunks = self.index.held_graph().phrase_chunks(row);
+                Some(SeedPhrase { vertex, chunks })
+            };
+            for (t, _) in &trace.kept {
+                for p in [t.subject(), t.object()] {
+                    if let Some(s) = lookup(p) {
+                        seed_names.entry(s.vertex).or_insert(p);
+                    }
+                }
+            }
             seed_weights(
                 &trace.kept,
-                |p| {
-                    let row = self.index.phrases().row(&phrase_key(p))?;
-                    let vertex = (*self.phrase_vertex.get(row)?)?;
-                    let chunks = self
-                        .index
-                        .phrase_node(row)
-                        .and_then(|n| graph.node(n))
-                        .map_or(0, |n| n.sources.len());
-                    Some(SeedPhrase { vertex, chunks })
-                },
+                lookup,
                 self.config.seed_weighting,
                 self.config.linking_top_k,
             )
         };
-        let mut reset = vec![0.0f64; self.ppr.node_count()];
+        let mut reset = vec![0.0f64; self.walk.vertex_count()];
         for &(v, w) in &seeds {
             reset[v] += w;
         }
@@ -304,17 +308,13 @@ impl HippoRetriever {
         } else {
             trace.seeds = seeds
                 .iter()
-                .filter_map(|&(v, w)| {
-                    let node = *self.vertex_nodes.get(v)?;
-                    let name = self.index.graph().node(node)?.name.clone();
-                    Some((name, w))
-                })
+                .filter_map(|&(v, w)| Some(((*seed_names.get(&v)?).to_owned(), w)))
                 .collect();
             reset.iter_mut().for_each(|x| *x /= total);
             let idle = self.solvers.lock().ok().and_then(|mut pool| pool.pop());
-            let mut solver = match idle {
+            let mut solver: PprSolver = match idle {
                 Some(s) => s,
-                None => self.ppr.fork(),
+                None => self.walk.solver(),
             };
             let run = solver.run(&reset)?;
             trace.ppr_iterations = run.iterations;
@@ -377,15 +377,6 @@ impl HippoRetriever {
             f64::from(u8::from(trace.filter_error.is_some())),
         );
         Ok((ctx, trace))
-    }
-}
-
-fn ppr_config(config: &HippoConfig) -> PprConfig {
-    PprConfig {
-        damping: config.damping,
-        tolerance: config.ppr_tol,
-        max_iterations: config.ppr_max_iter,
-        ..PprConfig::default()
     }
 }
 

@@ -11,9 +11,7 @@ use std::sync::Arc;
 mod common;
 
 use kgrag_graph_store::{persist, EmbeddingStore};
-use kgrag_hipporag::{
-    FilterMode, HippoConfig, HippoIndex, HippoRetriever, NoProgress, Precision, INDEX_FILES,
-};
+use kgrag_hipporag::{FilterMode, HippoConfig, HippoIndex, NoProgress, Precision, INDEX_FILES};
 use kgrag_types::testing::HashingEmbedder;
 use kgrag_types::{ChunkId, Triple};
 
@@ -28,25 +26,11 @@ async fn fixture_index(fact_vectors: Precision) -> (HippoIndex, HippoConfig) {
 
 /// Every question's ranked chunk ids and scores.
 async fn rankings(index: HippoIndex, config: &HippoConfig) -> Vec<Vec<(ChunkId, f64)>> {
-    let (ds, _, _) = common::fixture();
-    let r = HippoRetriever::new(
-        Arc::new(index),
-        Arc::new(HashingEmbedder::new(256)),
-        None,
-        config.clone(),
-    )
-    .unwrap();
-    let mut out = Vec::new();
-    for q in &ds.questions {
-        let (ctx, _) = r.query(&q.question, 10).await.unwrap();
-        out.push(
-            ctx.passages
-                .iter()
-                .map(|p| (p.chunk_id.clone(), p.score))
-                .collect(),
-        );
-    }
-    out
+    common::answers(Arc::new(index), config)
+        .await
+        .into_iter()
+        .map(|(ranking, _)| ranking)
+        .collect()
 }
 
 fn temp_dir(name: &str) -> std::path::PathBuf {

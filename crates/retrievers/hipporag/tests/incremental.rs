@@ -107,12 +107,16 @@ async fn two_inserts_equal_one() {
             kgrag_types::FactId::from_content(&t.render()).as_str()
         );
     }
+    let graph = parts.graph().unwrap();
     for row in 0..parts.phrases().len() {
         let n = parts.phrase_node(row).unwrap();
-        assert_eq!(name(parts.graph(), n), parts.phrases().text(row).unwrap());
+        assert_eq!(name(&graph, n), parts.phrases().text(row).unwrap());
     }
-    assert_eq!(edges(parts.graph()), edges(whole.graph()));
-    assert_eq!(parts.graph().counts(), whole.graph().counts());
+    assert_eq!(edges(&graph), edges(&whole.graph().unwrap()));
+    assert_eq!(
+        parts.graph().unwrap().counts(),
+        whole.graph().unwrap().counts()
+    );
 
     // Same rankings and PPR scores.
     let r_whole =
@@ -156,7 +160,7 @@ async fn failed_insert_changes_nothing_and_can_be_retried() {
         .to_string();
     assert!(err.contains("phrases store"), "{err}");
     assert!(index.passages().is_empty() && index.phrases().is_empty() && index.facts().is_empty());
-    assert_eq!(index.graph().node_count(), 0);
+    assert_eq!(index.graph().unwrap().node_count(), 0);
 
     let ok = HashingEmbedder::new(64);
     let stats = index.insert(&chunks, &ok, &mut NoProgress).await.unwrap();
@@ -208,6 +212,12 @@ async fn an_owned_insert_builds_what_an_insert_builds() {
     assert_eq!(by_ref.phrases(), by_value.phrases());
     assert_eq!(by_ref.facts(), by_value.facts());
     assert_eq!(by_ref.chunk_facts(), by_value.chunk_facts());
-    assert_eq!(edges(by_ref.graph()), edges(by_value.graph()));
-    assert_eq!(by_ref.graph().counts(), by_value.graph().counts());
+    assert_eq!(
+        edges(&by_ref.graph().unwrap()),
+        edges(&by_value.graph().unwrap())
+    );
+    assert_eq!(
+        by_ref.graph().unwrap().counts(),
+        by_value.graph().unwrap().counts()
+    );
 }

@@ -160,7 +160,7 @@ impl PgStore {
                 source,
             })?;
             let saved = index.save(&mdir)?;
-            let graphs = index.graphs();
+            let graphs = index.graphs()?;
             let mut files = Vec::new();
             for f in saved {
                 let path = mdir.join(&f);

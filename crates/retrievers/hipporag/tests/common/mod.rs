@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use kgrag_eval::{Dataset, ExtractionSource};
 use kgrag_graph_store::EmbeddingStore;
-use kgrag_hipporag::{HippoConfig, HippoIndex, NoProgress};
+use kgrag_hipporag::{HippoConfig, HippoIndex, HippoRetriever, NoProgress, QueryTrace};
 use kgrag_types::testing::HashingEmbedder;
 use kgrag_types::{ChunkId, Extraction};
 
@@ -34,4 +34,31 @@ pub async fn fixture_index(config: &HippoConfig) -> HippoIndex {
         .await
         .unwrap();
     index
+}
+
+/// Every fixture question's ranked chunk ids with their scores, and its trace, from a retriever over
+/// `index` with `config` (the 256-dimension hashing embedder).
+pub async fn answers(
+    index: Arc<HippoIndex>,
+    config: &HippoConfig,
+) -> Vec<(Vec<(ChunkId, f64)>, QueryTrace)> {
+    let (ds, _, _) = fixture();
+    let r = HippoRetriever::new(
+        index,
+        Arc::new(HashingEmbedder::new(256)),
+        None,
+        config.clone(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    for q in &ds.questions {
+        let (ctx, trace) = r.query(&q.question, 10).await.unwrap();
+        let ranking = ctx
+            .passages
+            .iter()
+            .map(|p| (p.chunk_id.clone(), p.score))
+            .collect();
+        out.push((ranking, trace));
+    }
+    out
 }
