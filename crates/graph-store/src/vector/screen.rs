@@ -182,6 +182,25 @@ impl ScreenedIndex {
             .collect()
     }
 
+    /// [`candidates`](Self::candidates) through `screen` when there is one (made from `index`), else every
+    /// row of `index` with its score: for an index whose screen exists only while its rows are on disk.
+    pub fn candidates_of(
+        screen: Option<&Self>,
+        index: &ExactIndex,
+        query: &[f32],
+        k: usize,
+    ) -> Result<Vec<Hit>> {
+        match screen {
+            Some(screen) => screen.candidates(index, query, k),
+            None => Ok(index
+                .scores(query)?
+                .into_iter()
+                .enumerate()
+                .map(|(id, score)| Hit { id, score })
+                .collect()),
+        }
+    }
+
     /// The `k` best rows of `index` for `query` with their exact scores, and the exact minimum and maximum
     /// score over all rows. `index` must be the index this copy was made from.
     pub fn top_k_range(&self, index: &ExactIndex, query: &[f32], k: usize) -> Result<TopKRange> {

@@ -383,7 +383,6 @@ pub async fn extractive_answer(
     Ok(sentences.swap_remove(best.0))
 }
 
-/// `serde_json::to_value` that cannot fail on our plain data (errors become a string value).
 /// Where the methods keep their entity vectors once an index is built or loaded (`[index]
 /// entity_vectors_on_disk`): scratch files under the cache folder, or memory.
 pub(crate) fn entity_vectors_dir(env: &Env) -> Option<std::path::PathBuf> {
@@ -393,6 +392,7 @@ pub(crate) fn entity_vectors_dir(env: &Env) -> Option<std::path::PathBuf> {
         .then(|| env.cache_dir.join("vectors"))
 }
 
+/// `serde_json::to_value` that cannot fail on our plain data (errors become a string value).
 pub(crate) fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {
     serde_json::to_value(value).unwrap_or_else(|e| serde_json::Value::String(e.to_string()))
 }

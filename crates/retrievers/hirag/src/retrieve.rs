@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use kgrag_graph_store::ScreenedIndex;
 use kgrag_types::{
     ChunkId, ContextEntity, ContextRelation, ContextReport, EmbedKind, Embedder, RetrievalRequest,
     RetrievedContext, Retriever, ScoredChunk,
@@ -267,19 +268,14 @@ impl<'a> Query<'a> {
     /// With the vectors on disk, only the rows their screen cannot rule out are scored (exactly as a full
     /// scan scores them, every row tied with the `k`-th among them).
     fn entities(&self, v: &[f32], k: usize) -> Result<Vec<(u32, f32)>> {
-        let store = self.index.entity_vectors();
-        let mut hits: Vec<(u32, f32)> = match (self.index.entity_screen(), store.index()) {
-            (Some(screen), Some(vectors)) => screen
-                .candidates(vectors, v, k)?
-                .into_iter()
-                .map(|h| (h.id as u32, h.score))
-                .collect(),
-            _ => store
-                .scores(v)?
-                .into_iter()
-                .enumerate()
-                .map(|(r, s)| (r as u32, s))
-                .collect(),
+        let mut hits: Vec<(u32, f32)> = match self.index.entity_vectors().index() {
+            Some(vectors) => {
+                ScreenedIndex::candidates_of(self.index.entity_screen(), vectors, v, k)?
+                    .into_iter()
+                    .map(|h| (h.id as u32, h.score))
+                    .collect()
+            }
+            None => Vec::new(),
         };
         let floor = self.index.config().cosine_floor;
         hits.retain(|&(_, s)| s >= floor);

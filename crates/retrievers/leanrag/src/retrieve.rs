@@ -4,6 +4,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use kgrag_graph_store::ScreenedIndex;
 use kgrag_hierarchy::{Hierarchy, NodeId};
 use kgrag_types::{
     ChunkId, ContextEntity, ContextRelation, EmbedKind, Embedder, RetrievalRequest,
@@ -81,18 +82,11 @@ impl LeanragRetriever {
         let top_n = self.index.config().top_n;
         // With the vectors on disk (base seeds only), the rows their screen cannot rule out: every row
         // tied with the `top_n`-th among them, each scored exactly as a full scan scores it.
-        let mut order: Vec<(usize, f32)> = match self.index.seed_screen() {
-            Some(screen) => screen
-                .candidates(vectors, query_vector, top_n)?
+        let mut order: Vec<(usize, f32)> =
+            ScreenedIndex::candidates_of(self.index.seed_screen(), vectors, query_vector, top_n)?
                 .into_iter()
                 .map(|h| (h.id, h.score))
-                .collect(),
-            None => vectors
-                .scores(query_vector)?
-                .into_iter()
-                .enumerate()
-                .collect(),
-        };
+                .collect();
         let cmp = |x: &(usize, f32), y: &(usize, f32)| {
             y.1.total_cmp(&x.1).then(rows[y.0].cmp(&rows[x.0]))
         };

@@ -67,6 +67,20 @@ async fn build(g0: BaseGraph, config: &LeanragConfig) -> LeanragIndex {
     LeanragIndex::build(g0, &models, config).await.unwrap()
 }
 
+/// Two questions of the fixture, asking for 20 passages each.
+fn fixture_requests() -> Vec<RetrievalRequest> {
+    [
+        "Who founded the Quillmarsh Glassblowers Guild?",
+        "Where did Tesk Amberlow grow up?",
+    ]
+    .into_iter()
+    .map(|q| RetrievalRequest {
+        query: q.into(),
+        top_k: 20,
+    })
+    .collect()
+}
+
 #[tokio::test]
 async fn fixture_tree_retrieval_determinism_and_export() {
     let config = LeanragConfig {
@@ -96,14 +110,7 @@ async fn fixture_tree_retrieval_determinism_and_export() {
     let embedder = Arc::new(HashingEmbedder::new(64));
     let r1 = LeanragRetriever::new(index.clone(), embedder.clone());
     let r2 = LeanragRetriever::new(Arc::new(again), embedder);
-    for q in [
-        "Who founded the Quillmarsh Glassblowers Guild?",
-        "Where did Tesk Amberlow grow up?",
-    ] {
-        let req = RetrievalRequest {
-            query: q.into(),
-            top_k: 20,
-        };
+    for req in fixture_requests() {
         let a = r1.retrieve(&req).await.unwrap();
         let b = r2.retrieve(&req).await.unwrap();
         assert_eq!(a.rendered, b.rendered);
@@ -145,14 +152,7 @@ async fn fixture_tree_retrieval_determinism_and_export() {
         };
         assert_eq!(bits(&a), bits(&b), "query vector {t}");
     }
-    for q in [
-        "Who founded the Quillmarsh Glassblowers Guild?",
-        "Where did Tesk Amberlow grow up?",
-    ] {
-        let req = RetrievalRequest {
-            query: q.into(),
-            top_k: 20,
-        };
+    for req in fixture_requests() {
         let (a, b) = (
             r1.retrieve(&req).await.unwrap(),
             r4.retrieve(&req).await.unwrap(),
