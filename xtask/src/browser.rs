@@ -19,7 +19,7 @@ const PLAYWRIGHT: &str = "playwright==1.58.0";
 const KEY: &str = "browser-test-key";
 
 /// A running `kgrag serve`, stopped with SIGTERM when dropped.
-struct Serve(Child);
+pub(crate) struct Serve(Child);
 
 impl Drop for Serve {
     fn drop(&mut self) {
@@ -88,11 +88,20 @@ pub(crate) fn chromium() -> TaskResult<PathBuf> {
 
 /// The venv's Python with Playwright importable (created and installed once).
 pub(crate) fn playwright_python(python: &str) -> TaskResult<PathBuf> {
-    let venv = target_dir().join("browser").join("venv");
+    pinned_venv(
+        python,
+        &target_dir().join("browser").join("venv"),
+        PLAYWRIGHT,
+    )
+}
+
+/// The Python of a venv in `venv` with `package` (`name==version`) installed: made with `python` and
+/// pip when it is missing or holds another version.
+pub(crate) fn pinned_venv(python: &str, venv: &Path, package: &str) -> TaskResult<PathBuf> {
     let py = venv.join("bin").join("python");
-    let pinned = PLAYWRIGHT.trim_start_matches("playwright==");
+    let (name, version) = package.split_once("==").unwrap_or((package, ""));
     let check = format!(
-        "import importlib.metadata as m, sys; sys.exit(m.version('playwright') != '{pinned}')"
+        "import importlib.metadata as m, sys; sys.exit(m.version('{name}') != '{version}')"
     );
     let ready = Command::new(&py)
         .args(["-c", &check])
@@ -103,34 +112,55 @@ pub(crate) fn playwright_python(python: &str) -> TaskResult<PathBuf> {
     if ready {
         return Ok(py);
     }
-    let _ = std::fs::remove_dir_all(&venv);
+    let _ = std::fs::remove_dir_all(venv);
     run_step(
-        "python venv for Playwright",
-        Command::new(python).args(["-m", "venv"]).arg(&venv),
+        &format!("python venv for {name}"),
+        Command::new(python).args(["-m", "venv"]).arg(venv),
     )?;
     run_step(
-        &format!("pip install {PLAYWRIGHT}"),
-        crate::pip_install(&py).arg(PLAYWRIGHT),
+        &format!("pip install {package}"),
+        crate::pip_install(&py).arg(package),
     )?;
     Ok(py)
 }
 
 /// Starts `kgrag serve` on a free port and returns it with its base URL (from the line it prints).
 fn serve(kgrag: &Path, work: &Path) -> TaskResult<(Serve, String)> {
-    let mut child = Command::new(kgrag)
-        .current_dir(work)
-        .args([
-            "serve",
+    start_serve(
+        kgrag,
+        work,
+        &[
             "--index",
             "idx",
+            "--index",
+            "notes",
             "--config",
             "kgrag.toml",
-            "--listen",
-            "127.0.0.1:0",
             "--api-key-env",
             "KGRAG_BROWSER_KEY",
-        ])
-        .env("KGRAG_BROWSER_KEY", KEY)
+        ],
+        &[("KGRAG_BROWSER_KEY", KEY)],
+    )
+}
+
+/// Starts `kgrag serve ARGS` in `work` on a free loopback port, with `env`; returns it (stopped with
+/// SIGTERM when dropped) with its base URL, read from the line it prints.
+pub(crate) fn start_serve(
+    kgrag: &Path,
+    work: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> TaskResult<(Serve, String)> {
+    let mut command = Command::new(kgrag);
+    command
+        .current_dir(work)
+        .arg("serve")
+        .args(args)
+        .args(["--listen", "127.0.0.1:0"]);
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -178,6 +208,18 @@ pub fn run(kgrag: &Path, python: &str) -> TaskResult {
             .arg(work.join("kgrag.toml"))
             .arg("-q")
             .arg(source.join("corpus")),
+    )?;
+    // A second index: the page's picker switches to it.
+    run_step(
+        "kgrag index (the browser test's second corpus)",
+        Command::new(kgrag)
+            .arg("index")
+            .arg("--index")
+            .arg(work.join("notes"))
+            .arg("--config")
+            .arg(work.join("kgrag.toml"))
+            .arg("-q")
+            .arg(source.join("corpus-notes")),
     )?;
     let (server, url) = serve(kgrag, &work)?;
     let shots = target_dir().join("browser").join("shots");

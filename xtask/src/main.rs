@@ -12,7 +12,8 @@
 //!   CI-sized bench (`--dataset musique-100 --methods dense,hipporag2,hirag,hirag-bridge,leanrag --limit 10 --question-corpus`) whose
 //!   report is checked, the memory guard (peak memory per 1,000 passages of every method's index,
 //!   against the recorded figure; see `scale::memory_guard`), the Python package's wheel and tests
-//!   (`python`), and last the packages, made and
+//!   (`python`), the HTTP contract (schemathesis against the served `/openapi.json`, `contract`), and
+//!   last the packages, made and
 //!   type-checked from their own files (`package::Verify::Check`). The stage times are printed at the end, also
 //!   when a stage fails, and the build's timings are written to `cargo-timings/` in the target folder.
 //! * `cargo xtask python [--maturin]` — the Python package alone: its wheel packed from the extension
@@ -36,6 +37,7 @@
 
 mod assets;
 mod browser;
+mod contract;
 mod distributed;
 mod docs;
 mod fake_llm;
@@ -172,6 +174,12 @@ enum Task {
     /// into target/browser/venv, indexes crates/server/tests/browser/corpus, serves it with an API key and
     /// drives the page; screenshots in target/browser/shots.
     Browser,
+    /// The HTTP contract alone, as `test` runs it.
+    ///
+    /// Builds the debug `kgrag`, installs schemathesis (pinned) into target/contract/venv, indexes the
+    /// browser test's two corpora under an indexes root, serves them with a keys file and runs
+    /// schemathesis on the served /openapi.json with the admin key (seed 1, or KGRAG_CONTRACT_SEED).
+    Contract,
     /// The Python package's tests alone, as `test` runs them.
     ///
     /// Builds the workspace's libraries and binaries (debug, every feature: the extension module of
@@ -231,6 +239,11 @@ fn main() -> ExitCode {
             cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
         )
         .and_then(|()| browser::run(&debug_kgrag(), &python())),
+        Task::Contract => run_step(
+            "cargo build -p kgrag-cli",
+            cargo_command().args(["build", "-p", "kgrag-cli", "--all-features"]),
+        )
+        .and_then(|()| contract::run(&debug_kgrag(), &python())),
         Task::Python { maturin } => fetch_assets().and_then(|assets| {
             let how = if maturin {
                 python::Wheel::Maturin
@@ -619,6 +632,9 @@ fn test_stages(extra: &[OsString], stages: &mut Stages) -> TaskResult {
     stages.run("browser: the page in Chromium", || {
         browser::run(&debug_kgrag(), &python())
     })?;
+    stages.run("contract: schemathesis on /openapi.json", || {
+        contract::run(&debug_kgrag(), &python())
+    })?;
     stages.run("python: the wheel and its tests", || {
         python::run(
             &debug_kgrag(),
@@ -780,7 +796,7 @@ fn lowest_priority() {
     }
 }
 
-/// The environments the browser and Python stages need, made on a thread of their own.
+/// The environments the browser, contract and Python stages need, made on a thread of their own.
 struct Prepared(Option<std::thread::JoinHandle<TaskResult>>);
 
 impl Prepared {
@@ -789,6 +805,7 @@ impl Prepared {
             let started = Instant::now();
             browser::chromium()?;
             browser::playwright_python(&python)?;
+            contract::schemathesis(&python)?;
             python::venv_python(&python)?;
             println!(
                 "xtask: python environments ready ({:.1}s, beside the build)",

@@ -199,9 +199,29 @@ struct QueryArgs {
 
 #[derive(Args)]
 struct ServeArgs {
-    /// The index directory.
-    #[arg(long)]
-    index: PathBuf,
+    /// An index to serve: NAME=DIR, or DIR (served under its folder's name); repeatable. The first is
+    /// the default index, which the routes without a name (/v1/query, …) answer from.
+    #[arg(long, value_name = "[NAME=]DIR", required_unless_present = "indexes")]
+    index: Vec<String>,
+    /// A folder of indexes: every sub-folder is served under its name, and POST /v1/indexes (an admin
+    /// key) makes new ones there.
+    #[arg(long, value_name = "ROOT")]
+    indexes: Option<PathBuf>,
+    /// The default index (default: the first --index).
+    #[arg(long, value_name = "NAME")]
+    default_index: Option<String>,
+    /// At most this many indexes in memory: past it, the least recently used one no request holds is
+    /// dropped (and loaded again on its next use).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_loaded: Option<u64>,
+    /// At most this many MiB of loaded indexes (each counted at what its load added to the process),
+    /// enforced like --max-loaded.
+    #[arg(long, value_name = "MIB", value_parser = clap::value_parser!(u64).range(1..))]
+    memory_budget_mib: Option<u64>,
+    /// A keys file (TOML): each key with the indexes it may read and change, and whether it may create
+    /// and drop indexes (docs/server.md); reloaded on SIGHUP. Not with --api-key-env.
+    #[arg(long, value_name = "FILE", conflicts_with = "api_key_env")]
+    keys: Option<PathBuf>,
     /// Address to listen on; a non-loopback address needs --api-key-env (or --insecure-no-auth).
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: std::net::SocketAddr,
@@ -215,8 +235,8 @@ struct ServeArgs {
     /// Listen on a non-loopback address without an API key.
     #[arg(long)]
     insecure_no_auth: bool,
-    /// Create an empty index in --index when there is none (documents then come by POST /v1/documents
-    /// or the page's upload).
+    /// Create an empty index in each --index folder that holds none (documents then come by POST
+    /// /v1/documents or the page's upload).
     #[arg(long)]
     create: bool,
     /// The largest request body, in MiB.
@@ -253,6 +273,28 @@ fn config_arg(path: Option<&Path>) -> kgrag::Result<Option<Config>> {
             }
         }
     }
+}
+
+/// `NAME=DIR` or `DIR` (named after its folder) of `--index`.
+fn index_spec(spec: &str) -> kgrag::Result<(String, PathBuf)> {
+    if let Some((name, dir)) = spec.split_once('=') {
+        if kgrag_server::catalog::valid_name(name) && !dir.is_empty() {
+            return Ok((name.to_owned(), PathBuf::from(dir)));
+        }
+    }
+    let dir = PathBuf::from(spec);
+    let name = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| kgrag_server::catalog::valid_name(n))
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            kgrag::KgragError::Config(format!(
+                "--index {spec}: its folder's name cannot name an index (1 to 64 letters, digits, '_', \
+                 '-' or '.'): give --index NAME={spec}"
+            ))
+        })?;
+    Ok((name, dir))
 }
 
 /// Opens the index in `dir` with `config` (else the one it was built with).
@@ -442,7 +484,7 @@ enum CliError {
     Server(#[from] kgrag_server::ServerError),
 }
 
-async fn run_serve(args: ServeArgs, quiet: bool) -> Result<(), CliError> {
+async fn run_serve(args: ServeArgs) -> Result<(), CliError> {
     let api_key = match &args.api_key_env {
         Some(var) => match std::env::var(var) {
             Ok(k) if !k.trim().is_empty() => Some(k.trim().to_owned()),
@@ -456,25 +498,46 @@ async fn run_serve(args: ServeArgs, quiet: bool) -> Result<(), CliError> {
         None => None,
     };
     let config = config_arg(args.config.as_deref())?;
-    let handle = if args.create {
-        let mut options = Index::options().progress(progress(quiet));
-        options = options.config(config.unwrap_or_default());
-        options.open_or_create(&args.index)?
-    } else {
-        if !args.index.exists() {
-            return Err(kgrag::KgragError::Index(format!(
-                "{}: no index here; build one with `kgrag index FOLDER --index {}`, or give --create to \
-                 start empty",
-                args.index.display(),
-                args.index.display()
-            ))
-            .into());
+    let mut named = Vec::with_capacity(args.index.len());
+    for spec in &args.index {
+        let (name, dir) = index_spec(spec)?;
+        if !args.create {
+            // Checked now (its manifest only: it loads on first use), so that a wrong folder fails here.
+            Index::built_with(&dir).map_err(|e| {
+                kgrag::KgragError::Index(format!(
+                    "--index {spec}: {e}{}",
+                    if dir.exists() {
+                        ""
+                    } else {
+                        "; give --create to start an empty index there"
+                    }
+                ))
+            })?;
         }
-        open(&args.index, config, progress(quiet))?
+        named.push(kgrag_server::NamedIndex {
+            name,
+            source: kgrag_server::IndexSource::Folder {
+                path: dir,
+                create: args.create,
+            },
+        });
+    }
+    let indexes = kgrag_server::Indexes {
+        named,
+        root: args.indexes.clone(),
+        config,
+        default: args.default_index.clone(),
+        limits: kgrag_server::Limits {
+            max_loaded: args
+                .max_loaded
+                .map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            memory_budget: args.memory_budget_mib.map(|m| m.saturating_mul(1 << 20)),
+        },
     };
     let options = kgrag_server::ServeOptions {
         listen: args.listen,
         api_key,
+        keys_file: args.keys.clone(),
         insecure_no_auth: args.insecure_no_auth,
         body_limit: usize::try_from(args.max_body_mib << 20).unwrap_or(usize::MAX),
         request_timeout: std::time::Duration::from_secs(args.timeout),
@@ -485,13 +548,22 @@ async fn run_serve(args: ServeArgs, quiet: bool) -> Result<(), CliError> {
     let addr = listener
         .local_addr()
         .map_err(kgrag_server::ServerError::Io)?;
-    let server = kgrag_server::Server::new(handle, options)?;
-    let generation = server.generation();
+    let server = kgrag_server::Server::with_indexes(indexes, options)?;
+    // The default index is loaded before the address is printed: the first question does not wait.
+    let served = match server.default_index().map(str::to_owned) {
+        Some(name) => {
+            let generation = server.load(&name).await?;
+            format!("index {name}, generation {generation}")
+        }
+        None => "no default index".to_owned(),
+    };
+    let names = server.index_names();
     // The one line a script waits for (and a person reads): where the page is.
     println!(
-        "kgrag serve: http://{addr}/ (index {}, generation {generation}; API /v1, OpenAI /v1/chat/completions, \
+        "kgrag serve: http://{addr}/ ({served}; {} served: {}; API /v1, OpenAI /v1/chat/completions, \
          MCP /mcp, metrics /metrics; Ctrl-C stops)",
-        args.index.display()
+        names.len(),
+        names.join(", ")
     );
     let shutdown = async {
         kgrag_server::shutdown_signal().await;
@@ -644,7 +716,7 @@ fn main() -> ExitCode {
                 .block_on(indexing::run_change(index, config, quiet, None, Some(ids)))
                 .map_err(CliError::from),
         ),
-        Command::Serve(args) => ("serve", runtime.block_on(run_serve(args, quiet))),
+        Command::Serve(args) => ("serve", runtime.block_on(run_serve(args))),
         Command::Worker(args) => (
             "worker",
             runtime.block_on(distributed::run_worker(args, quiet)),

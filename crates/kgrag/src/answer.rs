@@ -52,6 +52,21 @@ pub struct CitedAnswer {
     pub first_token_ms: Option<f64>,
 }
 
+/// An answer read from passages given by the caller ([`crate::Searcher::read_passages`]): its text and
+/// the passages it cites, by their numbers (the first passage is 1).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct NumberedAnswer {
+    /// The answer's text (citation marks that name no passage removed).
+    pub text: String,
+    /// The numbers of the passages it cites, in the order first cited.
+    pub cited: Vec<u32>,
+    /// Citation marks that named no passage and were removed.
+    pub dropped_citations: u32,
+    /// Milliseconds from the start of reading to the model's first token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_token_ms: Option<f64>,
+}
+
 /// A source the reader may cite: its number, chunk and text.
 #[derive(Debug, Clone)]
 pub(crate) struct Numbered {

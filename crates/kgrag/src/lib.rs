@@ -108,6 +108,9 @@ pub enum KgragError {
     /// An input document cannot be read (the message names the file and, for JSONL, the line).
     #[error("input: {0}")]
     Input(String),
+    /// An input conflicts with what the index holds (a document id present with another text).
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// The index directory is missing, damaged or built with other settings.
     #[error("index: {0}")]
     Index(String),

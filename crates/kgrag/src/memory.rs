@@ -30,13 +30,19 @@ pub fn release_free_memory() {}
 
 /// Resident size of this process in bytes (`/proc/self/statm`), or `None` where it cannot be read.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
-fn resident_bytes() -> Option<u64> {
+pub fn resident_bytes() -> Option<u64> {
     let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
     #[allow(unsafe_code)]
     // SAFETY: `sysconf` reads a constant of the system and takes no pointer.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     Some(pages.saturating_mul(u64::try_from(page).ok()?))
+}
+
+/// Resident size of this process in bytes: `None` here (it is read on Linux with glibc).
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+pub fn resident_bytes() -> Option<u64> {
+    None
 }
 
 /// Starts (once per process) a thread that returns the allocator's free pages to the operating system

@@ -4,9 +4,13 @@
 //! provider, model, the full message list and every generation setting for chat; provider, model, embedding
 //! kind (with its instruction) and the text for embeddings. Every insert is its own durable transaction, so a
 //! killed run keeps every reply it had received.
+//!
+//! A redb file is opened once per process: a second [`ResponseCache::open`] of the same file (several indexes
+//! of one server with one `cache_dir`) shares the first's database while it is open. Another process
+//! holding the file is an error (the caller goes on without a cache).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use kgrag_types::{ChatRequest, ChatResponse, EmbedKind};
 use redb::{Database, ReadableDatabase, TableDefinition};
@@ -53,7 +57,10 @@ pub fn embedding_key(provider: &str, model: &str, kind: &EmbedKind, text: &str) 
     }))
 }
 
-/// A response cache backed by one redb file. Cheap to clone; share one per file.
+/// The databases open in this process, by their file (weak: closed with their last cache).
+static OPEN: Mutex<Vec<(PathBuf, Weak<Database>)>> = Mutex::new(Vec::new());
+
+/// A response cache backed by one redb file. Cheap to clone; opened once per file and process.
 #[derive(Clone)]
 pub struct ResponseCache {
     db: Arc<Database>,
@@ -79,14 +86,37 @@ impl ResponseCache {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent).map_err(|e| err(e.to_string()))?;
         }
+        // The same file by any spelling of its path: its folder, resolved.
+        let key = match (path.parent(), path.file_name()) {
+            (Some(parent), Some(name)) => {
+                let parent = if parent.as_os_str().is_empty() {
+                    Path::new(".")
+                } else {
+                    parent
+                };
+                parent
+                    .canonicalize()
+                    .map_or_else(|_| path.clone(), |p| p.join(name))
+            }
+            _ => path.clone(),
+        };
+        let mut open = OPEN.lock().unwrap_or_else(|p| p.into_inner());
+        open.retain(|(_, db)| db.strong_count() > 0);
+        if let Some(db) = open
+            .iter()
+            .find(|(k, _)| *k == key)
+            .and_then(|(_, db)| db.upgrade())
+        {
+            return Ok(Self { db, path });
+        }
         let db = Database::builder()
             .set_cache_size(CACHE_BYTES)
             .create(&path)
             .map_err(|e| err(e.to_string()))?;
-        let cache = Self {
-            db: Arc::new(db),
-            path,
-        };
+        let db = Arc::new(db);
+        open.push((key, Arc::downgrade(&db)));
+        drop(open);
+        let cache = Self { db, path };
         // Create both tables up front so reads never meet a missing table.
         let txn = cache.db.begin_write().map_err(|e| cache.err(e))?;
         txn.open_table(CHAT).map_err(|e| cache.err(e))?;
@@ -215,6 +245,32 @@ mod tests {
             embedding_key("p", "m", &EmbedKind::Document, "t"),
             embedding_key("p", "m", &q, "t")
         );
+    }
+
+    #[test]
+    fn one_file_opened_twice_in_a_process_is_one_database() {
+        let dir =
+            std::env::temp_dir().join(format!("kgrag-llm-cache-twice-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let a = ResponseCache::open(dir.join("c.redb")).unwrap();
+        // Another spelling of the same file.
+        let b = ResponseCache::open(dir.join("sub/../c.redb")).unwrap();
+        assert!(Arc::ptr_eq(&a.db, &b.db));
+        let r = ChatResponse {
+            content: "shared".into(),
+            ..ChatResponse::default()
+        };
+        a.put_chat("k", &r).unwrap();
+        assert_eq!(
+            b.get_chat("k").unwrap().map(|c| c.content),
+            Some("shared".into())
+        );
+        // Closed with its last cache, the file opens again.
+        drop((a, b));
+        let c = ResponseCache::open(dir.join("c.redb")).unwrap();
+        assert!(c.get_chat("k").unwrap().is_some());
+        drop(c);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

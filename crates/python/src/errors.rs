@@ -45,7 +45,7 @@ fn class_of(e: &kgrag::KgragError) -> &'static str {
     match e {
         E::Io { .. } | E::Store(_) | E::Database(_) => "StorageError",
         E::Config(_) => "ConfigError",
-        E::Input(_) | E::Text(_) => "InputError",
+        E::Input(_) | E::Conflict(_) | E::Text(_) => "InputError",
         E::Index(_) => "IndexStateError",
         E::Model(_) | E::Llm(_) => "ModelError",
         E::Eval(_) => "BenchError",

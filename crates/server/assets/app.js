@@ -3,6 +3,7 @@
 "use strict";
 
 const KEY_STORE = "kgrag.apiKey";
+const INDEX_STORE = "kgrag.index";
 const PAGE_SIZE = 50;
 const GRAPH_METHODS = ["hipporag2", "hirag"]; // the methods /v1/graph and the page know how to draw
 
@@ -27,11 +28,18 @@ function el(tag, attrs, ...children) {
 }
 
 const state = {
+  index: null,       // the index picked (null: the server's default, through the routes without a name)
+  indexes: [],       // GET /v1/indexes
   info: null,        // GET /v1/strategies
   docOffset: 0,
   communitiesLoaded: false,
   graphRequest: 0,   // the newest graph request; older answers are dropped
 };
+
+// The route of the picked index for a per-index path ("/v1/query" -> "/v1/indexes/NAME/query").
+function ix(path) {
+  return state.index ? "/v1/indexes/" + encodeURIComponent(state.index) + path.slice(3) : path;
+}
 
 // ---------------------------------------------------------------- API
 
@@ -125,7 +133,7 @@ async function openOriginal(id, page) {
   const key = localStorage.getItem(KEY_STORE);
   if (key) headers["Authorization"] = "Bearer " + key;
   try {
-    const resp = await fetch("/v1/documents/" + encodeURIComponent(id) + "/file", { headers });
+    const resp = await fetch(ix("/v1/documents/" + encodeURIComponent(id) + "/file"), { headers });
     if (!resp.ok) throw new Error((await resp.text()) || resp.statusText);
     const url = URL.createObjectURL(await resp.blob());
     const target = url + (page ? "#page=" + page : "");
@@ -232,7 +240,7 @@ for (const btn of document.querySelectorAll("[role=tab]")) {
 async function loadStrategies() {
   const list = $("strategy-list");
   try {
-    const info = await api("GET", "/v1/strategies");
+    const info = await api("GET", ix("/v1/strategies"));
     state.info = info;
     list.replaceChildren();
     // Tick the default strategy and one more (the first other one).
@@ -295,7 +303,7 @@ $("ask-form").addEventListener("submit", async (ev) => {
       return col;
     }));
     body.stream = true;
-    await apiStream("/v1/compare", body, (event, data) => {
+    await apiStream(ix("/v1/compare"), body, (event, data) => {
       const c = columns.get(data.strategy);
       if (event === "passages" && c) {
         const col = el("article", { class: "result loading", dataset: { strategy: data.strategy } }, el("h3", { text: data.strategy }));
@@ -459,7 +467,7 @@ async function loadGraph() {
   $("graph-detail").hidden = true;
   showError(null);
   try {
-    const g = await api("GET", "/v1/graph?" + q);
+    const g = await api("GET", ix("/v1/graph?" + q));
     if (req !== state.graphRequest) return; // a newer request was made meanwhile
     drawGraph(g);
     $("graph-svg").dataset.state = "ok";
@@ -660,7 +668,7 @@ async function loadCommunities() {
   const level = parseInt(sel.value, 10) || 0;
   note.textContent = "loading…";
   try {
-    const data = await api("GET", "/v1/communities?level=" + level);
+    const data = await api("GET", ix("/v1/communities?level=" + level));
     // The level select offers every level the index has.
     if (sel.options.length !== data.levels) {
       sel.replaceChildren(...Array.from({ length: data.levels }, (_, i) => el("option", { value: i, text: String(i) })));
@@ -686,7 +694,7 @@ $("community-level").addEventListener("change", loadCommunities);
 async function loadDocuments() {
   const rows = $("doc-rows");
   try {
-    const data = await api("GET", `/v1/documents?offset=${state.docOffset}&limit=${PAGE_SIZE}`);
+    const data = await api("GET", ix(`/v1/documents?offset=${state.docOffset}&limit=${PAGE_SIZE}`));
     // Past the end (e.g. after deleting the last row of the last page): step back a page.
     if (!data.documents.length && data.total > 0 && state.docOffset > 0) {
       state.docOffset = Math.max(0, Math.floor((data.total - 1) / PAGE_SIZE) * PAGE_SIZE);
@@ -729,7 +737,7 @@ function fmtValue(v) {
 async function loadStats() {
   const box = $("stats");
   try {
-    const s = await api("GET", "/v1/stats");
+    const s = await api("GET", ix("/v1/stats"));
     const summary = el("dl", { class: "kv" },
       el("dt", { text: "generation" }), el("dd", { text: fmtValue(s.generation) }),
       el("dt", { text: "documents" }), el("dd", { text: fmtValue(s.documents) }),
@@ -783,7 +791,7 @@ $("upload").addEventListener("change", async (ev) => {
   try {
     for (const f of files) {
       setStatus("upload-status", "busy", `Uploading and indexing ${f.name}… (this can take a few seconds)`);
-      const r = await api("POST", "/v1/documents?filename=" + encodeURIComponent(f.name), f);
+      const r = await api("POST", ix("/v1/documents?filename=" + encodeURIComponent(f.name)), f);
       done.push(changeSummary(`Indexed ${f.name}`, r));
     }
     setStatus("upload-status", "ok", done.join("\n"));
@@ -804,7 +812,7 @@ $("paste-form").addEventListener("submit", async (ev) => {
   btn.disabled = true;
   setStatus("paste-status", "busy", "Indexing…");
   try {
-    const r = await api("POST", "/v1/documents", { documents: [{ id, text }] });
+    const r = await api("POST", ix("/v1/documents"), { documents: [{ id, text }] });
     setStatus("paste-status", "ok", changeSummary("Indexed", r));
     $("paste-id").value = ""; $("paste-text").value = "";
   } catch (e) {
@@ -819,7 +827,7 @@ async function deleteDocument(id) {
   if (!window.confirm(`Delete the document "${id}" from the index?`)) return;
   setStatus("doc-status", "busy", `Deleting ${id}…`);
   try {
-    const r = await api("DELETE", "/v1/documents/" + encodeURIComponent(id));
+    const r = await api("DELETE", ix("/v1/documents/" + encodeURIComponent(id)));
     setStatus("doc-status", "ok", changeSummary(`Deleted ${id}`, r));
   } catch (e) {
     setStatus("doc-status", "error", `Could not delete ${id}: ${e.message}`);
@@ -829,10 +837,54 @@ async function deleteDocument(id) {
 
 // ---------------------------------------------------------------- start
 
+// The indexes this key may see: a picker when there is more than one (or no default). The pick is kept in
+// the address (?index=NAME, so a link opens the same index) and in localStorage.
+async function loadIndexes() {
+  let list;
+  try {
+    list = await api("GET", "/v1/indexes");
+  } catch (e) {
+    if (e.status === 404) return; // an older server: one index
+    throw e;
+  }
+  state.indexes = list.indexes || [];
+  const names = state.indexes.map((i) => i.name);
+  const wanted = new URLSearchParams(location.search).get("index") || localStorage.getItem(INDEX_STORE);
+  let pick = names.includes(wanted) ? wanted : list.default || names[0] || null;
+  state.index = pick && pick !== list.default ? pick : null;
+  const select = $("index-pick");
+  select.replaceChildren(...state.indexes.map((i) =>
+    el("option", { value: i.name, text: i.name + (i.default ? " (default)" : "") + (i.change ? "" : " · read-only") })));
+  if (pick) select.value = pick;
+  $("index-pick-label").hidden = names.length < 2 && list.default !== null;
+  const current = state.indexes.find((i) => i.name === pick);
+  document.body.classList.toggle("read-only", !!current && !current.change);
+}
+
+$("index-pick").addEventListener("change", () => {
+  const pick = $("index-pick").value;
+  localStorage.setItem(INDEX_STORE, pick);
+  const url = new URL(location.href);
+  url.searchParams.set("index", pick);
+  history.replaceState(null, "", url);
+  $("results").replaceChildren();
+  state.docOffset = 0;
+  showError(null);
+  init();
+});
+
 async function init() {
   state.communitiesLoaded = false;
   api("GET", "/health").catch(() => {}); // the generation, even before an API key is given
+  try {
+    await loadIndexes();
+  } catch (e) {
+    showError(e);
+    return;
+  }
   await loadStrategies();
+  // Which index the page now shows (tests wait for it after a pick).
+  document.body.dataset.index = $("index-pick").value || "";
   const open = document.querySelector("[role=tab][aria-selected=true]").dataset.tab;
   if (open !== "ask") showTab(open);
 }

@@ -1,7 +1,9 @@
 //! Load on a running `kgrag serve`: `cargo run --release -p kgrag-server --example loadgen -- --url
 //! http://127.0.0.1:8080 --clients 16 --secs 30 --strategies hipporag2,dense --questions q.json
-//! [--answer] [--insert-every 5] [--top-k 5] [--key-env VAR] [--json out.json]`. Prints, per strategy,
-//! requests, errors, queries per second and p50/p90/p99 latency; exits 1 on any error.
+//! [--answer] [--insert-every 5] [--top-k 5] [--key-env VAR] [--indexes a,b,c [--federate]] [--json
+//! out.json]`. Prints, per strategy, requests, errors, queries per second and p50/p90/p99 latency; exits
+//! 1 on any error. `--indexes` spreads the requests over those indexes' routes in turn; with
+//! `--federate` every request asks all of them at once.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -23,6 +25,8 @@ fn main() -> std::process::ExitCode {
         answer: false,
         insert_every: None,
         key: None,
+        indexes: Vec::new(),
+        federate: false,
     };
     let mut json_out = None;
     while let Some(a) = args.next() {
@@ -44,6 +48,8 @@ fn main() -> std::process::ExitCode {
                 ))
             }
             "--key-env" => plan.key = std::env::var(value()).ok(),
+            "--indexes" => plan.indexes = value().split(',').map(str::to_owned).collect(),
+            "--federate" => plan.federate = true,
             "--json" => json_out = Some(value()),
             other => panic!("unknown argument {other}"),
         }

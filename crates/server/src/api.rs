@@ -14,7 +14,10 @@ use axum::{Json, Router};
 use kgrag::Searcher;
 use serde_json::{json, Value};
 
+use crate::catalog::Lease;
 use crate::error::{ApiError, ApiResult};
+use crate::indexes::{Client, Reading};
+use crate::keys::Grant;
 use crate::State;
 
 type AppState = Arc<State>;
@@ -22,31 +25,47 @@ type AppState = Arc<State>;
 /// The routes of the JSON API, the OpenAI-compatible endpoints, the page, `/metrics` and `/openapi.json`
 /// (without the guard: [`layered`] adds it once every route, `/mcp` included, is in).
 pub(crate) fn routes(state: AppState) -> Router {
-    Router::new()
+    let mut router = Router::new()
         .route("/health", get(health))
         .route("/openapi.json", get(crate::assets::openapi))
         .route("/metrics", get(metrics))
-        .route("/v1/stats", get(stats))
-        .route("/v1/strategies", get(strategies))
-        .route("/v1/query", post(crate::query::query))
-        .route("/v1/compare", post(crate::query::compare))
         .route(
-            "/v1/documents",
-            get(crate::documents::list_documents).post(crate::documents::add_documents),
+            "/v1/indexes",
+            get(crate::indexes::list).post(crate::indexes::create),
         )
         .route(
-            "/v1/documents/{*id}",
-            get(crate::documents::document_file).delete(crate::documents::delete_document),
+            "/v1/indexes/{name}",
+            get(crate::indexes::show).delete(crate::indexes::drop_index),
         )
-        .route("/v1/graph", get(crate::graph::graph))
-        .route("/v1/communities", get(crate::graph::communities))
         .route("/v1/models", get(crate::openai::models))
         .route(
             "/v1/chat/completions",
             post(crate::openai::chat_completions),
         )
         .route("/", get(crate::assets::page))
-        .route("/assets/{file}", get(crate::assets::asset))
+        .route("/assets/{file}", get(crate::assets::asset));
+    // The routes of one index: the default index's under /v1, any index's under /v1/indexes/{name}.
+    for prefix in ["/v1", "/v1/indexes/{name}"] {
+        router = router
+            .route(&format!("{prefix}/stats"), get(stats))
+            .route(&format!("{prefix}/strategies"), get(strategies))
+            .route(&format!("{prefix}/query"), post(crate::query::query))
+            .route(&format!("{prefix}/compare"), post(crate::query::compare))
+            .route(
+                &format!("{prefix}/documents"),
+                get(crate::documents::list_documents).post(crate::documents::add_documents),
+            )
+            .route(
+                &format!("{prefix}/documents/{{*id}}"),
+                get(crate::documents::document_file).delete(crate::documents::delete_document),
+            )
+            .route(&format!("{prefix}/graph"), get(crate::graph::graph))
+            .route(
+                &format!("{prefix}/communities"),
+                get(crate::graph::communities),
+            );
+    }
+    router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(state)
@@ -61,12 +80,19 @@ pub(crate) fn layered(router: Router, state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state, guard))
 }
 
-async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> ApiError {
-    ApiError::new(
+async fn method_not_allowed(method: Method, uri: axum::http::Uri) -> Response {
+    let mut r = ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",
         format!("{method} is not allowed on {}", uri.path()),
     )
+    .into_response();
+    // One route serves a document (GET, DELETE) and its original file (GET only).
+    if uri.path().contains("/documents/") && uri.path().ends_with("/file") {
+        r.headers_mut()
+            .insert(header::ALLOW, header::HeaderValue::from_static("GET,HEAD"));
+    }
+    r
 }
 
 async fn not_found(method: Method, uri: axum::http::Uri) -> ApiError {
@@ -78,30 +104,13 @@ fn is_public(path: &str) -> bool {
     path == "/health" || path == "/" || path.starts_with("/assets/")
 }
 
-/// Whether `headers` carry the key: the scheme `Bearer` in any case, the token compared as SHA-256
-/// digests in constant time (neither its bytes nor its length leak through timing).
-fn authorized(headers: &HeaderMap, key: &str) -> bool {
-    use sha2::{Digest, Sha256};
-    let Some(value) = headers
+/// The grant of the bearer token `headers` carry, if it is one of `keys` (see [`crate::keys`]).
+fn authorized(headers: &HeaderMap, keys: &crate::keys::Keys) -> Option<Grant> {
+    let value = headers
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-    else {
-        return false;
-    };
-    let Some((scheme, token)) = value.trim().split_once(' ') else {
-        return false;
-    };
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return false;
-    }
-    let (a, b) = (
-        Sha256::digest(token.trim().as_bytes()),
-        Sha256::digest(key.as_bytes()),
-    );
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
+        .and_then(|v| v.to_str().ok())?;
+    let token = crate::keys::bearer(value)?;
+    keys.current().grant_of(token)
 }
 
 /// The host name of an authority (`host`, `host:port`, `[v6]:port`), lower case.
@@ -194,10 +203,10 @@ async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) ->
     drop(flight);
     let status = response.status().as_u16();
     state.metrics.request(&endpoint, status);
-    if !matches!(
-        endpoint.as_str(),
-        "/v1/query" | "/v1/compare" | "/v1/chat/completions"
-    ) {
+    let timed_by_strategy = endpoint.ends_with("/query")
+        || endpoint.ends_with("/compare")
+        || endpoint == "/v1/chat/completions";
+    if !timed_by_strategy {
         state
             .metrics
             .latency(&endpoint, "", started.elapsed().as_secs_f64());
@@ -205,8 +214,8 @@ async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) ->
     response
 }
 
-async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Response {
-    if state.options.api_key.is_none() && state.options.listen.ip().is_loopback() {
+async fn guarded(state: &State, path: &str, mut request: Request, next: Next) -> Response {
+    if state.keys.is_none() && state.options.listen.ip().is_loopback() {
         if let Some(problem) = local_request_problem(
             request.headers(),
             request.method(),
@@ -215,20 +224,31 @@ async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Res
             return ApiError::new(StatusCode::FORBIDDEN, "forbidden", problem).into_response();
         }
     }
-    if let Some(key) = &state.options.api_key {
-        if !is_public(path) && !authorized(request.headers(), key) {
-            let mut r = ApiError::new(
-                StatusCode::UNAUTHORIZED,
-                "unauthorized",
-                "this server needs an API key: send `Authorization: Bearer <key>`",
-            )
-            .into_response();
-            r.headers_mut().insert(
-                header::WWW_AUTHENTICATE,
-                header::HeaderValue::from_static("Bearer"),
-            );
-            return r;
+    if let Some(keys) = &state.keys {
+        let grant = authorized(request.headers(), keys);
+        match grant {
+            Some(g) => {
+                request.extensions_mut().insert(g);
+            }
+            None if is_public(path) => {
+                request.extensions_mut().insert(Grant::nothing());
+            }
+            None => {
+                let mut r = ApiError::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "this server needs an API key: send `Authorization: Bearer <key>`",
+                )
+                .into_response();
+                r.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    header::HeaderValue::from_static("Bearer"),
+                );
+                return r;
+            }
         }
+    } else {
+        request.extensions_mut().insert(Grant::everything(""));
     }
     if path == "/health" || path == "/metrics" {
         return next.run(request).await;
@@ -247,7 +267,7 @@ async fn guarded(state: &State, path: &str, request: Request, next: Next) -> Res
     };
     // A document change is not cut short once its body is read (the handler reads it within the
     // timeout): it commits on the writer's thread whatever the client does. MCP's event streams last.
-    let is_change = path.starts_with("/v1/documents") && request.method() != Method::GET;
+    let is_change = path.contains("/documents") && request.method() != Method::GET;
     let response = if is_change || path.starts_with("/mcp") {
         next.run(request).await
     } else {
@@ -323,15 +343,25 @@ where
 }
 
 async fn health(Shared(state): Shared<AppState>) -> Json<Value> {
-    let searcher = state.reader.searcher();
-    Json(json!({"status": "ok", "generation": searcher.generation()}))
+    let generation = state
+        .catalog
+        .default_name()
+        .and_then(|d| state.catalog.if_loaded(d))
+        .map_or(0, |s| s.reader.searcher().generation());
+    Json(json!({"status": "ok", "generation": generation}))
 }
 
-async fn metrics(Shared(state): Shared<AppState>) -> Response {
-    let searcher = state.reader.searcher();
-    let text = state
-        .metrics
-        .render(searcher.generation(), searcher.documents().len());
+async fn metrics(Shared(state): Shared<AppState>, Client(grant): Client) -> Response {
+    if !grant.can_read_metrics() {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this key may not read /metrics (give it `metrics = true` in the keys file)",
+        )
+        .into_response();
+    }
+    let loaded = state.catalog.loaded_info();
+    let text = state.metrics.render(&loaded);
     (
         [(
             header::CONTENT_TYPE,
@@ -342,38 +372,54 @@ async fn metrics(Shared(state): Shared<AppState>) -> Response {
         .into_response()
 }
 
-/// The searcher of the newest committed generation, or 503 when nothing is committed yet.
-pub(crate) fn committed(state: &State) -> ApiResult<Searcher> {
-    let searcher = state.reader.searcher();
+/// The searcher of `lease`'s newest committed generation, or 409 when nothing is committed yet (an
+/// index made empty, before its first documents).
+pub(crate) fn committed(lease: &Lease) -> ApiResult<Searcher> {
+    let searcher = lease.reader.searcher();
     if searcher.generation() == 0 {
-        return Err(ApiError::unavailable(
-            "the index has no committed generation yet: add documents first (POST /v1/documents)",
-        ));
+        return Err(nothing_committed(&lease.name));
     }
     Ok(searcher)
 }
 
-async fn stats(Shared(state): Shared<AppState>) -> ApiResult<Json<Value>> {
-    let searcher = committed(&state)?;
+/// 409: index `name` holds nothing yet.
+pub(crate) fn nothing_committed(name: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "conflict",
+        format!(
+            "index {name:?} holds no documents yet (nothing is committed): add documents first (POST \
+             …/documents)"
+        ),
+    )
+}
+
+async fn stats(Shared(state): Shared<AppState>, target: Reading) -> ApiResult<Json<Value>> {
+    let lease = &target.lease;
+    let searcher = committed(lease)?;
     let mut s = searcher.stats()?;
     s["server"] = json!({
+        "index": lease.name,
         "strategies": searcher.strategies(),
-        "reader": state.reader_name,
+        "reader": lease.reader_name,
         "max_concurrency": state.options.max_concurrency,
         "body_limit": state.options.body_limit,
         "request_timeout_secs": state.options.request_timeout.as_secs_f64(),
-        "auth": state.options.api_key.is_some(),
+        "auth": state.keys.is_some(),
+        "can_change": target.grant.can_change(&lease.name),
     });
     Ok(Json(s))
 }
 
-async fn strategies(Shared(state): Shared<AppState>) -> Json<Value> {
-    let searcher = state.reader.searcher();
+async fn strategies(target: Reading) -> Json<Value> {
+    let lease = &target.lease;
+    let searcher = lease.reader.searcher();
     Json(json!({
+        "index": lease.name,
         "strategies": searcher.strategies(),
         "default": default_strategy(&searcher),
         "top_k": searcher.config().retriever.top_k,
-        "reader": state.reader_name,
+        "reader": lease.reader_name,
         "methods": searcher.methods(),
         "generation": searcher.generation(),
     }))

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{Path, Request, State as Shared};
+use axum::extract::{RawPathParams, Request, State as Shared};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -15,7 +15,9 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::{check_range, committed, ApiQuery};
+use crate::catalog::Lease;
 use crate::error::{ApiError, ApiResult};
+use crate::indexes::{Changing, Reading};
 use crate::State;
 
 type AppState = Arc<State>;
@@ -30,28 +32,21 @@ pub(crate) struct Page {
 }
 
 pub(crate) async fn list_documents(
-    Shared(state): Shared<AppState>,
+    target: Reading,
     ApiQuery(page): ApiQuery<Page>,
 ) -> ApiResult<Json<Value>> {
-    let searcher = state.reader.searcher();
+    let searcher = target.lease.reader.searcher();
     let limit = check_range("limit", page.limit.unwrap_or(50), 1, 1000)?;
+    check_range("offset", page.offset, 0, 1_000_000_000)?;
     let docs = searcher.documents();
     let page_docs: Vec<Value> = docs
         .iter()
         .skip(page.offset)
         .take(limit)
-        .map(|d| {
-            json!({
-                "id": d.id,
-                "title": d.title,
-                "source": d.source,
-                "chunks": d.chunks.len(),
-                "doc_id": d.doc_id,
-                "file": d.file,
-            })
-        })
+        .map(record)
         .collect();
     Ok(Json(json!({
+        "index": target.lease.name,
         "total": docs.len(),
         "offset": page.offset,
         "limit": limit,
@@ -156,6 +151,7 @@ fn parse_json<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> ApiResult<T> {
 /// `POST /v1/documents`: JSON documents, or one uploaded file named by `?filename=`.
 pub(crate) async fn add_documents(
     Shared(state): Shared<AppState>,
+    target: Changing,
     ApiQuery(upload): ApiQuery<Upload>,
     request: Request,
 ) -> ApiResult<Json<Value>> {
@@ -164,9 +160,29 @@ pub(crate) async fn add_documents(
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.trim_start().starts_with("application/json"));
-    let docs = if is_json && upload.filename.is_none() {
+    let is_text = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim_start().starts_with("text/plain"));
+    let json_file = upload
+        .filename
+        .as_deref()
+        .is_some_and(|n| n.ends_with(".json") || n.ends_with(".jsonl"));
+    if let Some(name) = &upload.filename {
+        check_file_name(name)?;
+    }
+    // JSON is documents, unless ?filename= names a .json or .jsonl file (a corpus file's bytes).
+    let docs = if is_json && !json_file {
         let bytes = read_body(&state, request).await?;
         json_documents(parse_json::<NewDocuments>(&bytes)?)?
+    } else if is_text && upload.filename.is_none() {
+        // Plain text without a name: one document named by its content's hash (the same text again is
+        // the same document, skipped).
+        let bytes = read_body(&state, request).await?;
+        let limits = target.lease.reader.searcher().config().documents.limits();
+        let name = text_name(&bytes);
+        kgrag::documents::parse_upload_with(&name, bytes.to_vec(), &limits)?
     } else {
         let Some(name) = upload.filename else {
             return Err(ApiError::bad_request(
@@ -176,27 +192,96 @@ pub(crate) async fn add_documents(
             ));
         };
         let bytes = read_body(&state, request).await?;
-        let limits = state.reader.searcher().config().documents.limits();
+        let limits = target.lease.reader.searcher().config().documents.limits();
         kgrag::documents::parse_upload_with(&name, bytes.to_vec(), &limits)?
     };
-    let summary = change(&state, Change::Add(docs)).await?;
+    let summary = change(&target.lease, Change::Add(docs)).await?;
     Ok(Json(summary_json(&summary)))
+}
+
+/// A `?filename=` kgrag can read: not blank, with the extension of a format it reads.
+fn check_file_name(name: &str) -> ApiResult<()> {
+    let ext = name
+        .rsplit_once('.')
+        .map_or("", |(_, e)| e)
+        .to_ascii_lowercase();
+    let known = kgrag::documents::Format::from_extension(&ext).is_some()
+        || matches!(ext.as_str(), "json" | "jsonl");
+    if name.trim().is_empty() || !known {
+        return Err(ApiError::unprocessable(format!(
+            "?filename={name:?}: give the file's name with its extension (.pdf, .docx, .pptx, .xlsx, \
+             .xls, .ods, .html, .epub, .txt, .md, .jsonl, .json)"
+        )));
+    }
+    Ok(())
+}
+
+/// `inline` with the file's name: an ASCII stand-in (`filename`) and the name itself, UTF-8 and
+/// percent-encoded (`filename*`, RFC 6266): a header value holds no other bytes.
+fn content_disposition(name: &str) -> String {
+    let ascii: String = name
+        .chars()
+        .map(|c| {
+            if (c.is_ascii_graphic() && c != '"' && c != '\\') || c == ' ' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut encoded = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("inline; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
+}
+
+/// The id of a text sent without a name: `text-` and the first 16 hex digits of its SHA-256.
+fn text_name(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = hex::encode(Sha256::digest(bytes));
+    format!("text-{}.txt", &digest[..16])
+}
+
+/// `GET /v1/documents/{id}`: one document's record, as the list shows it.
+fn document(target: &Reading, id: &str) -> ApiResult<Response> {
+    let searcher = committed(&target.lease)?;
+    let d = searcher
+        .documents()
+        .iter()
+        .find(|d| d.id == id)
+        .ok_or_else(|| ApiError::not_found(format!("no document {id:?}")))?;
+    Ok(Json(record(d)).into_response())
+}
+
+/// A document as the API shows it.
+fn record(d: &kgrag::index_dir::DocRecord) -> Value {
+    json!({
+        "id": d.id,
+        "title": d.title,
+        "source": d.source,
+        "chunks": d.chunks.len(),
+        "doc_id": d.doc_id,
+        "file": d.file,
+    })
 }
 
 /// `GET /v1/documents/{id}/file`: the document's original file as the index keeps it, with its content
 /// type, shown in the browser (`inline`): a PDF viewer opens it at `#page=N`. The id may hold slashes
 /// (`reports/q3.pdf`), as is or percent-encoded.
 pub(crate) async fn document_file(
-    Shared(state): Shared<AppState>,
-    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    target: Reading,
+    params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
 ) -> ApiResult<Response> {
-    let Path(path) = path.map_err(|r| ApiError::bad_request(r.body_text()))?;
+    let path = id_param(params)?;
     let Some(id) = path.strip_suffix("/file") else {
-        return Err(ApiError::not_found(format!(
-            "no route GET /v1/documents/{path}: a document's original is GET /v1/documents/{{id}}/file"
-        )));
+        return document(&target, &path);
     };
-    let searcher = committed(&state)?;
+    let searcher = committed(&target.lease)?;
     if !searcher.documents().iter().any(|d| d.id == id) {
         return Err(ApiError::not_found(format!("no document {id:?}")));
     }
@@ -209,19 +294,11 @@ pub(crate) async fn document_file(
     let content_type =
         kgrag::documents::Format::from_extension(kgrag::originals::extension(&file.format))
             .map_or("application/octet-stream", |f| f.content_type());
-    let name = file
-        .name
-        .rsplit('/')
-        .next()
-        .unwrap_or(&file.name)
-        .replace('"', "");
+    let name = file.name.rsplit('/').next().unwrap_or(&file.name);
     Ok((
         [
             (header::CONTENT_TYPE, content_type.to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("inline; filename=\"{name}\""),
-            ),
+            (header::CONTENT_DISPOSITION, content_disposition(name)),
             (header::CACHE_CONTROL, "private, max-age=3600".to_owned()),
             (header::X_CONTENT_TYPE_OPTIONS, "nosniff".to_owned()),
         ],
@@ -231,29 +308,42 @@ pub(crate) async fn document_file(
 }
 
 pub(crate) async fn delete_document(
-    Shared(state): Shared<AppState>,
-    id: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    target: Changing,
+    params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
 ) -> ApiResult<Json<Value>> {
-    let Path(id) = id.map_err(|r| ApiError::bad_request(r.body_text()))?;
-    let known = |state: &State| {
-        state
+    let id = id_param(params)?;
+    let lease = &target.lease;
+    let known = |lease: &Lease| {
+        lease
             .reader
             .searcher()
             .documents()
             .iter()
             .any(|d| d.id == id)
     };
-    if !known(&state) {
+    if !known(lease) {
         return Err(ApiError::not_found(format!("no document {id:?}")));
     }
-    match change(&state, Change::Delete(vec![id.clone()])).await {
+    match change(lease, Change::Delete(vec![id.clone()])).await {
         Ok(summary) => Ok(Json(summary_json(&summary))),
         // Deleted by another request between the check and the writer's turn.
-        Err(e) if e.status == StatusCode::UNPROCESSABLE_ENTITY && !known(&state) => {
+        Err(e) if e.status == StatusCode::UNPROCESSABLE_ENTITY && !known(lease) => {
             Err(ApiError::not_found(format!("no document {id:?}")))
         }
         Err(e) => Err(e),
     }
+}
+
+/// The `{*id}` of a document route (percent-decoded).
+fn id_param(
+    params: Result<RawPathParams, axum::extract::rejection::RawPathParamsRejection>,
+) -> ApiResult<String> {
+    let params = params.map_err(|r| ApiError::bad_request(r.body_text()))?;
+    params
+        .iter()
+        .find(|(k, _)| *k == "id")
+        .map(|(_, v)| v.to_owned())
+        .ok_or_else(|| ApiError::bad_request("the route names no document"))
 }
 
 fn summary_json(s: &ChangeSummary) -> Value {
@@ -274,10 +364,11 @@ pub(crate) enum Change {
 }
 
 /// Runs `change` and commits it through the index's writer, on the writer's thread, one change at a time:
-/// a client that goes away does not cut a commit short. Queries keep being answered from the previous
+/// a client that goes away does not cut a commit short (the change holds its own lease on the index, so
+/// the index stays loaded until it is committed). Queries keep being answered from the previous
 /// generation until the commit is written.
-pub(crate) async fn change(state: &Arc<State>, change: Change) -> ApiResult<ChangeSummary> {
-    state.writer.submit(change).await
+pub(crate) async fn change(lease: &Lease, change: Change) -> ApiResult<ChangeSummary> {
+    lease.writer.submit(change, lease.clone()).await
 }
 
 /// A change waiting for the writer's thread, and where its outcome goes.
@@ -285,6 +376,7 @@ enum Job {
     Change(
         Change,
         tokio::sync::oneshot::Sender<ApiResult<ChangeSummary>>,
+        Lease,
     ),
     /// Answered once every job before it is done.
     Flush(tokio::sync::oneshot::Sender<()>),
@@ -316,7 +408,7 @@ impl WriterThread {
                             Job::Flush(done) => {
                                 let _ = done.send(());
                             }
-                            Job::Change(change, reply) => {
+                            Job::Change(change, reply, lease) => {
                                 let outcome = if closing.load(Ordering::SeqCst) {
                                     metrics.change_done("refused");
                                     Err(ApiError::unavailable(
@@ -340,6 +432,7 @@ impl WriterThread {
                                     outcome
                                 };
                                 let _ = reply.send(outcome);
+                                drop(lease);
                             }
                         }
                     }
@@ -348,10 +441,10 @@ impl WriterThread {
         Ok(Self { jobs })
     }
 
-    async fn submit(&self, change: Change) -> ApiResult<ChangeSummary> {
+    async fn submit(&self, change: Change, lease: Lease) -> ApiResult<ChangeSummary> {
         let (reply, outcome) = tokio::sync::oneshot::channel();
         self.jobs
-            .send(Job::Change(change, reply))
+            .send(Job::Change(change, reply, lease))
             .map_err(|_| ApiError::unavailable("the index's writer has stopped"))?;
         outcome
             .await
@@ -385,4 +478,36 @@ fn writer_error(e: kgrag::KgragError) -> ApiError {
         err.code = "unavailable";
     }
     err
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_name_of_any_script_makes_a_valid_header() {
+        let v = content_disposition("Łódź \"plan\".pdf");
+        assert_eq!(
+            v,
+            "inline; filename=\"__d_ _plan_.pdf\"; filename*=UTF-8''%C5%81%C3%B3d%C5%BA%20%22plan%22.pdf"
+        );
+        assert!(axum::http::HeaderValue::from_str(&v).is_ok());
+        assert_eq!(
+            content_disposition("q3.pdf"),
+            "inline; filename=\"q3.pdf\"; filename*=UTF-8''q3.pdf"
+        );
+    }
+
+    #[test]
+    fn upload_names_need_a_format_kgrag_reads() {
+        assert!(check_file_name("notes.md").is_ok() && check_file_name("Q3.PDF").is_ok());
+        assert!(check_file_name("corpus.jsonl").is_ok());
+        for bad in ["", "  ", "notes", "x.exe", "x."] {
+            assert_eq!(
+                check_file_name(bad).unwrap_err().status,
+                StatusCode::UNPROCESSABLE_ENTITY
+            );
+        }
+        assert_eq!(text_name(b"abc"), "text-ba7816bf8f01cfea.txt");
+    }
 }

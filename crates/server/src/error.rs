@@ -10,8 +10,8 @@ use axum::Json;
 pub struct ApiError {
     /// The HTTP status.
     pub status: StatusCode,
-    /// A stable code (`bad_request`, `unauthorized`, `not_found`, `payload_too_large`, `unprocessable`,
-    /// `unavailable`, `timeout`, `internal`).
+    /// A stable code (`bad_request`, `unauthorized`, `forbidden`, `not_found`, `conflict`,
+    /// `payload_too_large`, `unprocessable`, `unavailable`, `timeout`, `internal`).
     pub code: &'static str,
     /// What went wrong, naming the field or the value.
     pub message: String,
@@ -60,6 +60,7 @@ impl From<kgrag::KgragError> for ApiError {
         match e {
             E::Config(_) => Self::bad_request(message),
             E::Input(_) => Self::unprocessable(message),
+            E::Conflict(_) => Self::new(StatusCode::CONFLICT, "conflict", message),
             E::Index(_) | E::Database(_) => Self::unavailable(message),
             _ => Self::internal(message),
         }

@@ -2,9 +2,7 @@
 //! `GET /v1/communities` (HiRAG's communities and their reports).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
 
-use axum::extract::State as Shared;
 use axum::Json;
 use kgrag::graph_store::{KnowledgeGraph, NodeKind};
 use serde::Deserialize;
@@ -12,7 +10,7 @@ use serde_json::{json, Value};
 
 use crate::api::{check_range, committed, ApiQuery};
 use crate::error::{ApiError, ApiResult};
-use crate::State;
+use crate::indexes::Reading;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -238,10 +236,10 @@ fn hirag_neighbourhood(
 
 /// `GET /v1/graph?method=&entity=&depth=&limit=`.
 pub(crate) async fn graph(
-    Shared(state): Shared<Arc<State>>,
+    target: Reading,
     ApiQuery(q): ApiQuery<GraphQuery>,
 ) -> ApiResult<Json<Value>> {
-    let searcher = committed(&state)?;
+    let searcher = committed(&target.lease)?;
     let Some(entity) = q.entity.filter(|e| !e.trim().is_empty()) else {
         return Err(ApiError::unprocessable("give ?entity=NAME"));
     };
@@ -293,10 +291,10 @@ pub(crate) struct CommunityQuery {
 /// `GET /v1/communities?level=&limit=`: HiRAG's communities of a level (default 0, the coarsest), the
 /// largest first, with their member entities and reports.
 pub(crate) async fn communities(
-    Shared(state): Shared<Arc<State>>,
+    target: Reading,
     ApiQuery(q): ApiQuery<CommunityQuery>,
 ) -> ApiResult<Json<Value>> {
-    let searcher = committed(&state)?;
+    let searcher = committed(&target.lease)?;
     if !searcher.methods().iter().any(|m| m == "hirag") {
         return Err(ApiError::not_found(
             "HiRAG is not indexed here: its communities come with `[index] methods` holding \"hirag\"",

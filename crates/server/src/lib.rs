@@ -27,9 +27,13 @@
 
 mod api;
 mod assets;
+pub mod catalog;
 mod documents;
 pub mod error;
+mod federated;
 mod graph;
+mod indexes;
+mod keys;
 pub mod mcp;
 pub mod metrics;
 mod openai;
@@ -41,9 +45,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
-use kgrag::{Index, IndexReader};
+use std::path::PathBuf;
 
+use axum::Router;
+use kgrag::config::Config;
+use kgrag::Index;
+
+pub use catalog::{IndexSource, Limits, NamedIndex};
 pub use error::{ApiError, ApiResult};
 
 /// How the server listens and what it allows.
@@ -51,8 +59,12 @@ pub use error::{ApiError, ApiResult};
 pub struct ServeOptions {
     /// The address to listen on (default `127.0.0.1:8080`).
     pub listen: SocketAddr,
-    /// The bearer token every endpoint but `/health` and the page's files requires (`None`: no auth).
+    /// The bearer token every endpoint but `/health` and the page's files requires (`None`: no auth); it
+    /// may do everything. Not with `keys_file`.
     pub api_key: Option<String>,
+    /// A keys file: each key with the indexes it may read and change, and whether it may create and drop
+    /// indexes (see the crate's README); reloaded on SIGHUP. Not with `api_key`.
+    pub keys_file: Option<PathBuf>,
     /// Allow listening on a non-loopback address without an API key.
     pub insecure_no_auth: bool,
     /// The largest request body, in bytes (default 32 MiB).
@@ -71,6 +83,7 @@ impl Default for ServeOptions {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             api_key: None,
+            keys_file: None,
             insecure_no_auth: false,
             body_limit: 32 << 20,
             request_timeout: Duration::from_secs(120),
@@ -95,8 +108,8 @@ pub enum ServerError {
     /// A non-loopback address without an API key.
     #[error(
         "refusing to listen on {0} without an API key: anyone who can reach it could read and change \
-         the index. Give --api-key-env VAR (the key in $VAR), or --insecure-no-auth if the network is \
-         trusted"
+         the index. Give --api-key-env VAR (the key in $VAR) or --keys FILE (a key per client), or \
+         --insecure-no-auth if the network is trusted"
     )]
     Insecure(SocketAddr),
     /// The options are inconsistent (an empty key, a zero limit).
@@ -110,31 +123,59 @@ pub enum ServerError {
     Io(#[from] std::io::Error),
 }
 
+/// What a server serves: named indexes, an indexes root, and how many stay loaded.
+#[derive(Default)]
+pub struct Indexes {
+    /// Indexes by name (`--index NAME=DIR`).
+    pub named: Vec<NamedIndex>,
+    /// A folder whose every sub-folder is an index, and where `POST /v1/indexes` makes new ones
+    /// (`--indexes ROOT`).
+    pub root: Option<PathBuf>,
+    /// The configuration every index is opened with (else the one it was built with).
+    pub config: Option<Config>,
+    /// The index the routes without a name answer from (default: the first of `named`).
+    pub default: Option<String>,
+    /// How many indexes stay in memory.
+    pub limits: Limits,
+}
+
 /// What every handler shares.
 pub(crate) struct State {
-    pub(crate) reader: IndexReader,
-    /// Makes the document changes, one at a time.
-    pub(crate) writer: documents::WriterThread,
+    pub(crate) catalog: Arc<catalog::Catalog>,
+    /// The keys (`None`: the server takes requests without one).
+    pub(crate) keys: Option<keys::Keys>,
     /// Set at shutdown: changes not yet started are refused.
     pub(crate) closing: Arc<AtomicBool>,
     pub(crate) metrics: Arc<metrics::Metrics>,
     pub(crate) limiter: tokio::sync::Semaphore,
     pub(crate) options: ServeOptions,
-    /// The reader the answers come from (`extractive`, `llm` or `none`: the configured `auto` resolved).
-    pub(crate) reader_name: String,
     /// Numbers chat completion ids.
     pub(crate) completions: AtomicU64,
 }
 
-/// The server: an index and its options. Clone-free; [`Server::router`] hands out the routes.
+/// The server: its indexes and options. Clone-free; [`Server::router`] hands out the routes.
 pub struct Server {
     state: Arc<State>,
     mcp_cancel: tokio_util::sync::CancellationToken,
 }
 
 impl Server {
-    /// A server over `index` (its committed generation is loaded now).
+    /// A server over one index, served as `default` (its committed generation is loaded now).
     pub fn new(index: Index, options: ServeOptions) -> Result<Self, ServerError> {
+        let server = Self::with_indexes(
+            Indexes {
+                named: vec![NamedIndex::open("default", index)],
+                ..Indexes::default()
+            },
+            options,
+        )?;
+        // Loaded now: a broken index fails here, not on the first request.
+        server.state.catalog.preload("default")?;
+        Ok(server)
+    }
+
+    /// A server over several indexes, each loaded on first use.
+    pub fn with_indexes(indexes: Indexes, options: ServeOptions) -> Result<Self, ServerError> {
         if options
             .api_key
             .as_deref()
@@ -147,24 +188,47 @@ impl Server {
                 "max_concurrency and body_limit must be at least 1".into(),
             ));
         }
-        let reader = index.reader()?;
+        if indexes.limits.max_loaded == Some(0) {
+            return Err(ServerError::Options("max_loaded must be at least 1".into()));
+        }
+        let keys = match (&options.api_key, &options.keys_file) {
+            (Some(_), Some(_)) => {
+                return Err(ServerError::Options(
+                    "give an API key or a keys file, not both".into(),
+                ))
+            }
+            (Some(k), None) => Some(keys::Keys::new(keys::KeyTable::single(k.trim()), None)),
+            (None, Some(file)) => Some(keys::Keys::new(
+                keys::KeyTable::load(file).map_err(ServerError::Options)?,
+                Some(file.clone()),
+            )),
+            (None, None) => None,
+        };
+        if indexes.named.is_empty() && indexes.root.is_none() {
+            return Err(ServerError::Options(
+                "no index to serve: give an index (--index) or an indexes root (--indexes)".into(),
+            ));
+        }
         let closing = Arc::new(AtomicBool::new(false));
-        let reader_name = serde_json::to_value(index.env().reader)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_owned))
-            .unwrap_or_default();
         let metrics = Arc::new(metrics::Metrics::default());
-        let writer =
-            documents::WriterThread::start(index.clone(), closing.clone(), metrics.clone())?;
+        let catalog = catalog::Catalog::new(
+            indexes.named,
+            indexes.root,
+            indexes.config,
+            indexes.default,
+            indexes.limits,
+            metrics.clone(),
+            closing.clone(),
+        )
+        .map_err(ServerError::Options)?;
         let state = Arc::new(State {
+            catalog: Arc::new(catalog),
+            keys,
             limiter: tokio::sync::Semaphore::new(options.max_concurrency),
-            reader,
-            writer,
             closing,
             metrics,
             options,
             completions: AtomicU64::new(0),
-            reader_name,
         });
         Ok(Self {
             state,
@@ -172,9 +236,47 @@ impl Server {
         })
     }
 
-    /// The generation queries are answered from now.
+    /// The generation the default index answers from now (0 when it is not loaded or has none).
     pub fn generation(&self) -> u64 {
-        self.state.reader.searcher().generation()
+        self.state
+            .catalog
+            .default_name()
+            .and_then(|d| self.state.catalog.if_loaded(d))
+            .map_or(0, |s| s.reader.searcher().generation())
+    }
+
+    /// The index the routes without a name answer from.
+    pub fn default_index(&self) -> Option<&str> {
+        self.state.catalog.default_name()
+    }
+
+    /// The names of the indexes served (those under the indexes root included).
+    pub fn index_names(&self) -> Vec<String> {
+        self.state
+            .catalog
+            .list()
+            .into_iter()
+            .map(|l| l.name)
+            .collect()
+    }
+
+    /// Loads index `name` now if it is not in memory (it may be evicted later like any other); returns
+    /// the generation it answers from.
+    pub async fn load(&self, name: &str) -> Result<u64, ServerError> {
+        let lease = self
+            .state
+            .catalog
+            .lease(name)
+            .await
+            .map_err(|e| ServerError::Options(e.message))?;
+        let generation = lease.reader.searcher().generation();
+        Ok(generation)
+    }
+
+    /// Reads the keys file again (what SIGHUP does): the new keys apply to requests that start after
+    /// it; on an error the keys in force stay. Returns the number of keys.
+    pub fn reload_keys(&self) -> Result<usize, ServerError> {
+        reload_keys(&self.state)
     }
 
     /// Every route: the JSON API, the OpenAI-compatible endpoints, `/mcp`, `/metrics`, `/openapi.json`
@@ -189,7 +291,7 @@ impl Server {
     }
 
     /// Serves on `listener` until `shutdown` completes; then lets requests in flight finish and waits for
-    /// a document change that has started to commit.
+    /// the document changes that have started to commit. With a keys file, SIGHUP reloads it.
     pub async fn run(
         self,
         listener: tokio::net::TcpListener,
@@ -198,6 +300,7 @@ impl Server {
         let router = self.router();
         let state = self.state.clone();
         let cancel = self.mcp_cancel.clone();
+        let hangups = reload_on_sighup(&self.state);
         let signal = async move {
             shutdown.await;
             state.closing.store(true, Ordering::SeqCst);
@@ -207,10 +310,46 @@ impl Server {
         let served = axum::serve(listener, router)
             .with_graceful_shutdown(signal)
             .await;
+        if let Some(h) = hangups {
+            h.abort();
+        }
         self.state.closing.store(true, Ordering::SeqCst);
         // A change that started commits; those queued behind it are refused (also when serving failed).
-        self.state.writer.flush().await;
+        self.state.catalog.flush_all().await;
         served.map_err(ServerError::from)
+    }
+}
+
+fn reload_keys(state: &State) -> Result<usize, ServerError> {
+    let Some(keys) = &state.keys else {
+        return Err(ServerError::Options("this server has no keys".into()));
+    };
+    let outcome = keys.reload();
+    state.metrics.keys_reloaded(outcome.is_ok());
+    outcome.map_err(ServerError::Options)
+}
+
+/// On Unix with a keys file: a task that reloads it on every SIGHUP (connections stay open).
+fn reload_on_sighup(state: &Arc<State>) -> Option<tokio::task::JoinHandle<()>> {
+    #[cfg(unix)]
+    {
+        state.options.keys_file.as_ref()?;
+        let mut hangup =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()?;
+        let state = state.clone();
+        Some(tokio::spawn(async move {
+            while hangup.recv().await.is_some() {
+                match reload_keys(&state) {
+                    Ok(n) => tracing::info!("SIGHUP: reloaded the keys file ({n} keys)"),
+                    Err(e) => tracing::error!("SIGHUP: the keys file was not reloaded: {e}"),
+                }
+            }
+        }))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = state;
+        None
     }
 }
 
@@ -228,7 +367,8 @@ pub async fn serve(
 /// Binds the listener for `options`, after the loopback check.
 pub async fn bind(options: &ServeOptions) -> Result<tokio::net::TcpListener, ServerError> {
     let addr = options.listen;
-    if !addr.ip().is_loopback() && options.api_key.is_none() && !options.insecure_no_auth {
+    let keyed = options.api_key.is_some() || options.keys_file.is_some();
+    if !addr.ip().is_loopback() && !keyed && !options.insecure_no_auth {
         return Err(ServerError::Insecure(addr));
     }
     tokio::net::TcpListener::bind(addr)

@@ -1,6 +1,7 @@
 //! The MCP server (Model Context Protocol, through the official Rust SDK `rmcp`): the tools `search`,
-//! `answer`, `add_documents` and `list_strategies` over one index — on stdio ([`serve_stdio`], `kgrag
-//! mcp`) and as streamable HTTP at `/mcp` of `kgrag serve`.
+//! `answer`, `add_documents`, `list_strategies` and `list_indexes` — on stdio ([`serve_stdio`], `kgrag
+//! mcp`, every tool on its one index) and as streamable HTTP at `/mcp` of `kgrag serve`, where each tool
+//! takes an `index` (default: the server's default index) and a key sees only its indexes.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{
     CallToolResult, ContentBlock, Implementation, InitializeResult, ServerCapabilities,
 };
+use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{tool, tool_handler, tool_router, ServerHandler, ServiceExt};
@@ -19,6 +21,8 @@ use serde_json::json;
 use crate::api::{check_question, check_range, check_strategy, committed, default_strategy};
 use crate::documents::{change, Change};
 use crate::error::ApiError;
+use crate::indexes::{lease_to_change, lease_to_read};
+use crate::keys::Grant;
 use crate::query::run_strategy;
 use crate::{ServeOptions, Server, ServerError, State};
 
@@ -34,6 +38,17 @@ pub struct QuestionArgs {
     #[serde(default)]
     #[schemars(range(min = 1, max = 100))]
     pub top_k: Option<usize>,
+    /// The index to ask (see `list_indexes`); default: the server's default index.
+    #[serde(default)]
+    pub index: Option<String>,
+}
+
+/// `list_strategies`' arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct IndexArgs {
+    /// The index (see `list_indexes`); default: the server's default index.
+    #[serde(default)]
+    pub index: Option<String>,
 }
 
 /// One document for `add_documents`.
@@ -53,12 +68,17 @@ pub struct DocumentArg {
 pub struct AddDocumentsArgs {
     /// The documents to add (one commit).
     pub documents: Vec<DocumentArg>,
+    /// The index to add them to (see `list_indexes`); default: the server's default index.
+    #[serde(default)]
+    pub index: Option<String>,
 }
 
-/// The MCP service over one index.
+/// The MCP service over a server's indexes.
 #[derive(Clone)]
 pub struct KgragMcp {
     state: Arc<State>,
+    /// Over stdio: the client started the process and may do everything.
+    local: bool,
     tool_router: ToolRouter<Self>,
 }
 
@@ -74,18 +94,56 @@ fn result(value: Result<serde_json::Value, ApiError>) -> CallToolResult {
 
 #[tool_router]
 impl KgragMcp {
-    pub(crate) fn new(state: Arc<State>) -> Self {
+    pub(crate) fn new(state: Arc<State>, local: bool) -> Self {
         Self {
             state,
+            local,
             tool_router: Self::tool_router(),
         }
     }
 
-    async fn ask(&self, args: QuestionArgs, answer: bool) -> Result<serde_json::Value, ApiError> {
-        let searcher = committed(&self.state)?;
+    /// What the client may do: everything over stdio; over HTTP, what the request's key may (the guard
+    /// put it in the request).
+    fn grant(&self, ctx: &RequestContext<RoleServer>) -> Grant {
+        if self.local {
+            return Grant::everything("");
+        }
+        ctx.extensions
+            .get::<axum::http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Grant>().cloned())
+            .unwrap_or_else(Grant::nothing)
+    }
+
+    /// The index a tool names, else the default one.
+    fn index_name(&self, index: Option<String>) -> Result<String, ApiError> {
+        match index {
+            Some(i) => Ok(i),
+            None => self
+                .state
+                .catalog
+                .default_name()
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    ApiError::not_found(
+                        "this server has no default index: give `index` (list_indexes lists them)",
+                    )
+                }),
+        }
+    }
+
+    async fn ask(
+        &self,
+        grant: &Grant,
+        args: QuestionArgs,
+        answer: bool,
+    ) -> Result<serde_json::Value, ApiError> {
+        let name = self.index_name(args.index.clone())?;
+        let lease = lease_to_read(&self.state, grant, &name).await?;
+        let searcher = committed(&lease)?;
         check_question(&args.question)?;
         let strategy = args
             .strategy
+            .or_else(|| crate::api::default_strategy(&searcher).map(str::to_owned))
             .unwrap_or_else(|| searcher.config().retriever.strategy.clone());
         check_strategy(&searcher, &strategy)?;
         let top_k = check_range(
@@ -106,7 +164,9 @@ impl KgragMcp {
             (&None, 0),
         )
         .await?;
+        drop(lease);
         let mut v = outcome.to_json(&args.question, false);
+        v["index"] = json!(name);
         if !answer {
             if let Some(o) = v.as_object_mut() {
                 o.remove("answer");
@@ -122,8 +182,12 @@ impl KgragMcp {
                        for a question, with scores, document ids and each passage's source (file, \
                        pages, section: cite it as its label). Strategies: see list_strategies."
     )]
-    async fn search(&self, Parameters(args): Parameters<QuestionArgs>) -> CallToolResult {
-        result(self.ask(args, false).await)
+    async fn search(
+        &self,
+        Parameters(args): Parameters<QuestionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        result(self.ask(&self.grant(&ctx), args, false).await)
     }
 
     /// The reader's answer and its passages.
@@ -132,8 +196,12 @@ impl KgragMcp {
                        citations ([n] marks, each naming its file, pages and section), the passages it \
                        was read from, and the stats (latency, context tokens, LLM calls)."
     )]
-    async fn answer(&self, Parameters(args): Parameters<QuestionArgs>) -> CallToolResult {
-        result(self.ask(args, true).await)
+    async fn answer(
+        &self,
+        Parameters(args): Parameters<QuestionArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        result(self.ask(&self.grant(&ctx), args, true).await)
     }
 
     /// Adds documents in one commit.
@@ -144,7 +212,10 @@ impl KgragMcp {
     async fn add_documents(
         &self,
         Parameters(args): Parameters<AddDocumentsArgs>,
+        ctx: RequestContext<RoleServer>,
     ) -> CallToolResult {
+        let grant = self.grant(&ctx);
+        let index = args.index;
         let docs: Vec<_> = args
             .documents
             .into_iter()
@@ -155,26 +226,67 @@ impl KgragMcp {
             })
             .collect();
         let value = async {
+            let name = self.index_name(index)?;
+            let lease = lease_to_change(&self.state, &grant, &name).await?;
             let docs = crate::documents::json_documents(crate::documents::NewDocuments { documents: docs })?;
-            let s = change(&self.state, Change::Add(docs)).await?;
-            Ok(json!({"documents": s.documents, "chunks": s.chunks, "skipped": s.skipped, "generation": s.generation}))
+            let s = change(&lease, Change::Add(docs)).await?;
+            Ok(json!({"index": name, "documents": s.documents, "chunks": s.chunks, "skipped": s.skipped, "generation": s.generation}))
         }
         .await;
         result(value)
     }
 
-    /// The strategies this index answers.
+    /// The strategies an index answers.
     #[tool(
-        description = "List the retrieval strategies this index answers, the default one and its top_k."
+        description = "List the retrieval strategies an index answers (default: the server's default \
+                       index), the default one and its top_k."
     )]
-    async fn list_strategies(&self) -> CallToolResult {
-        let searcher = self.state.reader.searcher();
-        result(Ok(json!({
-            "strategies": searcher.strategies(),
-            "default": default_strategy(&searcher),
-            "top_k": searcher.config().retriever.top_k,
-            "generation": searcher.generation(),
-        })))
+    async fn list_strategies(
+        &self,
+        Parameters(args): Parameters<IndexArgs>,
+        ctx: RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let grant = self.grant(&ctx);
+        let value = async {
+            let name = self.index_name(args.index)?;
+            let lease = lease_to_read(&self.state, &grant, &name).await?;
+            let searcher = lease.reader.searcher();
+            Ok(json!({
+                "index": name,
+                "strategies": searcher.strategies(),
+                "default": default_strategy(&searcher),
+                "top_k": searcher.config().retriever.top_k,
+                "generation": searcher.generation(),
+            }))
+        }
+        .await;
+        result(value)
+    }
+
+    /// The indexes this client may use.
+    #[tool(
+        description = "List the indexes (knowledge bases) this client may search, which one is the \
+                       default, and whether it may add documents to each."
+    )]
+    async fn list_indexes(&self, ctx: RequestContext<RoleServer>) -> CallToolResult {
+        let grant = self.grant(&ctx);
+        let indexes: Vec<serde_json::Value> = self
+            .state
+            .catalog
+            .list()
+            .iter()
+            .filter(|l| grant.can_see(&l.name))
+            .map(|l| {
+                json!({
+                    "name": l.name,
+                    "default": l.default,
+                    "read": grant.can_read(&l.name),
+                    "change": grant.can_change(&l.name),
+                    "strategies": self.state.catalog.strategies(&l.name),
+                })
+            })
+            .collect();
+        result(Ok(json!({"indexes": indexes})))
     }
 }
 
@@ -184,8 +296,9 @@ impl ServerHandler for KgragMcp {
         InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("kgrag", env!("CARGO_PKG_VERSION")))
             .with_instructions(
-                "A knowledge-graph RAG index (HippoRAG 2, HiRAG, LeanRAG, dense). Call list_strategies, \
-                 then search or answer with a strategy; add_documents indexes new text.",
+                "Knowledge-graph RAG indexes (HippoRAG 2, HiRAG, LeanRAG, dense). Call list_indexes and \
+                 list_strategies, then search or answer with a strategy (and an index); add_documents \
+                 indexes new text.",
             )
     }
 }
@@ -203,7 +316,7 @@ pub(crate) fn http_service(
         .with_cancellation_token(cancel)
         .with_max_request_body_bytes(state.options.body_limit);
     StreamableHttpService::new(
-        move || Ok(KgragMcp::new(state.clone())),
+        move || Ok(KgragMcp::new(state.clone(), false)),
         Arc::new(LocalSessionManager::default()),
         config,
     )
@@ -212,7 +325,7 @@ pub(crate) fn http_service(
 /// Serves the MCP tools over stdin and stdout until the client closes them (`kgrag mcp`).
 pub async fn serve_stdio(index: kgrag::Index) -> Result<(), ServerError> {
     let server = Server::new(index, ServeOptions::default())?;
-    let service = KgragMcp::new(server.state.clone())
+    let service = KgragMcp::new(server.state.clone(), true)
         .serve(rmcp::transport::stdio())
         .await
         .map_err(|e| ServerError::Io(std::io::Error::other(format!("MCP start: {e}"))))?;
@@ -225,6 +338,6 @@ pub async fn serve_stdio(index: kgrag::Index) -> Result<(), ServerError> {
         .state
         .closing
         .store(true, std::sync::atomic::Ordering::SeqCst);
-    server.state.writer.flush().await;
+    server.state.catalog.flush_all().await;
     ended.map(|_| ())
 }

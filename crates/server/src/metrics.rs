@@ -1,5 +1,6 @@
 //! Prometheus metrics in the text exposition format: requests and errors by endpoint and status, latency
-//! histograms by endpoint and strategy, requests in flight, and the generation served.
+//! histograms by endpoint and strategy, requests in flight, and per index: whether it is loaded, its
+//! generation and documents, its loads, load failures and evictions.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -41,6 +42,34 @@ pub struct Metrics {
     timeouts: AtomicU64,
     changes_running: AtomicI64,
     changes: Mutex<BTreeMap<&'static str, u64>>,
+    /// Per index: loads, load failures, evictions, seconds of the last load.
+    indexes: Mutex<BTreeMap<String, IndexCounts>>,
+    key_reloads: Mutex<BTreeMap<&'static str, u64>>,
+}
+
+#[derive(Default, Clone)]
+struct IndexCounts {
+    loads: u64,
+    failures: u64,
+    evictions: u64,
+    last_load_secs: f64,
+}
+
+/// A metric family of one value per index: its name, its help and the value of an index.
+type Family<T> = (&'static str, &'static str, fn(&T) -> String);
+
+/// What `/metrics` says of one loaded index.
+pub struct LoadedIndex {
+    /// Its name.
+    pub name: String,
+    /// The generation it answers from.
+    pub generation: u64,
+    /// Documents in that generation.
+    pub documents: usize,
+    /// What its load added to the process (at least its generation's bytes on disk).
+    pub bytes: u64,
+    /// Requests holding it now.
+    pub in_use: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -90,13 +119,44 @@ impl Metrics {
         *lock(&self.changes).entry(outcome).or_default() += 1;
     }
 
+    /// Index `name` was loaded, in `secs`.
+    pub fn index_loaded(&self, name: &str, secs: f64) {
+        let mut m = lock(&self.indexes);
+        let c = m.entry(name.to_owned()).or_default();
+        c.loads += 1;
+        c.last_load_secs = secs;
+    }
+
+    /// Index `name` could not be loaded.
+    pub fn index_load_failed(&self, name: &str) {
+        lock(&self.indexes)
+            .entry(name.to_owned())
+            .or_default()
+            .failures += 1;
+    }
+
+    /// Index `name` was dropped from memory.
+    pub fn index_evicted(&self, name: &str) {
+        lock(&self.indexes)
+            .entry(name.to_owned())
+            .or_default()
+            .evictions += 1;
+    }
+
+    /// The keys file was reloaded (`ok`) or not.
+    pub fn keys_reloaded(&self, ok: bool) {
+        *lock(&self.key_reloads)
+            .entry(if ok { "reloaded" } else { "failed" })
+            .or_default() += 1;
+    }
+
     /// A request ran past the timeout.
     pub fn timeout(&self) {
         self.timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The exposition text, with the generation served and the documents it holds.
-    pub fn render(&self, generation: u64, documents: usize) -> String {
+    /// The exposition text, with the loaded indexes.
+    pub fn render(&self, loaded: &[LoadedIndex]) -> String {
         let mut out = String::new();
         out.push_str(
             "# HELP kgrag_http_requests_total HTTP requests by endpoint and status.\n\
@@ -174,17 +234,95 @@ impl Metrics {
              # HELP kgrag_document_changes_running Document changes being made by the writer (0 or 1).\n\
              # TYPE kgrag_document_changes_running gauge\n\
              kgrag_document_changes_running {}\n\
-             # HELP kgrag_index_generation The committed generation queries are answered from.\n\
-             # TYPE kgrag_index_generation gauge\n\
-             kgrag_index_generation {generation}\n\
-             # HELP kgrag_index_documents Documents in the served generation.\n\
-             # TYPE kgrag_index_documents gauge\n\
-             kgrag_index_documents {documents}\n",
+             # HELP kgrag_indexes_loaded Indexes in memory.\n\
+             # TYPE kgrag_indexes_loaded gauge\n\
+             kgrag_indexes_loaded {}\n",
             self.in_flight.load(Ordering::Relaxed),
             self.rejected_busy.load(Ordering::Relaxed),
             self.timeouts.load(Ordering::Relaxed),
             self.changes_running.load(Ordering::Relaxed),
+            loaded.len(),
         );
+        let gauges: [Family<LoadedIndex>; 5] = [
+            ("kgrag_index_loaded", "1 for each index in memory.", |_| {
+                "1".into()
+            }),
+            (
+                "kgrag_index_generation",
+                "The committed generation a loaded index answers from.",
+                |l| l.generation.to_string(),
+            ),
+            (
+                "kgrag_index_documents",
+                "Documents in a loaded index's generation.",
+                |l| l.documents.to_string(),
+            ),
+            (
+                "kgrag_index_loaded_bytes",
+                "What loading an index added to the process (at least its files' bytes).",
+                |l| l.bytes.to_string(),
+            ),
+            (
+                "kgrag_index_in_use",
+                "Requests holding a loaded index (it is not evicted while any does).",
+                |l| l.in_use.to_string(),
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for l in loaded {
+                let _ = writeln!(out, "{name}{{index=\"{}\"}} {}", label(&l.name), value(l));
+            }
+        }
+        let counts = lock(&self.indexes).clone();
+        let counters: [(&str, Family<IndexCounts>); 4] = [
+            (
+                "counter",
+                (
+                    "kgrag_index_loads_total",
+                    "Loads of an index into memory (the first use, and each use after an eviction).",
+                    |c| c.loads.to_string(),
+                ),
+            ),
+            (
+                "counter",
+                (
+                    "kgrag_index_load_failures_total",
+                    "Loads of an index that failed.",
+                    |c| c.failures.to_string(),
+                ),
+            ),
+            (
+                "counter",
+                (
+                    "kgrag_index_evictions_total",
+                    "Times an index was dropped from memory (least recently used, past --max-loaded \
+                     or the memory budget).",
+                    |c| c.evictions.to_string(),
+                ),
+            ),
+            (
+                "gauge",
+                (
+                    "kgrag_index_last_load_seconds",
+                    "Seconds the last load of an index took.",
+                    |c| c.last_load_secs.to_string(),
+                ),
+            ),
+        ];
+        for (kind, (name, help, value)) in counters {
+            let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+            for (index, c) in &counts {
+                let _ = writeln!(out, "{name}{{index=\"{}\"}} {}", label(index), value(c));
+            }
+        }
+        out.push_str(
+            "# HELP kgrag_keys_reloads_total Reloads of the keys file (SIGHUP), by outcome.\n\
+             # TYPE kgrag_keys_reloads_total counter\n",
+        );
+        for (outcome, n) in lock(&self.key_reloads).iter() {
+            let _ = writeln!(out, "kgrag_keys_reloads_total{{outcome=\"{outcome}\"}} {n}");
+        }
         out.push_str(
             "# HELP kgrag_document_changes_total Document changes by outcome.\n\
              # TYPE kgrag_document_changes_total counter\n",
@@ -211,7 +349,15 @@ mod tests {
         m.request("/v1/query", 200);
         m.request("/v1/query", 400);
         m.request("/v1/q\"x", 404);
-        let text = m.render(7, 3);
+        m.index_loaded("wiki", 0.5);
+        m.index_evicted("wiki");
+        let text = m.render(&[LoadedIndex {
+            name: "wiki".into(),
+            generation: 7,
+            documents: 3,
+            bytes: 10,
+            in_use: 1,
+        }]);
         assert!(text.contains(
             "kgrag_request_duration_seconds_bucket{endpoint=\"/v1/query\",strategy=\"hipporag2\",le=\"0.005\"} 1"
         ));
@@ -223,6 +369,10 @@ mod tests {
         ));
         assert!(text.contains("kgrag_http_errors_total{endpoint=\"/v1/query\"} 1"));
         assert!(text.contains("endpoint=\"/v1/q\\\"x\""));
-        assert!(text.contains("kgrag_index_generation 7"));
+        assert!(text.contains("kgrag_index_generation{index=\"wiki\"} 7"));
+        assert!(text.contains("kgrag_index_loaded{index=\"wiki\"} 1"));
+        assert!(text.contains("kgrag_indexes_loaded 1"));
+        assert!(text.contains("kgrag_index_loads_total{index=\"wiki\"} 1"));
+        assert!(text.contains("kgrag_index_evictions_total{index=\"wiki\"} 1"));
     }
 }

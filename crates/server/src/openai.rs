@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 use crate::api::{check_question, check_strategy, committed, ApiJson};
 use crate::error::{ApiError, ApiResult};
+use crate::indexes::{lease_to_read, Client};
 use crate::query::{run_strategy, Outcome, Progress};
 use crate::State;
 
@@ -27,15 +28,42 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `GET /v1/models`.
-pub(crate) async fn models(Shared(state): Shared<Arc<State>>) -> Json<Value> {
-    let searcher = state.reader.searcher();
-    let data: Vec<Value> = searcher
-        .strategies()
-        .into_iter()
-        .map(|s| json!({"id": s, "object": "model", "created": 0, "owned_by": "kgrag"}))
-        .collect();
+/// `GET /v1/models`: every strategy of every index the key may read, as `index/strategy`, and the
+/// default index's strategies by their bare names too (nothing is loaded for the listing).
+pub(crate) async fn models(
+    Shared(state): Shared<Arc<State>>,
+    Client(grant): Client,
+) -> Json<Value> {
+    let model = |id: String, index: &str| json!({"id": id, "object": "model", "created": 0, "owned_by": "kgrag", "index": index});
+    let mut data = Vec::new();
+    if let Some(default) = state.catalog.default_name().filter(|d| grant.can_read(d)) {
+        for s in state.catalog.strategies(default) {
+            data.push(model(s, default));
+        }
+    }
+    for listed in state.catalog.list() {
+        if !grant.can_read(&listed.name) {
+            continue;
+        }
+        for s in state.catalog.strategies(&listed.name) {
+            data.push(model(format!("{}/{s}", listed.name), &listed.name));
+        }
+    }
     Json(json!({"object": "list", "data": data}))
+}
+
+/// The index and strategy a model names: `index/strategy`, or a strategy of the default index.
+fn split_model(state: &State, model: &str) -> ApiResult<(String, String)> {
+    if let Some((index, strategy)) = model.split_once('/') {
+        return Ok((index.to_owned(), strategy.to_owned()));
+    }
+    let default = state.catalog.default_name().ok_or_else(|| {
+        ApiError::not_found(format!(
+            "model {model:?}: this server has no default index; name the model index/strategy (GET \
+             /v1/models lists them)"
+        ))
+    })?;
+    Ok((default.to_owned(), model.to_owned()))
 }
 
 #[derive(Deserialize)]
@@ -54,6 +82,40 @@ pub(crate) struct ChatCompletionRequest {
     stream: Option<bool>,
 }
 
+/// A message's content as OpenAI's API has it: a string, null, or content parts — objects with a
+/// `type`, a `text` string in those of type `text`.
+fn check_content(content: &Value) -> Result<(), String> {
+    match content {
+        Value::String(_) | Value::Null => Ok(()),
+        Value::Array(parts) => {
+            for (k, p) in parts.iter().enumerate() {
+                let kind = p.get("type").and_then(Value::as_str);
+                match kind {
+                    None => return Err(format!("part {k} has no \"type\"")),
+                    Some("text") if !p.get("text").is_some_and(Value::is_string) => {
+                        return Err(format!(
+                            "part {k} is of type text without a \"text\" string"
+                        ))
+                    }
+                    Some(_) => {}
+                }
+            }
+            Ok(())
+        }
+        _ => Err("give a string or an array of content parts".into()),
+    }
+}
+
+/// The roles of OpenAI's chat messages.
+const ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
 /// A message's text: a string, or the text parts of an array of content parts.
 fn text_of(content: &Value) -> String {
     match content {
@@ -70,25 +132,46 @@ fn text_of(content: &Value) -> String {
 /// `POST /v1/chat/completions`.
 pub(crate) async fn chat_completions(
     Shared(state): Shared<Arc<State>>,
+    Client(grant): Client,
     ApiJson(request): ApiJson<ChatCompletionRequest>,
 ) -> ApiResult<Response> {
-    let searcher = committed(&state)?;
-    check_strategy(&searcher, &request.model)?;
+    let (index, strategy) = split_model(&state, &request.model)?;
+    let lease = lease_to_read(&state, &grant, &index).await?;
+    let searcher = committed(&lease)?;
+    check_strategy(&searcher, &strategy)?;
+    if let Some(m) = request
+        .messages
+        .iter()
+        .find(|m| !ROLES.contains(&m.role.as_str()))
+    {
+        return Err(ApiError::unprocessable(format!(
+            "a message's role is {:?}: give one of {}",
+            m.role,
+            ROLES.join(", ")
+        )));
+    }
+    for (i, m) in request.messages.iter().enumerate() {
+        if let Some(content) = &m.content {
+            check_content(content)
+                .map_err(|e| ApiError::unprocessable(format!("messages[{i}].content: {e}")))?;
+        }
+    }
+    // The question: the text of the last user message that has any.
     let question = request
         .messages
         .iter()
         .rev()
-        .find(|m| m.role == "user")
-        .and_then(|m| m.content.as_ref())
-        .map(text_of)
+        .filter(|m| m.role == "user")
+        .filter_map(|m| m.content.as_ref().map(text_of))
+        .find(|t| !t.trim().is_empty())
         .unwrap_or_default();
     if question.trim().is_empty() {
         return Err(ApiError::unprocessable(
-            "the last user message has no text: it is the question",
+            "no user message has text: the last one that has is the question",
         ));
     }
     check_question(&question)?;
-    if state.reader_name == "none" {
+    if lease.reader_name == "none" {
         return Err(ApiError::bad_request(
             "this server has no reader (reader = \"none\"): use POST /v1/query for the ranked passages",
         ));
@@ -105,12 +188,13 @@ pub(crate) async fn chat_completions(
             &searcher,
             "/v1/chat/completions",
             &question,
-            &request.model,
+            &strategy,
             top_k,
             true,
             (&None, 0),
         )
         .await?;
+        drop(lease);
         let answer = outcome.answer().unwrap_or_default().to_owned();
         return Ok(Json(json!({
             "id": id,
@@ -146,10 +230,9 @@ pub(crate) async fn chat_completions(
         json!({"role": "assistant", "content": ""}),
         None,
     )));
-    let strategy = request.model.clone();
     let task = tokio::spawn(async move {
         let progress = Some(tx);
-        run_strategy(
+        let outcome = run_strategy(
             &state,
             &searcher,
             "/v1/chat/completions",
@@ -159,7 +242,10 @@ pub(crate) async fn chat_completions(
             true,
             (&progress, 0),
         )
-        .await
+        .await;
+        // The index stays loaded until the answer has been read.
+        drop(lease);
+        outcome
     });
     tokio::spawn(async move {
         while let Some((_, p)) = rx.recv().await {
@@ -230,6 +316,17 @@ fn extra(outcome: &Outcome) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_parts_are_checked() {
+        assert!(check_content(&json!("q")).is_ok() && check_content(&Value::Null).is_ok());
+        assert!(
+            check_content(&json!([{"type": "text", "text": "a"}, {"type": "image_url"}])).is_ok()
+        );
+        assert!(check_content(&json!([{"type": "text"}])).is_err());
+        assert!(check_content(&json!([{"text": "a"}])).is_err());
+        assert!(check_content(&json!(5)).is_err());
+    }
 
     #[test]
     fn content_parts_are_read_as_text() {

@@ -17,13 +17,15 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::api::{check_question, check_range, check_strategy, committed, ApiJson};
+use crate::catalog::Lease;
 use crate::error::{ApiError, ApiResult};
+use crate::indexes::{lease_to_read, Client, Named, Reading};
 use crate::State;
 
 type AppState = Arc<State>;
 
 /// The most passages a request may ask for.
-const MAX_TOP_K: usize = 1000;
+pub(crate) const MAX_TOP_K: usize = 1000;
 
 /// An optional count given as a JSON integer or as a number with no fraction (`5.0`, which JSON Schema
 /// counts as an integer).
@@ -65,6 +67,12 @@ pub(crate) struct QueryRequest {
     answer: Option<bool>,
     #[serde(default)]
     stream: bool,
+    /// Asks the question of these indexes (`POST /v1/query` only) and merges their passages.
+    #[serde(default)]
+    indexes: Option<Vec<String>>,
+    /// The fusion constant of a question asked of several indexes (default 60).
+    #[serde(default, deserialize_with = "whole_number")]
+    rrf_k: Option<usize>,
 }
 
 /// What one strategy returned for one question, as the API shows it.
@@ -204,15 +212,52 @@ pub(crate) async fn run_strategy(
     })
 }
 
-/// `POST /v1/query`.
+/// `POST /v1/query` (and `POST /v1/indexes/{name}/query`).
 pub(crate) async fn query(
     Shared(state): Shared<AppState>,
+    Client(grant): Client,
+    named: Result<Named, ApiError>,
     ApiJson(q): ApiJson<QueryRequest>,
 ) -> ApiResult<Response> {
-    let searcher = committed(&state)?;
+    if let Some(indexes) = q.indexes {
+        if matches!(named, Ok(Named(_, true))) {
+            return Err(ApiError::unprocessable(
+                "\"indexes\" asks several indexes: send it to POST /v1/query, not to one index's route",
+            ));
+        }
+        if q.stream || q.context {
+            return Err(ApiError::unprocessable(
+                "a question asked of several indexes is answered as one JSON reply with its merged \
+                 passages: leave out \"stream\" and \"context\"",
+            ));
+        }
+        let v = crate::federated::query(
+            &state,
+            &grant,
+            crate::federated::Federated {
+                question: q.question,
+                indexes,
+                strategy: q.strategy,
+                top_k: q.top_k,
+                answer: q.answer.unwrap_or(true),
+                rrf_k: q.rrf_k,
+            },
+        )
+        .await?;
+        return Ok(Json(v).into_response());
+    }
+    if q.rrf_k.is_some() {
+        return Err(ApiError::unprocessable(
+            "\"rrf_k\" is for a question asked of several indexes (\"indexes\")",
+        ));
+    }
+    let Named(name, _) = named?;
+    let lease = lease_to_read(&state, &grant, &name).await?;
+    let searcher = committed(&lease)?;
     check_question(&q.question)?;
     let strategy = q
         .strategy
+        .or_else(|| crate::api::default_strategy(&searcher).map(str::to_owned))
         .unwrap_or_else(|| searcher.config().retriever.strategy.clone());
     check_strategy(&searcher, &strategy)?;
     let top_k = check_top_k(q.top_k, searcher.config().retriever.top_k)?;
@@ -220,6 +265,7 @@ pub(crate) async fn query(
     if q.stream {
         return Ok(stream(
             state,
+            lease,
             searcher,
             q.question,
             vec![strategy],
@@ -239,6 +285,7 @@ pub(crate) async fn query(
         (&None, 0),
     )
     .await?;
+    drop(lease);
     Ok(Json(outcome.to_json(&q.question, q.context)).into_response())
 }
 
@@ -261,6 +308,7 @@ pub(crate) struct CompareRequest {
 #[allow(clippy::too_many_arguments)]
 fn spawn_all(
     state: &AppState,
+    lease: &Lease,
     searcher: &Searcher,
     question: &str,
     strategies: &[String],
@@ -273,15 +321,16 @@ fn spawn_all(
         .iter()
         .enumerate()
         .map(|(slot, s)| {
-            let (state, searcher, question, strategy, tx) = (
+            let (state, lease, searcher, question, strategy, tx) = (
                 state.clone(),
+                lease.clone(),
                 searcher.clone(),
                 question.to_owned(),
                 s.clone(),
                 progress.clone(),
             );
             AbortOnDrop(tokio::spawn(async move {
-                run_strategy(
+                let outcome = run_strategy(
                     &state,
                     &searcher,
                     endpoint,
@@ -291,7 +340,10 @@ fn spawn_all(
                     answer,
                     (&tx, slot),
                 )
-                .await
+                .await;
+                // The index stays loaded while the strategy runs.
+                drop(lease);
+                outcome
             }))
         })
         .collect()
@@ -317,9 +369,11 @@ fn result_json(
 /// `POST /v1/compare`.
 pub(crate) async fn compare(
     Shared(state): Shared<AppState>,
+    target: Reading,
     ApiJson(q): ApiJson<CompareRequest>,
 ) -> ApiResult<Response> {
-    let searcher = committed(&state)?;
+    let lease = target.lease;
+    let searcher = committed(&lease)?;
     check_question(&q.question)?;
     if q.strategies.is_empty() {
         return Err(ApiError::unprocessable(format!(
@@ -341,6 +395,7 @@ pub(crate) async fn compare(
     if q.stream {
         return Ok(stream(
             state,
+            lease,
             searcher,
             q.question,
             q.strategies,
@@ -353,6 +408,7 @@ pub(crate) async fn compare(
     // its place, the others still answer.
     let tasks = spawn_all(
         &state,
+        &lease,
         &searcher,
         &q.question,
         &q.strategies,
@@ -382,8 +438,10 @@ pub(crate) async fn compare(
 /// retrieved, `token` (`{"strategy", "text"}`) for each piece of its answer, `result` (the strategy's
 /// whole result, as `POST /v1/query` returns it, with its citations) when it ends, and `done` after the
 /// last strategy.
+#[allow(clippy::too_many_arguments)]
 fn stream(
     state: AppState,
+    lease: Lease,
     searcher: Searcher,
     question: String,
     strategies: Vec<String>,
@@ -399,6 +457,7 @@ fn stream(
     };
     let mut tasks = spawn_all(
         &state,
+        &lease,
         &searcher,
         &question,
         &strategies,
@@ -407,6 +466,7 @@ fn stream(
         endpoint,
         &Some(tx),
     );
+    drop(lease);
     let (events, out) = tokio::sync::mpsc::unbounded_channel::<Event>();
     let names = strategies.clone();
     let generation = searcher.generation();

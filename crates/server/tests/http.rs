@@ -9,23 +9,13 @@ use std::time::Duration;
 
 mod common;
 
-use common::{Running, DOCS};
+use common::{passage_documents as ids, Running, DOCS};
 use kgrag::Index;
 use kgrag_server::{ServeOptions, ServerError};
 use serde_json::{json, Value};
 
 fn error_code(v: &Value) -> &str {
     v["error"]["code"].as_str().unwrap_or("")
-}
-
-fn ids(result: &Value) -> Vec<String> {
-    result["passages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .flat_map(|p| p["documents"].as_array().unwrap().clone())
-        .map(|d| d.as_str().unwrap().to_owned())
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -160,7 +150,17 @@ async fn every_endpoint_answers() {
             ["schema"]["properties"]["model"]["enum"]
             .as_array()
             .map(Vec::len),
-        Some(8)
+        // The default index's 8 strategies, bare and as default/strategy.
+        Some(16)
+    );
+    // Its own routes, under its name, with its strategies.
+    assert!(
+        v["paths"]["/v1/indexes/default/query"]["post"]["requestBody"]["content"]
+            ["application/json"]["schema"]["properties"]["strategy"]["enum"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("leanrag"))),
+        "{}",
+        v["paths"]["/v1/indexes/default/query"]
     );
 
     // The page and its files.
@@ -182,7 +182,8 @@ async fn every_endpoint_answers() {
     assert!(text.contains(
         "kgrag_request_duration_seconds_count{endpoint=\"/v1/compare\",strategy=\"leanrag\"} 1"
     ));
-    assert!(text.contains("kgrag_index_generation 1"));
+    assert!(text.contains("kgrag_index_generation{index=\"default\"} 1"));
+    assert!(text.contains("kgrag_index_loaded{index=\"default\"} 1"));
     s.stop().await;
 }
 
@@ -603,10 +604,16 @@ async fn mcp_clients_list_and_call_the_tools() {
     let names: BTreeSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
     assert_eq!(
         names,
-        ["add_documents", "answer", "list_strategies", "search"]
-            .into_iter()
-            .map(str::to_owned)
-            .collect()
+        [
+            "add_documents",
+            "answer",
+            "list_indexes",
+            "list_strategies",
+            "search"
+        ]
+        .into_iter()
+        .map(str::to_owned)
+        .collect()
     );
     let args = json!({"question": "Which river flows through Warsaw?", "strategy": "hipporag2", "top_k": 2});
     let result = client

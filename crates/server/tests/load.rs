@@ -49,6 +49,8 @@ async fn sixteen_clients_and_a_writer_for_thirty_seconds_without_an_error() {
         answer: true,
         insert_every: Some(Duration::from_secs(5)),
         key: None,
+        indexes: Vec::new(),
+        federate: false,
     };
     let report = load::run(&plan).await;
     println!("{}", report.table());

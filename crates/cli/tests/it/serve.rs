@@ -51,6 +51,20 @@ fn serve(work: &Path, listen: &str) -> std::process::Command {
     c
 }
 
+/// The `host:port` a started `kgrag serve` prints on its first line.
+fn address(child: &mut std::process::Child) -> String {
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    line.split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned()
+}
+
 /// One HTTP/1.1 GET on a fresh connection: (status, body).
 fn get(addr: &str, path: &str) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap();
@@ -83,18 +97,7 @@ fn serve_prints_its_address_answers_and_stops_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    let addr = url
-        .trim_start_matches("http://")
-        .trim_end_matches('/')
-        .to_owned();
+    let addr = address(&mut child);
     let (status, body) = get(&addr, "/health");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"generation\":1"), "{body}");
@@ -171,6 +174,109 @@ fn serve_refuses_an_open_address_without_a_key() {
     let _ = std::fs::remove_dir_all(&work);
 }
 
+/// One request on an open keep-alive connection: (status, body), read to its Content-Length.
+fn ask(stream: &mut TcpStream, addr: &str, path: &str, key: &str) -> (u16, String) {
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\r\n"
+    )
+    .unwrap();
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut status_line = String::new();
+    reader.read_line(&mut status_line).unwrap();
+    let mut length = 0usize;
+    loop {
+        let mut h = String::new();
+        reader.read_line(&mut h).unwrap();
+        if h.trim().is_empty() {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.eq_ignore_ascii_case("content-length") {
+                length = v.trim().parse().unwrap();
+            }
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).unwrap();
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[test]
+fn serve_reloads_its_keys_file_on_sighup_without_dropping_connections() {
+    let work = tmp("serve-keys");
+    small_index(&work);
+    let (old, new) = ("old-key-0123456789abc", "new-key-0123456789abc");
+    let keys = |key: &str| {
+        std::fs::write(
+            work.join("keys.toml"),
+            format!("[[key]]\nname = \"client\"\nkey = \"{key}\"\nread = [\"idx\"]\n"),
+        )
+        .unwrap();
+    };
+    keys(old);
+    let mut child = serve(&work, "127.0.0.1:0")
+        .args(["--keys", "keys.toml"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let addr = address(&mut child);
+    let mut kept = TcpStream::connect(&addr).unwrap();
+    kept.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let (status, body) = ask(&mut kept, &addr, "/v1/indexes", old);
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"idx\""), "{body}");
+    assert_eq!(ask(&mut kept, &addr, "/v1/indexes", new).0, 401);
+    // The file changes; SIGHUP reloads it.
+    keys(new);
+    let pid = child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let started = Instant::now();
+    loop {
+        let mut fresh = TcpStream::connect(&addr).unwrap();
+        fresh
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        if ask(&mut fresh, &addr, "/v1/indexes", new).0 == 200 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "SIGHUP did not reload the keys"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The connection opened before the reload is still served, under the new keys.
+    let (status, body) = ask(&mut kept, &addr, "/v1/indexes", new);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ask(&mut kept, &addr, "/v1/indexes", old).0, 401);
+    // A keys file that does not parse is refused; the keys in force stay.
+    std::fs::write(work.join("keys.toml"), "[[key]]\nname = ").unwrap();
+    assert!(std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap()
+        .success());
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(ask(&mut kept, &addr, "/v1/indexes", new).0, 200);
+    // This key may not read /metrics (which names every loaded index).
+    assert_eq!(ask(&mut kept, &addr, "/metrics", new).0, 403);
+    assert_eq!(term(libc::pid_t::try_from(child.id()).unwrap()), 0);
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&work);
+}
+
 #[test]
 fn mcp_over_stdio_serves_the_tools_to_the_sdk_client() {
     use rmcp::model::CallToolRequestParams;
@@ -194,7 +300,13 @@ fn mcp_over_stdio_serves_the_tools_to_the_sdk_client() {
         names.sort();
         assert_eq!(
             names,
-            ["add_documents", "answer", "list_strategies", "search"]
+            [
+                "add_documents",
+                "answer",
+                "list_indexes",
+                "list_strategies",
+                "search"
+            ]
         );
         let args = serde_json::json!({"question": "Which river flows through Warsaw?", "top_k": 1});
         let result = client

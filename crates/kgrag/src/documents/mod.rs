@@ -121,7 +121,7 @@ pub struct NewDocument {
 /// `docs` checked and made [`SourceDoc`]s whose source is `source:` and the id: every id not blank and
 /// given once, every text not blank. An error names the position (`documents[3]`) and the id.
 pub fn from_new(docs: Vec<NewDocument>, source: &str) -> Result<Vec<SourceDoc>> {
-    let mut seen = std::collections::HashSet::new();
+    let mut seen: std::collections::HashMap<String, String> = std::collections::HashMap::new();
     let mut out = Vec::with_capacity(docs.len());
     for (i, d) in docs.into_iter().enumerate() {
         if d.id.trim().is_empty() {
@@ -135,11 +135,18 @@ pub fn from_new(docs: Vec<NewDocument>, source: &str) -> Result<Vec<SourceDoc>> 
                 d.id
             )));
         }
-        if !seen.insert(d.id.clone()) {
-            return Err(KgragError::Input(format!(
-                "documents[{i}]: id {:?} is given twice",
-                d.id
-            )));
+        // The same document twice is one; one id with two texts is a conflict.
+        match seen.get(&d.id) {
+            Some(text) if *text == d.text => continue,
+            Some(_) => {
+                return Err(KgragError::Conflict(format!(
+                    "documents[{i}]: id {:?} is given twice, with two texts",
+                    d.id
+                )))
+            }
+            None => {
+                seen.insert(d.id.clone(), d.text.clone());
+            }
         }
         out.push(SourceDoc {
             source: format!("{source}:{}", d.id),

@@ -374,6 +374,64 @@ impl Searcher {
         }))
     }
 
+    /// The reader's answer to `question` from `passages` — texts in rank order, from this index or any
+    /// other (a question asked of several indexes) — numbered from 1 and cited as `[n]`: with an LLM
+    /// reader, the citing passage reader over the first `qa_top_k` (HippoRAG 2's setting); offline, the
+    /// extractive answer over them, each sentence citing the passage it was taken from. The model's
+    /// tokens go to `on_token`. `None` with `reader = "none"`.
+    pub async fn read_passages(
+        &self,
+        question: &str,
+        passages: &[String],
+        on_token: Option<&TokenSink<'_>>,
+    ) -> Result<Option<answer::NumberedAnswer>> {
+        let env = &self.shared.env;
+        if env.reader == ReaderMode::None {
+            return Ok(None);
+        }
+        let timed = Timed::new(on_token);
+        let k = env.config.hipporag.qa_top_k.min(passages.len());
+        let sources: Vec<Numbered> = passages[..k]
+            .iter()
+            .enumerate()
+            .map(|(i, text)| Numbered {
+                number: i as u32 + 1,
+                chunk_id: ChunkId::from_content(text),
+                text: text.clone(),
+            })
+            .collect();
+        let (text, cited, dropped) = match (env.reader, &env.chat) {
+            (ReaderMode::Llm, Some(chat)) => {
+                let request = answer::passage_request(&sources, question);
+                let reply = chat
+                    .chat_stream(&request, &|piece: &str| timed.push(piece))
+                    .await
+                    .map_err(|e| KgragError::Model(format!("answering failed: {e}")))?;
+                let known: Vec<u32> = sources.iter().map(|s| s.number).collect();
+                answer::resolve_marks(reply.content.trim(), &known)
+            }
+            _ => {
+                let top: Vec<String> = sources.iter().map(|s| s.text.clone()).collect();
+                let text = methods::extractive_answer(
+                    env.embedder.as_ref(),
+                    question,
+                    &top,
+                    &env.config.hipporag,
+                )
+                .await?;
+                let (text, cited) = answer::cite_sentences(&text, &sources);
+                timed.push(&text);
+                (text, cited, 0)
+            }
+        };
+        Ok(Some(answer::NumberedAnswer {
+            text,
+            cited,
+            dropped_citations: dropped,
+            first_token_ms: timed.first_token_ms(),
+        }))
+    }
+
     /// The sources an answer of `method` may cite: HiRAG's Sources table rows (its rendered text units,
     /// numbered from 0 as the table numbers them), else the retrieved passages numbered from 1.
     fn numbered_sources(&self, method: &str, ctx: &RetrievedContext) -> Vec<Numbered> {

@@ -4,10 +4,15 @@
 //! the real tokens, L2 normalisation. The packaged tokenizer.json fixes padding and truncation at 128;
 //! both are overridden here (no padding: the encoder packs sequences, see [`super::bert`]; truncation at
 //! `max_tokens`).
+//!
+//! One process holds one encoder per model and setting: a second [`LocalEmbedder::load`] of the same folder
+//! with the same `max_tokens`, `batch_size` and `precision` shares the first's weights and encoder thread
+//! (a server with several indexes of one model loads it once, and their questions share forward passes);
+//! the encoder is freed with its last embedder.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, Weak};
 
 use async_trait::async_trait;
 use kgrag_types::EmbedKind;
@@ -92,13 +97,49 @@ fn read(path: &Path, model: &str) -> Result<Vec<u8>> {
     })
 }
 
+/// What makes two loads the same encoder: the folder and the settings that change the vectors or the
+/// forward passes.
+type LoadKey = (PathBuf, usize, usize, crate::config::EncoderPrecision);
+
+/// The encoders loaded in this process, by what made them (weak: freed with their last embedder).
+static LOADED: Mutex<Vec<(LoadKey, Weak<Inner>, usize)>> = Mutex::new(Vec::new());
+
 impl LocalEmbedder {
-    /// Loads the model folder `config.model_dir` (default `$KGRAG_ASSETS/all-minilm-l6-v2`).
+    /// Loads the model folder `config.model_dir` (default `$KGRAG_ASSETS/all-minilm-l6-v2`), or shares the
+    /// encoder this process already holds for the same folder and settings.
     pub fn load(config: &LocalEmbedderConfig) -> Result<Self> {
         let dir = config
             .model_dir
             .clone()
             .unwrap_or_else(|| asset_path("all-minilm-l6-v2"));
+        let key: LoadKey = (
+            dir.clone(),
+            config.max_tokens,
+            config.batch_size,
+            config.precision,
+        );
+        // Loads of one key are made one at a time, so that two never both load it.
+        let mut loaded = LOADED.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.retain(|(_, inner, _)| inner.strong_count() > 0);
+        let live = loaded
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .and_then(|(_, inner, dim)| Some((inner.upgrade()?, *dim)));
+        if let Some((inner, dim)) = live {
+            return Ok(Self {
+                inner,
+                dim,
+                batch_size: config.batch_size.max(1),
+                truncated: Arc::new(AtomicU64::new(0)),
+                dir,
+            });
+        }
+        let made = Self::load_new(config, dir)?;
+        loaded.push((key, Arc::downgrade(&made.inner), made.dim));
+        Ok(made)
+    }
+
+    fn load_new(config: &LocalEmbedderConfig, dir: PathBuf) -> Result<Self> {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -177,6 +218,12 @@ impl LocalEmbedder {
             truncated: Arc::new(AtomicU64::new(0)),
             dir,
         })
+    }
+
+    /// Whether `other` runs on the same encoder (weights and encoder thread) as this embedder: loads of
+    /// one folder with the same settings do, while any of them lives.
+    pub fn shares_encoder_with(&self, other: &LocalEmbedder) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// How many texts were longer than `max_tokens` word pieces and got truncated.

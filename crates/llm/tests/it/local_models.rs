@@ -364,3 +364,28 @@ async fn int8_precision_stays_within_a_cosine_of_the_f32_vectors() {
     assert!(mean >= 0.995, "mean cosine {mean}");
     assert!(c[0] >= 0.97, "lowest cosine {}", c[0]);
 }
+
+#[test]
+fn loads_of_one_model_share_its_encoder_while_one_lives() {
+    use kgrag_llm::local::LocalEmbedder;
+    let config = LocalEmbedderConfig {
+        model_dir: Some(asset_dir("all-minilm-l6-v2", "model.safetensors")),
+        max_tokens: 200,
+        ..LocalEmbedderConfig::default()
+    };
+    let a = LocalEmbedder::load(&config).unwrap();
+    let b = LocalEmbedder::load(&config).unwrap();
+    assert!(a.shares_encoder_with(&b));
+    // Other settings are another encoder.
+    let other = LocalEmbedder::load(&LocalEmbedderConfig {
+        max_tokens: 100,
+        ..config.clone()
+    })
+    .unwrap();
+    assert!(!other.shares_encoder_with(&a));
+    // Dropped by all, it is freed; the next loads make a new one and share it.
+    drop((a, b));
+    let c = LocalEmbedder::load(&config).unwrap();
+    let d = LocalEmbedder::load(&config).unwrap();
+    assert!(c.shares_encoder_with(&d) && !c.shares_encoder_with(&other));
+}

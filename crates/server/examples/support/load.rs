@@ -31,6 +31,11 @@ pub struct LoadPlan {
     pub insert_every: Option<Duration>,
     /// The bearer key.
     pub key: Option<String>,
+    /// Named indexes the requests are spread over (`/v1/indexes/{name}/query`, in turn); empty: the
+    /// default index (`/v1/query`).
+    pub indexes: Vec<String>,
+    /// Ask every request of all of `indexes` at once (`POST /v1/query` with `indexes`) instead.
+    pub federate: bool,
 }
 
 /// Per-strategy (and `insert`) outcome.
@@ -166,9 +171,20 @@ pub async fn run(plan: &LoadPlan) -> LoadReport {
                 let strategy = &plan.strategies[n % plan.strategies.len()];
                 let question = &plan.questions[(n / plan.strategies.len()) % plan.questions.len()];
                 n += plan.clients;
-                let body = json!({"question": question, "strategy": strategy, "top_k": plan.top_k, "answer": plan.answer});
+                let mut body = json!({"question": question, "strategy": strategy, "top_k": plan.top_k, "answer": plan.answer});
+                let path = match (plan.indexes.len(), plan.federate) {
+                    (0, _) => "/v1/query".to_owned(),
+                    (_, true) => {
+                        body["indexes"] = json!(plan.indexes);
+                        "/v1/query".to_owned()
+                    }
+                    (k, false) => format!(
+                        "/v1/indexes/{}/query",
+                        plan.indexes[(n / plan.clients + n % plan.clients) % k]
+                    ),
+                };
                 let t = Instant::now();
-                let sent = request(&client, &plan, reqwest::Method::POST, "/v1/query")
+                let sent = request(&client, &plan, reqwest::Method::POST, &path)
                     .json(&body)
                     .send()
                     .await;
@@ -178,7 +194,11 @@ pub async fn run(plan: &LoadPlan) -> LoadReport {
                         Ok(v) => {
                             tally.millis.push(t.elapsed().as_secs_f64() * 1e3);
                             tally.ok += 1;
-                            tally.generations.push(v["stats"]["generation"].as_u64().unwrap_or(0));
+                            let generation = v["stats"]["generation"]
+                                .as_u64()
+                                .or_else(|| v["per_index"][0]["generation"].as_u64())
+                                .unwrap_or(0);
+                            tally.generations.push(generation);
                         }
                         Err(e) => tally.fail(format!("unreadable reply: {e}")),
                     },

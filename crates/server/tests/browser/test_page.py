@@ -36,6 +36,8 @@ PDF_PATH = Path(__file__).resolve().parents[3] / "documents" / "tests" / "data" 
 YSELLE_Q = "Where did Yselle Marrowind retire ashore after her long life under sail?"
 UPLOAD_TEXT = "Quagga Zebrafish Orchard grows purple lemons in Tbilisi. The orchard keeper is named Ilia Quagga.\n"
 POLAND_Q = "Which river flows through the capital of Poland?"
+NOTES_Q = "Who keeps the lighthouse on the Hel Peninsula?"
+NOTES_INDEX = "notes"  # the second index the server serves (crates/server/tests/browser/corpus-notes)
 QUAGGA_Q = "Who keeps the Quagga Zebrafish Orchard?"
 # 404s the page asks for and handles (an entity missing from a graph, an index without HiRAG): Chromium
 # still logs "Failed to load resource" for them, which is not a page error.
@@ -286,6 +288,30 @@ class PageTest:
                 return f"typed entity {name!r} -> {n} graph nodes; {self.shot('graph.png')}"
         raise StepFailed(f"no graph with 2 or more nodes for any of {tried}")
 
+    def step_index(self):
+        """The index picker: the second index is picked, asked, and kept in the address across a reload."""
+        self.new_page(1280, 800, "indexes")
+        self.load()
+        page = self.page
+        picker = page.locator("[data-testid=index-pick]")
+        check(picker.is_visible(), "no index picker on a server with two indexes")
+        names = picker.locator("option").evaluate_all("os => os.map(o => o.value)")
+        check(NOTES_INDEX in names, f"the picker does not offer {NOTES_INDEX}: {names}")
+        picker.select_option(NOTES_INDEX)
+        page.wait_for_selector(f"body[data-index={NOTES_INDEX}]", timeout=self.timeout_ms)
+        check(f"index={NOTES_INDEX}" in page.url, f"the pick is not in the address: {page.url}")
+        self.tick_only(["dense"])
+        self.ask(NOTES_Q, ["dense"])
+        texts = page.locator("[data-testid=passage]").all_inner_texts()
+        check(any("Brzezina" in t for t in texts), f"no passage of {NOTES_INDEX} names the keeper: {texts}")
+        check(not any("Vistula" in t for t in texts), f"a passage of the other index came back: {texts}")
+        shot = self.shot("index.png")
+        # A reload (or a shared link) opens the same index.
+        page.reload()
+        page.wait_for_selector(f"body[data-index={NOTES_INDEX}]", timeout=self.timeout_ms)
+        check(picker.input_value() == NOTES_INDEX, f"after a reload the picker shows {picker.input_value()}")
+        return f"picked {NOTES_INDEX} of {names}, asked it, kept across a reload; {shot}"
+
     def step_phone(self):
         self.new_page(390, 844, "phone")
         self.load()
@@ -324,7 +350,7 @@ def main():
             t = PageTest(args, browser)
             steps = [("a", "ask", t.step_ask), ("b", "documents", t.step_documents), ("c", "graph", t.step_graph),
                      ("d", "citations", t.step_citations), ("e", "phone", t.step_phone),
-                     ("f", "console", t.step_console)]
+                     ("f", "index", t.step_index), ("g", "console", t.step_console)]
             for key, name, fn in steps:
                 try:
                     detail = fn()

@@ -39,17 +39,31 @@ pub const DOCS: [(&str, &str); 6] = [
 
 /// An offline, model-free index of every method over [`DOCS`].
 pub async fn index(dir: &std::path::Path) -> Index {
-    let config = Config::parse(
-        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
-         [index]\nmethods = [\"dense\", \"hipporag2\", \"hirag\", \"leanrag\"]\n\
-         [retriever]\nstrategy = \"hipporag2\"\ntop_k = 3\n",
+    offline_index(
+        dir,
+        "\"dense\", \"hipporag2\", \"hirag\", \"leanrag\"",
+        &DOCS,
     )
+    .await
+}
+
+/// An offline, model-free index of dense and HippoRAG 2 over `docs`, made in `dir`.
+pub async fn small_index(dir: &std::path::Path, docs: &[(&str, &str)]) -> Index {
+    offline_index(dir, "\"dense\", \"hipporag2\"", docs).await
+}
+
+/// An offline index (rule extraction, a hashing embedder, `top_k` 3) of `methods` over `docs`.
+async fn offline_index(dir: &std::path::Path, methods: &str, docs: &[(&str, &str)]) -> Index {
+    let config = Config::parse(&format!(
+        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
+         [index]\nmethods = [{methods}]\n[retriever]\nstrategy = \"hipporag2\"\ntop_k = 3\n"
+    ))
     .unwrap();
     let index = Index::create(dir, config).unwrap();
     let mut writer = index.writer().unwrap();
     writer
         .add_documents(
-            DOCS.iter()
+            docs.iter()
                 .map(|(id, text)| SourceDoc::text(*id, *text))
                 .collect(),
         )
@@ -58,6 +72,17 @@ pub async fn index(dir: &std::path::Path) -> Index {
     writer.commit().await.unwrap();
     drop(writer);
     index
+}
+
+/// The document ids of a result's passages, in rank order.
+pub fn passage_documents(result: &Value) -> Vec<String> {
+    result["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["documents"].as_array().unwrap().clone())
+        .map(|d| d.as_str().unwrap().to_owned())
+        .collect()
 }
 
 pub struct Running {
@@ -71,16 +96,31 @@ pub struct Running {
 
 impl Running {
     pub async fn start(options: ServeOptions) -> Self {
-        // With the workspace's `https` features reqwest has no crypto provider of its own.
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let dir = tempfile::tempdir().unwrap();
         let index = index(dir.path()).await;
+        Self::launch(options, dir, |o| Server::new(index, o)).await
+    }
+
+    /// A server over `indexes` (their folders kept by the caller) with `options` on a free port.
+    pub async fn start_with(indexes: kgrag_server::Indexes, options: ServeOptions) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        Self::launch(options, dir, |o| Server::with_indexes(indexes, o)).await
+    }
+
+    /// The server `make` makes with `options` on a free loopback port, keeping `dir` until it stops.
+    async fn launch(
+        options: ServeOptions,
+        dir: tempfile::TempDir,
+        make: impl FnOnce(ServeOptions) -> Result<Server, ServerError>,
+    ) -> Self {
+        // With the workspace's `https` features reqwest has no crypto provider of its own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let key = options.api_key.clone();
         let mut options = options;
         options.listen = "127.0.0.1:0".parse().unwrap();
         let listener = kgrag_server::bind(&options).await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
-        let server = Server::new(index, options).unwrap();
+        let server = make(options).unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(server.run(listener, async {
             let _ = stopped.await;
@@ -93,6 +133,23 @@ impl Running {
             key,
             _dir: dir,
         }
+    }
+
+    /// A request with `key` as its bearer token.
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        key: &str,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut r = self.client.request(method, self.url(path)).bearer_auth(key);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
     }
 
     pub fn url(&self, path: &str) -> String {

@@ -700,7 +700,7 @@ impl IndexWriter {
             match by_id.get(d.id.as_str()) {
                 Some(old) if old.doc_id == d.document.id => summary.skipped.push(d.id.clone()),
                 Some(_) => {
-                    return Err(KgragError::Input(format!(
+                    return Err(KgragError::Conflict(format!(
                         "{}: the index already has a document {:?} with another text; `kgrag delete {}` first \
                          (an edit is a delete and an insert)",
                         d.source, d.id, d.id
