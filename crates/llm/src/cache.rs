@@ -109,19 +109,32 @@ impl ResponseCache {
         {
             return Ok(Self { db, path });
         }
-        let db = Database::builder()
-            .set_cache_size(CACHE_BYTES)
-            .create(&path)
-            .map_err(|e| err(e.to_string()))?;
-        let db = Arc::new(db);
-        open.push((key, Arc::downgrade(&db)));
-        drop(open);
-        let cache = Self { db, path };
-        // Create both tables up front so reads never meet a missing table.
+        // Its last cache in this process may have been dropped an instant ago, and the file still be
+        // closing: a few tries (another process holding it stays an error).
+        let mut tries = 0;
+        let db = loop {
+            match Database::builder()
+                .set_cache_size(CACHE_BYTES)
+                .create(&path)
+            {
+                Ok(db) => break db,
+                Err(redb::DatabaseError::DatabaseAlreadyOpen) if tries < 20 => {
+                    tries += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => return Err(err(e.to_string())),
+            }
+        };
+        let cache = Self {
+            db: Arc::new(db),
+            path,
+        };
+        // Both tables are made before anyone else may use the database: reads never meet a missing one.
         let txn = cache.db.begin_write().map_err(|e| cache.err(e))?;
         txn.open_table(CHAT).map_err(|e| cache.err(e))?;
         txn.open_table(EMBED).map_err(|e| cache.err(e))?;
         txn.commit().map_err(|e| cache.err(e))?;
+        open.push((key, Arc::downgrade(&cache.db)));
         Ok(cache)
     }
 

@@ -199,7 +199,7 @@ async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) ->
     let path = request.uri().path().to_owned();
     state.metrics.in_flight(1);
     let flight = InFlight(&state.metrics);
-    let response = guarded(&state, &path, request, next).await;
+    let response = guarded(&state, &path, &endpoint, request, next).await;
     drop(flight);
     let status = response.status().as_u16();
     state.metrics.request(&endpoint, status);
@@ -214,7 +214,13 @@ async fn guard(Shared(state): Shared<AppState>, request: Request, next: Next) ->
     response
 }
 
-async fn guarded(state: &State, path: &str, mut request: Request, next: Next) -> Response {
+async fn guarded(
+    state: &State,
+    path: &str,
+    endpoint: &str,
+    mut request: Request,
+    next: Next,
+) -> Response {
     if state.keys.is_none() && state.options.listen.ip().is_loopback() {
         if let Some(problem) = local_request_problem(
             request.headers(),
@@ -267,7 +273,8 @@ async fn guarded(state: &State, path: &str, mut request: Request, next: Next) ->
     };
     // A document change is not cut short once its body is read (the handler reads it within the
     // timeout): it commits on the writer's thread whatever the client does. MCP's event streams last.
-    let is_change = path.contains("/documents") && request.method() != Method::GET;
+    let is_change = (endpoint.ends_with("/documents") || endpoint.ends_with("/documents/{*id}"))
+        && request.method() != Method::GET;
     let response = if is_change || path.starts_with("/mcp") {
         next.run(request).await
     } else {
@@ -360,8 +367,14 @@ async fn metrics(Shared(state): Shared<AppState>, Client(grant): Client) -> Resp
         )
         .into_response();
     }
-    let loaded = state.catalog.loaded_info();
-    let text = state.metrics.render(&loaded);
+    // A key that may read /metrics without being an admin sees only the indexes it may see.
+    let loaded: Vec<_> = state
+        .catalog
+        .loaded_info()
+        .into_iter()
+        .filter(|l| grant.can_see(&l.name))
+        .collect();
+    let text = state.metrics.render(&loaded, &|name| grant.can_see(name));
     (
         [(
             header::CONTENT_TYPE,

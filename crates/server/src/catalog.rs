@@ -7,7 +7,7 @@
 //! made once (a second request for it waits for the first's load), and loads of different indexes one at
 //! a time, so that the memory each load adds to the process can be measured.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -88,6 +88,8 @@ pub(crate) struct Served {
     pub(crate) bytes: u64,
     /// Seconds the load took (the index, its models, every method's index).
     pub(crate) load_secs: f64,
+    /// Set when the index is dropped: its writer refuses the changes it has not started.
+    dropped: Arc<AtomicBool>,
 }
 
 impl Served {
@@ -118,7 +120,8 @@ impl Served {
             .ok()
             .and_then(|v| v.as_str().map(str::to_owned))
             .unwrap_or_default();
-        let writer = WriterThread::start(index, closing, metrics)
+        let dropped = Arc::new(AtomicBool::new(false));
+        let writer = WriterThread::start(index, closing, dropped.clone(), metrics)
             .map_err(|e| kgrag::KgragError::Index(format!("cannot start the writer: {e}")))?;
         Ok(Self {
             name: name.to_owned(),
@@ -127,6 +130,7 @@ impl Served {
             reader_name,
             bytes: grew.max(on_disk),
             load_secs: started.elapsed().as_secs_f64(),
+            dropped,
         })
     }
 }
@@ -169,6 +173,8 @@ impl Entry {
 #[derive(Default)]
 struct Inner {
     entries: BTreeMap<String, Entry>,
+    /// Indexes being dropped: not served, not made, not found under the root until their folder is gone.
+    dropping: BTreeSet<String>,
     tick: u64,
 }
 
@@ -220,8 +226,14 @@ impl std::ops::Deref for Lease {
 impl Clone for Lease {
     fn clone(&self) -> Self {
         let mut inner = self.catalog.lock();
+        // Counted on the entry that holds this very index (not on one made since under its name).
         if let Some(e) = inner.entries.get_mut(&self.served.name) {
-            e.leases += 1;
+            if e.served
+                .as_ref()
+                .is_some_and(|s| Arc::ptr_eq(s, &self.served))
+            {
+                e.leases += 1;
+            }
         }
         drop(inner);
         Self {
@@ -282,7 +294,12 @@ impl Catalog {
             }
             let home = match ni.source {
                 IndexSource::Folder { path, create } => {
-                    if !create && !path.is_dir() {
+                    if create {
+                        std::fs::create_dir_all(&path).map_err(|e| {
+                            format!("index {:?}: cannot create {}: {e}", ni.name, path.display())
+                        })?;
+                    }
+                    if !path.is_dir() {
                         return Err(format!(
                             "index {:?}: {} is not a folder (build one with `kgrag index FOLDER \
                              --index {}`)",
@@ -308,7 +325,10 @@ impl Catalog {
             None => first,
         };
         let catalog = Self {
-            inner: Mutex::new(Inner { entries, tick: 0 }),
+            inner: Mutex::new(Inner {
+                entries,
+                ..Inner::default()
+            }),
             root,
             config,
             default,
@@ -341,7 +361,8 @@ impl Catalog {
     }
 
     /// Adds the index folders under the root that are not served yet (made there by `kgrag index`
-    /// since the last look); folders starting with `.` are skipped.
+    /// since the last look); folders starting with `.`, folders served already (under another name) and
+    /// indexes being dropped are skipped.
     pub(crate) fn rescan(&self) {
         let Some(root) = &self.root else { return };
         let Ok(dir) = std::fs::read_dir(root) else {
@@ -356,8 +377,28 @@ impl Catalog {
             })
             .collect();
         found.sort();
+        let served: Vec<PathBuf> = self
+            .lock()
+            .entries
+            .values()
+            .filter_map(|e| match &e.home {
+                Home::Folder { path, .. } => Some(path.clone()),
+                Home::Pinned(_) => None,
+            })
+            .collect();
+        let served: HashSet<PathBuf> = served
+            .iter()
+            .filter_map(|p| p.canonicalize().ok())
+            .collect();
+        let found: Vec<(String, PathBuf)> = found
+            .into_iter()
+            .filter(|(_, p)| p.canonicalize().is_ok_and(|c| !served.contains(&c)))
+            .collect();
         let mut inner = self.lock();
         for (name, path) in found {
+            if inner.dropping.contains(&name) {
+                continue;
+            }
             inner
                 .entries
                 .entry(name)
@@ -484,69 +525,94 @@ impl Catalog {
                 }
                 e.loading.clone()
             };
-            let _this = loading.lock().await;
+            let guard = loading.clone().lock_owned().await;
             // Loaded by the request this one waited for: take a lease on it.
             if self.if_loaded(name).is_some() {
                 continue;
             }
-            let _one = self.one_load.lock().await;
-            let source = {
-                let inner = self.lock();
-                match inner.entries.get(name).map(|e| &e.home) {
-                    None => return Err(no_index(name)),
-                    Some(Home::Pinned(index)) => Err(index.clone()),
-                    Some(Home::Folder { path, create }) => Ok((path.clone(), *create)),
-                }
-            };
-            let (name_owned, config) = (name.to_owned(), self.config.clone());
-            let (closing, metrics) = (self.closing.clone(), self.metrics.clone());
-            let loaded = tokio::task::spawn_blocking(move || {
-                let index = match source {
-                    Err(index) => index,
-                    Ok((path, create)) => open_folder(&path, config, create)?,
-                };
-                Served::start(&name_owned, index, closing, metrics)
-            })
-            .await;
-            let served = match loaded {
-                Ok(Ok(s)) => Arc::new(s),
-                Ok(Err(e)) => {
-                    self.metrics.index_load_failed(name);
-                    return Err(ApiError::unavailable(format!(
-                        "index {name:?} could not be loaded: {e}"
-                    )));
-                }
-                Err(_) => {
-                    self.metrics.index_load_failed(name);
-                    return Err(ApiError::internal(format!(
-                        "loading index {name:?} failed inside the server"
-                    )));
-                }
-            };
-            self.metrics.index_loaded(name, served.load_secs);
-            let (lease, victims) = {
-                let mut inner = self.lock();
-                inner.tick += 1;
-                let tick = inner.tick;
-                let Some(e) = inner.entries.get_mut(name) else {
-                    // Dropped while it loaded.
-                    drop(inner);
-                    dispose(vec![served]);
-                    return Err(no_index(name));
-                };
-                e.strategies = Some(strategies_of(&served));
-                e.served = Some(served.clone());
-                e.leases += 1;
-                e.last_used = tick;
-                let lease = Lease {
-                    catalog: self.clone(),
-                    served,
-                };
-                (lease, self.evictions(&mut inner))
-            };
-            dispose(victims);
-            return Ok(lease);
+            // The load runs on a task of its own: a request that goes away (its timeout, its client)
+            // does not throw it away. Its lease comes back here, or is released with the task's output.
+            let (catalog, name) = (self.clone(), name.to_owned());
+            return tokio::spawn(async move { catalog.load(&name, loading, guard).await })
+                .await
+                .map_err(|_| ApiError::internal("loading an index failed inside the server"))?;
         }
+    }
+
+    /// Loads `name` (its entry's `loading` lock held: `_guard`) and installs it with a lease for the
+    /// caller; then evicts past the limits.
+    async fn load(
+        self: Arc<Self>,
+        name: &str,
+        loading: Arc<tokio::sync::Mutex<()>>,
+        _guard: tokio::sync::OwnedMutexGuard<()>,
+    ) -> ApiResult<Lease> {
+        let _one = self.one_load.lock().await;
+        // The entry as it is now: gone, or made again under this name since, is not this load's.
+        let same = |e: &Entry| Arc::ptr_eq(&e.loading, &loading);
+        let source = {
+            let inner = self.lock();
+            match inner.entries.get(name).filter(|e| same(e)) {
+                None => return Err(no_index(name)),
+                Some(e) => match &e.home {
+                    Home::Pinned(index) => Err(index.clone()),
+                    Home::Folder { path, create } => Ok((path.clone(), *create, e.under_root)),
+                },
+            }
+        };
+        let (name_owned, config) = (name.to_owned(), self.config.clone());
+        let (closing, metrics) = (self.closing.clone(), self.metrics.clone());
+        let loaded = tokio::task::spawn_blocking(move || {
+            let index = match source {
+                Err(index) => index,
+                Ok((path, create, under_root)) => open_folder(&path, config, create, under_root)?,
+            };
+            Served::start(&name_owned, index, closing, metrics)
+        })
+        .await;
+        let served = match loaded {
+            Ok(Ok(s)) => Arc::new(s),
+            Ok(Err(e)) => {
+                self.metrics.index_load_failed(name);
+                return Err(ApiError::unavailable(format!(
+                    "index {name:?} could not be loaded: {e}"
+                )));
+            }
+            Err(_) => {
+                self.metrics.index_load_failed(name);
+                return Err(ApiError::internal(format!(
+                    "loading index {name:?} failed inside the server"
+                )));
+            }
+        };
+        self.metrics.index_loaded(name, served.load_secs);
+        let (lease, victims) = {
+            let mut inner = self.lock();
+            inner.tick += 1;
+            let tick = inner.tick;
+            let Some(e) = inner
+                .entries
+                .get_mut(name)
+                .filter(|e| same(e) && e.served.is_none())
+            else {
+                // Dropped (or made again) while it loaded.
+                drop(inner);
+                served.dropped.store(true, Ordering::SeqCst);
+                dispose(vec![served]);
+                return Err(no_index(name));
+            };
+            e.strategies = Some(strategies_of(&served));
+            e.served = Some(served.clone());
+            e.leases += 1;
+            e.last_used = tick;
+            let lease = Lease {
+                catalog: self.clone(),
+                served,
+            };
+            (lease, self.evictions(&mut inner))
+        };
+        dispose(victims);
+        Ok(lease)
     }
 
     fn release(&self, served: &Arc<Served>) {
@@ -628,7 +694,8 @@ impl Catalog {
     }
 
     /// Makes an empty index `name` under the root, with `config_text` (TOML) as its configuration
-    /// (else the server's, else the defaults). 409 when the name is taken.
+    /// (else the server's, else the defaults), kept in its folder. It is made in a hidden folder and moved
+    /// into place once whole. 409 when the name is taken.
     pub(crate) async fn create(&self, name: &str, config_text: Option<String>) -> ApiResult<()> {
         let Some(root) = self.root.clone() else {
             return Err(ApiError::new(
@@ -650,102 +717,133 @@ impl Catalog {
             None => self.config.clone(),
         };
         let path = root.join(name);
-        if self.contains(name) || path.exists() {
+        let taken_now = |inner: &Inner| {
+            inner.entries.contains_key(name) || inner.dropping.contains(name) || path.exists()
+        };
+        if self.contains(name) || taken_now(&self.lock()) {
             return Err(taken(name));
         }
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let making = root.join(format!(".creating-{name}-{nonce}"));
+        let dir = making.clone();
         let made = tokio::task::spawn_blocking(move || -> kgrag::Result<()> {
-            std::fs::create_dir(&path).map_err(|source| kgrag::KgragError::Io {
-                path: path.clone(),
-                source,
-            })?;
-            if let Some(text) = &config_text {
-                let file = path.join(FOLDER_CONFIG);
-                kgrag::graph_store::persist::write_atomic(&file, text.as_bytes())
+            let made = (|| {
+                std::fs::create_dir(&dir).map_err(|source| kgrag::KgragError::Io {
+                    path: dir.clone(),
+                    source,
+                })?;
+                if let Some(text) = &config_text {
+                    kgrag::graph_store::persist::write_atomic(
+                        &dir.join(FOLDER_CONFIG),
+                        text.as_bytes(),
+                    )
                     .map_err(|e| kgrag::KgragError::Index(e.to_string()))?;
+                }
+                let mut options = Index::options();
+                if let Some(c) = config {
+                    options = options.config(c);
+                }
+                options.create(&dir).map(drop)
+            })();
+            if made.is_err() {
+                let _ = std::fs::remove_dir_all(&dir);
             }
-            let mut options = Index::options();
-            if let Some(c) = config {
-                options = options.config(c);
-            }
-            options.create(&path).map(drop)
+            made
         })
         .await
         .map_err(|_| ApiError::internal("creating the index failed inside the server"))?;
         made?;
         let mut inner = self.lock();
-        if inner.entries.contains_key(name) {
+        if taken_now(&inner) {
+            drop(inner);
+            let _ = std::fs::remove_dir_all(&making);
             return Err(taken(name));
+        }
+        if let Err(e) = std::fs::rename(&making, &path) {
+            drop(inner);
+            let _ = std::fs::remove_dir_all(&making);
+            return Err(ApiError::internal(format!(
+                "index {name:?} was made but could not be moved to {}: {e}",
+                path.display()
+            )));
         }
         inner.entries.insert(
             name.to_owned(),
-            Entry::new(
-                Home::Folder {
-                    path: root.join(name),
-                    create: true,
-                },
-                true,
-            ),
+            Entry::new(Home::Folder { path, create: true }, true),
         );
         Ok(())
     }
 
     /// Stops serving `name` and deletes its folder (an index under the root only): new requests get
-    /// 404 at once; requests in flight finish on it.
-    pub(crate) async fn drop_index(&self, name: &str) -> ApiResult<()> {
+    /// 404 at once; requests in flight finish on it, and the changes they have not started are refused.
+    /// The rest runs on a task of its own, so that a request that goes away does not leave it half done.
+    /// An index in PostgreSQL keeps its database schema (drop it there).
+    pub(crate) async fn drop_index(self: &Arc<Self>, name: &str) -> ApiResult<()> {
         let (path, served) = {
             let mut inner = self.lock();
             let Some(e) = inner.entries.get(name) else {
                 return Err(no_index(name));
             };
-            if !e.under_root {
-                return Err(ApiError::new(
+            let refuse = |why: String| {
+                Err(ApiError::new(
                     axum::http::StatusCode::CONFLICT,
                     "conflict",
-                    format!(
-                        "index {name:?} was given on the command line (--index): it is not dropped \
-                         through the API"
-                    ),
+                    why,
+                ))
+            };
+            if !e.under_root {
+                return refuse(format!(
+                    "index {name:?} was given on the command line (--index): it is not dropped through \
+                     the API"
                 ));
             }
             if self.default.as_deref() == Some(name) {
-                return Err(ApiError::new(
-                    axum::http::StatusCode::CONFLICT,
-                    "conflict",
-                    format!("index {name:?} is the server's default index"),
-                ));
+                return refuse(format!("index {name:?} is the server's default index"));
             }
             let Some(e) = inner.entries.remove(name) else {
                 return Err(no_index(name));
             };
-            let path = match e.home {
-                Home::Folder { path, .. } => path,
-                Home::Pinned(_) => return Ok(()),
+            let Home::Folder { path, .. } = e.home else {
+                return Ok(());
             };
+            inner.dropping.insert(name.to_owned());
+            if let Some(s) = &e.served {
+                s.dropped.store(true, Ordering::SeqCst);
+            }
             (path, e.served)
         };
-        // A change that has started commits first; then the folder is moved aside and removed.
-        if let Some(s) = &served {
-            s.writer.flush().await;
-        }
-        drop(served);
-        let aside = path.with_file_name(format!(
-            ".dropped-{name}-{}",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos())
-        ));
-        std::fs::rename(&path, &aside).map_err(|e| {
-            ApiError::internal(format!(
-                "index {name:?} is no longer served, but its folder {} could not be removed: {e}",
-                path.display()
-            ))
-        })?;
-        tokio::task::spawn_blocking(move || {
-            if let Err(e) = std::fs::remove_dir_all(&aside) {
-                tracing::warn!("removing {}: {e}", aside.display());
+        self.metrics.forget_index(name);
+        let (catalog, name) = (self.clone(), name.to_owned());
+        tokio::spawn(async move {
+            // A change that has started commits first; then the folder is moved aside and removed.
+            if let Some(s) = &served {
+                s.writer.flush().await;
             }
-        });
-        Ok(())
+            drop(served);
+            let nonce = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let aside = path.with_file_name(format!(".dropped-{name}-{nonce}"));
+            // Until the folder is moved aside the name stays taken (a look under the root would serve
+            // it again); if it cannot be moved, it stays so.
+            std::fs::rename(&path, &aside).map_err(|e| {
+                ApiError::internal(format!(
+                    "index {name:?} is no longer served, but its folder {} could not be removed: {e}",
+                    path.display()
+                ))
+            })?;
+            catalog.lock().dropping.remove(&name);
+            tokio::task::spawn_blocking(move || {
+                if let Err(e) = std::fs::remove_dir_all(&aside) {
+                    tracing::warn!("removing {}: {e}", aside.display());
+                }
+            });
+            Ok(())
+        })
+        .await
+        .map_err(|_| ApiError::internal("dropping the index failed inside the server"))?
     }
 
     /// Waits until every loaded index's writer has finished the changes submitted so far.
@@ -771,9 +869,27 @@ fn strategies_of(served: &Served) -> Vec<String> {
         .collect()
 }
 
-/// Opens the index in `path` (with `config`, else the one it was built with; an empty one — made with
-/// `create` — with `config`, else its folder's `kgrag.toml`, else the defaults).
-fn open_folder(path: &Path, config: Option<Config>, create: bool) -> kgrag::Result<Index> {
+/// Opens the index in `path`: with its folder's `kgrag.toml` when it is under the root and has one (the
+/// configuration it was made with through the API), else with `config`, else with the one it was built
+/// with; an empty one (made with `create`) with the configuration found, else the defaults. The folder
+/// must be there (a load never makes one).
+fn open_folder(
+    path: &Path,
+    config: Option<Config>,
+    create: bool,
+    under_root: bool,
+) -> kgrag::Result<Index> {
+    if !path.is_dir() {
+        return Err(kgrag::KgragError::Index(format!(
+            "{} is not there any more",
+            path.display()
+        )));
+    }
+    let own = path.join(FOLDER_CONFIG);
+    let config = match (under_root && own.is_file(), config) {
+        (true, _) => Some(Config::load(&own)?),
+        (false, c) => c,
+    };
     let committed = path.join("manifest.json").is_file() || path.join("storage.json").is_file();
     if committed || !create {
         let mut options = Index::options();
@@ -782,18 +898,9 @@ fn open_folder(path: &Path, config: Option<Config>, create: bool) -> kgrag::Resu
         }
         return options.open(path);
     }
-    let config = match config {
-        Some(c) => c,
-        None => {
-            let file = path.join(FOLDER_CONFIG);
-            if file.is_file() {
-                Config::load(&file)?
-            } else {
-                Config::default()
-            }
-        }
-    };
-    Index::options().config(config).open_or_create(path)
+    Index::options()
+        .config(config.unwrap_or_default())
+        .open_or_create(path)
 }
 
 /// 404 for an index that does not exist or that the client may not see (the same words either way).

@@ -389,10 +389,12 @@ pub(crate) struct WriterThread {
 }
 
 impl WriterThread {
-    /// Starts the thread for `index`; changes arriving after `closing` is set are refused.
+    /// Starts the thread for `index`; changes arriving after `closing` (the server stops) or `dropped`
+    /// (the index is dropped) is set are refused.
     pub(crate) fn start(
         index: kgrag::Index,
         closing: Arc<std::sync::atomic::AtomicBool>,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> std::io::Result<Self> {
         let (jobs, mut queue) = tokio::sync::mpsc::unbounded_channel::<Job>();
@@ -413,6 +415,11 @@ impl WriterThread {
                                     metrics.change_done("refused");
                                     Err(ApiError::unavailable(
                                         "the server is shutting down: the change was not made",
+                                    ))
+                                } else if dropped.load(Ordering::SeqCst) {
+                                    metrics.change_done("refused");
+                                    Err(ApiError::not_found(
+                                        "the index was dropped: the change was not made",
                                     ))
                                 } else {
                                     use futures_util::FutureExt;

@@ -66,10 +66,10 @@ pub(crate) struct IndexRank {
     pub(crate) rank: usize,
 }
 
-/// Reciprocal-rank fusion of `lists` (in the order the indexes were named), the first `top_k` kept.
+/// Reciprocal-rank fusion of `lists` (in the order the indexes were named), the first `top_k` kept. A
+/// text repeated within one list counts once, at its first place, and the places after it close up.
 pub(crate) fn fuse(lists: &[Ranked<'_>], k: usize, top_k: usize) -> Vec<Fused> {
     struct Acc {
-        score: f64,
         best: (usize, usize),
         ranks: Vec<IndexRank>,
         hit: PassageHit,
@@ -79,14 +79,13 @@ pub(crate) fn fuse(lists: &[Ranked<'_>], k: usize, top_k: usize) -> Vec<Fused> {
     let mut merged: Vec<Acc> = Vec::new();
     for (li, list) in lists.iter().enumerate() {
         let mut seen_here = HashSet::new();
-        for (pos, hit) in list.hits.iter().enumerate() {
-            let rank = pos + 1;
+        let mut rank = 0;
+        for hit in list.hits {
             let key = normalised(&hit.text);
-            // A text repeated within one list counts once, at its best rank.
             if !seen_here.insert(key.clone()) {
                 continue;
             }
-            let add = 1.0 / (k + rank) as f64;
+            rank += 1;
             let entry = IndexRank {
                 index: list.index.to_owned(),
                 rank,
@@ -94,7 +93,6 @@ pub(crate) fn fuse(lists: &[Ranked<'_>], k: usize, top_k: usize) -> Vec<Fused> {
             match by_text.get(&key) {
                 Some(&i) => {
                     let acc = &mut merged[i];
-                    acc.score += add;
                     acc.ranks.push(entry);
                     if (rank, li) < acc.best {
                         acc.best = (rank, li);
@@ -105,7 +103,6 @@ pub(crate) fn fuse(lists: &[Ranked<'_>], k: usize, top_k: usize) -> Vec<Fused> {
                 None => {
                     by_text.insert(key, merged.len());
                     merged.push(Acc {
-                        score: add,
                         best: (rank, li),
                         ranks: vec![entry],
                         hit: hit.clone(),
@@ -115,20 +112,27 @@ pub(crate) fn fuse(lists: &[Ranked<'_>], k: usize, top_k: usize) -> Vec<Fused> {
             }
         }
     }
-    merged.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
+    // Each score summed over its ranks in increasing order: the same ranks give the same bits, so ties
+    // are ties and go by the rules.
+    let score = |ranks: &[IndexRank]| {
+        let mut r: Vec<usize> = ranks.iter().map(|x| x.rank).collect();
+        r.sort_unstable();
+        r.iter().map(|&r| 1.0 / (k + r) as f64).sum::<f64>()
+    };
+    let mut scored: Vec<(f64, Acc)> = merged.into_iter().map(|a| (score(&a.ranks), a)).collect();
+    scored.sort_by(|(sa, a), (sb, b)| {
+        sb.total_cmp(sa)
             .then(a.best.cmp(&b.best))
             .then_with(|| a.hit.chunk_id.as_str().cmp(b.hit.chunk_id.as_str()))
     });
-    merged
+    scored
         .into_iter()
         .take(top_k)
         .enumerate()
-        .map(|(i, a)| Fused {
+        .map(|(i, (score, a))| Fused {
             rank: i + 1,
             index: a.index,
-            score: a.score,
+            score,
             ranks: a.ranks,
             chunk_id: a.hit.chunk_id.as_str().to_owned(),
             documents: a.hit.documents,
@@ -431,5 +435,52 @@ mod tests {
         let texts: Vec<&str> = top.iter().map(|f| f.text.as_str()).collect();
         assert_eq!(texts, ["b", "a", "d"]);
         assert!((top[0].score - 2.0 / 3.0).abs() < 1e-12);
+        // A text twice in one list counts once; the places after it close up.
+        let twice = [hit("x", 3.0), hit("X", 2.0), hit("y", 1.0)];
+        let out = fuse(
+            &[Ranked {
+                index: "one",
+                hits: &twice,
+            }],
+            60,
+            10,
+        );
+        assert_eq!(out.len(), 2);
+        assert_eq!(
+            out[1].ranks,
+            [IndexRank {
+                index: "one".into(),
+                rank: 2
+            }]
+        );
+        assert!((out[1].score - 1.0 / 62.0).abs() < 1e-12);
+        // Three lists: the same ranks in another order are the same score, to the bit: a tie.
+        let (a, b, c) = (
+            [hit("p", 1.0), hit("q", 1.0)],
+            [hit("q", 1.0), hit("r", 1.0)],
+            [hit("r", 1.0), hit("p", 1.0)],
+        );
+        let out = fuse(
+            &[
+                Ranked {
+                    index: "a",
+                    hits: &a,
+                },
+                Ranked {
+                    index: "b",
+                    hits: &b,
+                },
+                Ranked {
+                    index: "c",
+                    hits: &c,
+                },
+            ],
+            60,
+            3,
+        );
+        assert_eq!(out[0].score.to_bits(), out[1].score.to_bits());
+        assert_eq!(out[1].score.to_bits(), out[2].score.to_bits());
+        let order: Vec<&str> = out.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(order, ["p", "q", "r"]);
     }
 }

@@ -33,33 +33,45 @@ pub(crate) fn grant_of(parts: &Parts) -> Grant {
         .unwrap_or_else(Grant::nothing)
 }
 
-/// The index named by the path, else the server's default; 404 without one.
-pub(crate) async fn index_name(state: &State, parts: &mut Parts) -> ApiResult<String> {
-    if let Some(name) = path_name(parts).await {
+/// The index named by the path, else the server's default; 404 without one, and for a client that may not
+/// see the default (the same words: its name is not told).
+pub(crate) async fn index_name(
+    state: &State,
+    parts: &mut Parts,
+    grant: &Grant,
+) -> ApiResult<String> {
+    if let Some(name) = path_name(parts).await? {
         return Ok(name);
     }
-    state
-        .catalog
-        .default_name()
-        .map(str::to_owned)
-        .ok_or_else(|| {
-            ApiError::not_found(
-            "this server has no default index: name one, as /v1/indexes/{name}/… (GET /v1/indexes \
-             lists them)",
-        )
-        })
+    default_for(state, grant)
 }
 
-/// The `{name}` of the path, if the route has one.
-async fn path_name(parts: &mut Parts) -> Option<String> {
-    let matched = parts.extensions.get::<axum::extract::MatchedPath>()?;
-    if !matched.as_str().starts_with("/v1/indexes/{name}") {
-        return None;
+/// The default index's name, if the client may see it.
+pub(crate) fn default_for(state: &State, grant: &Grant) -> ApiResult<String> {
+    match state.catalog.default_name() {
+        Some(d) if grant.can_see(d) => Ok(d.to_owned()),
+        _ => Err(ApiError::not_found(
+            "this server has no default index: name one, as /v1/indexes/{name}/… (GET /v1/indexes \
+             lists them)",
+        )),
     }
-    let raw = RawPathParams::from_request_parts(parts, &()).await.ok()?;
-    raw.iter()
+}
+
+/// The `{name}` of the path, if the route has one; 400 when a parameter of it does not decode.
+async fn path_name(parts: &mut Parts) -> ApiResult<Option<String>> {
+    let Some(matched) = parts.extensions.get::<axum::extract::MatchedPath>() else {
+        return Ok(None);
+    };
+    if !matched.as_str().starts_with("/v1/indexes/{name}") {
+        return Ok(None);
+    }
+    let raw = RawPathParams::from_request_parts(parts, &())
+        .await
+        .map_err(|r| ApiError::bad_request(r.body_text()))?;
+    Ok(raw
+        .iter()
         .find(|(k, _)| *k == "name")
-        .map(|(_, v)| v.to_owned())
+        .map(|(_, v)| v.to_owned()))
 }
 
 /// A lease on `name` for a client with `grant` that reads it: 404 when it may not see it.
@@ -97,7 +109,7 @@ impl FromRequestParts<AppState> for Reading {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let grant = grant_of(parts);
-        let name = index_name(state, parts).await?;
+        let name = index_name(state, parts, &grant).await?;
         let lease = lease_to_read(state, &grant, &name).await?;
         Ok(Self { lease, grant })
     }
@@ -113,7 +125,7 @@ impl FromRequestParts<AppState> for Changing {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
         let grant = grant_of(parts);
-        let name = index_name(state, parts).await?;
+        let name = index_name(state, parts, &grant).await?;
         let lease = lease_to_change(state, &grant, &name).await?;
         Ok(Self { lease })
     }
@@ -137,10 +149,10 @@ impl FromRequestParts<AppState> for Named {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> ApiResult<Self> {
-        if let Some(name) = path_name(parts).await {
+        if let Some(name) = path_name(parts).await? {
             return Ok(Self(name, true));
         }
-        index_name(state, parts).await.map(|n| Self(n, false))
+        default_for(state, &grant_of(parts)).map(|n| Self(n, false))
     }
 }
 

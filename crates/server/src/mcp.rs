@@ -114,20 +114,15 @@ impl KgragMcp {
             .unwrap_or_else(Grant::nothing)
     }
 
-    /// The index a tool names, else the default one.
-    fn index_name(&self, index: Option<String>) -> Result<String, ApiError> {
+    /// The index a tool names, else the default one (if the client may see it).
+    fn index_name(&self, grant: &Grant, index: Option<String>) -> Result<String, ApiError> {
         match index {
             Some(i) => Ok(i),
-            None => self
-                .state
-                .catalog
-                .default_name()
-                .map(str::to_owned)
-                .ok_or_else(|| {
-                    ApiError::not_found(
-                        "this server has no default index: give `index` (list_indexes lists them)",
-                    )
-                }),
+            None => crate::indexes::default_for(&self.state, grant).map_err(|_| {
+                ApiError::not_found(
+                    "this server has no default index: give `index` (list_indexes lists them)",
+                )
+            }),
         }
     }
 
@@ -137,10 +132,10 @@ impl KgragMcp {
         args: QuestionArgs,
         answer: bool,
     ) -> Result<serde_json::Value, ApiError> {
-        let name = self.index_name(args.index.clone())?;
+        check_question(&args.question)?;
+        let name = self.index_name(grant, args.index.clone())?;
         let lease = lease_to_read(&self.state, grant, &name).await?;
         let searcher = committed(&lease)?;
-        check_question(&args.question)?;
         let strategy = args
             .strategy
             .or_else(|| crate::api::default_strategy(&searcher).map(str::to_owned))
@@ -226,9 +221,9 @@ impl KgragMcp {
             })
             .collect();
         let value = async {
-            let name = self.index_name(index)?;
-            let lease = lease_to_change(&self.state, &grant, &name).await?;
             let docs = crate::documents::json_documents(crate::documents::NewDocuments { documents: docs })?;
+            let name = self.index_name(&grant, index)?;
+            let lease = lease_to_change(&self.state, &grant, &name).await?;
             let s = change(&lease, Change::Add(docs)).await?;
             Ok(json!({"index": name, "documents": s.documents, "chunks": s.chunks, "skipped": s.skipped, "generation": s.generation}))
         }
@@ -248,7 +243,7 @@ impl KgragMcp {
     ) -> CallToolResult {
         let grant = self.grant(&ctx);
         let value = async {
-            let name = self.index_name(args.index)?;
+            let name = self.index_name(&grant, args.index)?;
             let lease = lease_to_read(&self.state, &grant, &name).await?;
             let searcher = lease.reader.searcher();
             Ok(json!({

@@ -143,6 +143,11 @@ impl Metrics {
             .evictions += 1;
     }
 
+    /// Index `name` was dropped: its counts go.
+    pub fn forget_index(&self, name: &str) {
+        lock(&self.indexes).remove(name);
+    }
+
     /// The keys file was reloaded (`ok`) or not.
     pub fn keys_reloaded(&self, ok: bool) {
         *lock(&self.key_reloads)
@@ -155,8 +160,9 @@ impl Metrics {
         self.timeouts.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The exposition text, with the loaded indexes.
-    pub fn render(&self, loaded: &[LoadedIndex]) -> String {
+    /// The exposition text, with the loaded indexes; the per-index counts only of the indexes `shown`
+    /// lets through.
+    pub fn render(&self, loaded: &[LoadedIndex], shown: &dyn Fn(&str) -> bool) -> String {
         let mut out = String::new();
         out.push_str(
             "# HELP kgrag_http_requests_total HTTP requests by endpoint and status.\n\
@@ -274,7 +280,11 @@ impl Metrics {
                 let _ = writeln!(out, "{name}{{index=\"{}\"}} {}", label(&l.name), value(l));
             }
         }
-        let counts = lock(&self.indexes).clone();
+        let counts: BTreeMap<String, IndexCounts> = lock(&self.indexes)
+            .iter()
+            .filter(|(name, _)| shown(name))
+            .map(|(name, c)| (name.clone(), c.clone()))
+            .collect();
         let counters: [(&str, Family<IndexCounts>); 4] = [
             (
                 "counter",
@@ -351,13 +361,18 @@ mod tests {
         m.request("/v1/q\"x", 404);
         m.index_loaded("wiki", 0.5);
         m.index_evicted("wiki");
-        let text = m.render(&[LoadedIndex {
-            name: "wiki".into(),
-            generation: 7,
-            documents: 3,
-            bytes: 10,
-            in_use: 1,
-        }]);
+        m.index_loaded("hidden", 0.5);
+        let text = m.render(
+            &[LoadedIndex {
+                name: "wiki".into(),
+                generation: 7,
+                documents: 3,
+                bytes: 10,
+                in_use: 1,
+            }],
+            &|name| name != "hidden",
+        );
+        assert!(!text.contains("hidden"));
         assert!(text.contains(
             "kgrag_request_duration_seconds_bucket{endpoint=\"/v1/query\",strategy=\"hipporag2\",le=\"0.005\"} 1"
         ));

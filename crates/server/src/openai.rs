@@ -52,18 +52,23 @@ pub(crate) async fn models(
     Json(json!({"object": "list", "data": data}))
 }
 
-/// The index and strategy a model names: `index/strategy`, or a strategy of the default index.
-fn split_model(state: &State, model: &str) -> ApiResult<(String, String)> {
+/// The index and strategy a model names: `index/strategy`, or a strategy of the default index (when the
+/// client may see it).
+fn split_model(
+    state: &State,
+    grant: &crate::keys::Grant,
+    model: &str,
+) -> ApiResult<(String, String)> {
     if let Some((index, strategy)) = model.split_once('/') {
         return Ok((index.to_owned(), strategy.to_owned()));
     }
-    let default = state.catalog.default_name().ok_or_else(|| {
+    let default = crate::indexes::default_for(state, grant).map_err(|_| {
         ApiError::not_found(format!(
             "model {model:?}: this server has no default index; name the model index/strategy (GET \
              /v1/models lists them)"
         ))
     })?;
-    Ok((default.to_owned(), model.to_owned()))
+    Ok((default, model.to_owned()))
 }
 
 #[derive(Deserialize)]
@@ -135,10 +140,8 @@ pub(crate) async fn chat_completions(
     Client(grant): Client,
     ApiJson(request): ApiJson<ChatCompletionRequest>,
 ) -> ApiResult<Response> {
-    let (index, strategy) = split_model(&state, &request.model)?;
-    let lease = lease_to_read(&state, &grant, &index).await?;
-    let searcher = committed(&lease)?;
-    check_strategy(&searcher, &strategy)?;
+    // The request is checked before its index is leased (a load for a request refused anyway would be
+    // wasted, and could evict another index).
     if let Some(m) = request
         .messages
         .iter()
@@ -171,6 +174,10 @@ pub(crate) async fn chat_completions(
         ));
     }
     check_question(&question)?;
+    let (index, strategy) = split_model(&state, &grant, &request.model)?;
+    let lease = lease_to_read(&state, &grant, &index).await?;
+    let searcher = committed(&lease)?;
+    check_strategy(&searcher, &strategy)?;
     if lease.reader_name == "none" {
         return Err(ApiError::bad_request(
             "this server has no reader (reader = \"none\"): use POST /v1/query for the ranked passages",

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::api::{check_question, check_range, check_strategy, committed, ApiJson};
 use crate::catalog::Lease;
 use crate::error::{ApiError, ApiResult};
-use crate::indexes::{lease_to_read, Client, Named, Reading};
+use crate::indexes::{lease_to_read, Client, Named};
 use crate::State;
 
 type AppState = Arc<State>;
@@ -251,10 +251,10 @@ pub(crate) async fn query(
             "\"rrf_k\" is for a question asked of several indexes (\"indexes\")",
         ));
     }
+    check_question(&q.question)?;
     let Named(name, _) = named?;
     let lease = lease_to_read(&state, &grant, &name).await?;
     let searcher = committed(&lease)?;
-    check_question(&q.question)?;
     let strategy = q
         .strategy
         .or_else(|| crate::api::default_strategy(&searcher).map(str::to_owned))
@@ -369,12 +369,15 @@ fn result_json(
 /// `POST /v1/compare`.
 pub(crate) async fn compare(
     Shared(state): Shared<AppState>,
-    target: Reading,
+    Client(grant): Client,
+    named: Result<Named, ApiError>,
     ApiJson(q): ApiJson<CompareRequest>,
 ) -> ApiResult<Response> {
-    let lease = target.lease;
-    let searcher = committed(&lease)?;
+    // The question is checked before the index is leased (and perhaps loaded).
     check_question(&q.question)?;
+    let Named(name, _) = named?;
+    let lease = lease_to_read(&state, &grant, &name).await?;
+    let searcher = committed(&lease)?;
     if q.strategies.is_empty() {
         return Err(ApiError::unprocessable(format!(
             "\"strategies\" is empty: name one or more of {}",

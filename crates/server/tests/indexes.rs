@@ -5,7 +5,7 @@
 
 mod common;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -291,6 +291,11 @@ async fn keys_open_only_their_indexes_and_never_reveal_the_others() {
     assert_eq!(st, 404);
     let (st, _) = s.call(Method::GET, "/v1/indexes/docs", READER, None).await;
     assert_eq!(st, 404);
+    // A path parameter that does not decode is 400, not the default index.
+    let (st, _) = s
+        .call(Method::GET, "/v1/indexes/%FF/documents", READER, None)
+        .await;
+    assert_eq!(st, 400);
     let mut federated = question.clone();
     federated["indexes"] = json!(["wiki", "docs"]);
     let (st, v) = s
@@ -708,13 +713,14 @@ async fn mcp_tools_take_an_index_and_a_key_sees_only_its_own() {
         documents_of(&v).iter().all(|d| d.starts_with("wiki-")),
         "{v}"
     );
-    // The default index (docs) and any other it may not see: not found, as if absent.
+    // The default index (docs) and any other it may not see: not found, as if absent
     let (err, text) = call(
         "search",
         json!({"question": "Which river flows through Paris?"}),
     )
     .await;
-    assert!(err && text.contains("no index \"docs\""), "{text}");
+    // (and its name is not told)
+    assert!(err && text.contains("no default index") && !text.contains("docs"), "{text}");
     let (err, text) = call("list_strategies", json!({"index": "docs"})).await;
     assert!(err && text.contains("no index"), "{text}");
     let (err, text) = call(
@@ -724,5 +730,150 @@ async fn mcp_tools_take_an_index_and_a_key_sees_only_its_own() {
     .await;
     assert!(err && text.contains("not change"), "{text}");
     client.cancel().await.unwrap();
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_budget_keeps_only_what_fits_and_never_the_index_in_use() {
+    let root = tempfile::tempdir().unwrap();
+    build(root.path(), 3).await;
+    // One byte: no two indexes fit, so one stays loaded (the one used last), never none.
+    let s = Running::start_with(
+        Indexes {
+            named: folders(root.path(), &["wiki", "docs", "legal"]),
+            limits: Limits {
+                max_loaded: None,
+                memory_budget: Some(1),
+            },
+            ..Indexes::default()
+        },
+        ServeOptions::default(),
+    )
+    .await;
+    let body = json!({"question": "Which river flows through Warsaw?", "answer": false});
+    for name in ["wiki", "docs", "legal", "wiki"] {
+        let (st, v) = s
+            .post(&format!("/v1/indexes/{name}/query"), body.clone())
+            .await;
+        assert_eq!(st, 200, "{v}");
+        assert!(documents_of(&v)
+            .iter()
+            .all(|d| d.starts_with(&format!("{name}-"))));
+        let (_, list) = s.get("/v1/indexes").await;
+        let loaded: Vec<&str> = list["indexes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["loaded"] == true)
+            .map(|i| i["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(loaded, [name], "{list}");
+        let bytes = list["indexes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["name"] == name)
+            .and_then(|i| i["loaded_bytes"].as_u64())
+            .unwrap();
+        assert!(bytes > 0, "{list}");
+    }
+    let text = s.metrics().await;
+    assert_eq!(metric(&text, "kgrag_index_evictions_total"), 3.0, "{text}");
+    assert_eq!(metric(&text, "kgrag_index_loads_total"), 4.0, "{text}");
+    s.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_index_in_postgresql_is_served_beside_one_in_files() {
+    const URL_ENV: &str = "KGRAG_TEST_DATABASE_URL";
+    if std::env::var_os(URL_ENV).is_none() {
+        assert!(
+            std::env::var_os("KGRAG_REQUIRE_PG_SERVER").is_none(),
+            "{URL_ENV} is not set but KGRAG_REQUIRE_PG_SERVER is: `cargo xtask test` starts the server"
+        );
+        eprintln!("skipped: no PostgreSQL (run it through `cargo xtask test`)");
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    build(root.path(), 1).await;
+    let config = kgrag::config::Config::parse(&format!(
+        "openie = \"rules\"\n[embedder]\nprovider = \"hashing\"\ndim = 64\n\
+         [index]\nmethods = [\"dense\", \"hipporag2\"]\n[retriever]\nstrategy = \"hipporag2\"\ntop_k = 3\n\
+         [storage]\nbackend = \"postgres\"\nurl_env = \"{URL_ENV}\"\nschema = \"t_serve_{}\"\n",
+        std::process::id()
+    ))
+    .unwrap();
+    let pg_dir = root.path().join("pg");
+    let made = kgrag::Index::create(&pg_dir, config);
+    let index = match made {
+        Ok(i) => i,
+        // A build of this crate alone has no PostgreSQL backend (the workspace's test build has).
+        Err(e)
+            if e.to_string().contains("postgres")
+                && std::env::var_os("KGRAG_REQUIRE_PG_SERVER").is_none() =>
+        {
+            eprintln!("skipped: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let mut writer = index.writer().unwrap();
+    writer
+        .add_documents(
+            CORPORA[1]
+                .1
+                .iter()
+                .map(|(id, text)| kgrag::documents::SourceDoc::text(*id, *text))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    writer.commit().await.unwrap();
+    drop((writer, index));
+    assert!(pg_dir.join("storage.json").is_file());
+    let s = Running::start_with(
+        Indexes {
+            named: vec![
+                NamedIndex::folder("wiki", root.path().join("wiki")),
+                NamedIndex::folder("pg", &pg_dir),
+            ],
+            ..Indexes::default()
+        },
+        ServeOptions::default(),
+    )
+    .await;
+    let body = json!({"question": "Which river flows through Paris?", "answer": false});
+    let (st, v) = s.post("/v1/indexes/pg/query", body.clone()).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(
+        documents_of(&v).iter().all(|d| d.starts_with("docs-")),
+        "{v}"
+    );
+    // A change through the server commits to the database.
+    let (st, v) = s
+        .post(
+            "/v1/indexes/pg/documents",
+            json!({"documents": [{"id": "docs-lyon.md", "text": "Lyon lies where the Rhone meets the Saone."}]}),
+        )
+        .await;
+    assert_eq!((st, v["generation"].as_u64()), (200, Some(2)), "{v}");
+    let (_, v) = s
+        .post(
+            "/v1/indexes/pg/query",
+            json!({"question": "Where do the Rhone and the Saone meet?", "answer": false}),
+        )
+        .await;
+    assert!(documents_of(&v).contains(&"docs-lyon.md".to_owned()), "{v}");
+    let mut federated = body.clone();
+    federated["indexes"] = json!(["wiki", "pg"]);
+    let (st, v) = s.post("/v1/query", federated).await;
+    assert_eq!(st, 200, "{v}");
+    let indexes: BTreeSet<&str> = v["passages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["index"].as_str().unwrap())
+        .collect();
+    assert_eq!(indexes, BTreeSet::from(["pg", "wiki"]), "{v}");
     s.stop().await;
 }
