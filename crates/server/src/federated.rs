@@ -8,9 +8,13 @@
 //! the better single rank, then to the index named first, then to the chunk id.
 
 use std::collections::{HashMap, HashSet};
+use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Instant;
 
-use kgrag::PassageHit;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use kgrag::{PassageHit, Searcher};
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -168,8 +172,26 @@ pub(crate) struct Federated {
     pub(crate) rrf_k: Option<usize>,
 }
 
-/// Answers a question asked of several indexes.
-pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResult<Value> {
+/// A question over several indexes, checked, its indexes leased (each stays loaded until it is
+/// answered): ready to run.
+pub(crate) struct Prepared {
+    question: String,
+    indexes: Vec<String>,
+    answer: bool,
+    rrf_k: usize,
+    top_k: usize,
+    strategy: String,
+    leases: Vec<Lease>,
+    searchers: Vec<Searcher>,
+    started: Instant,
+}
+
+/// Where a streamed question's events go (`None`: not streamed): the event's name and its data.
+pub(crate) type Events = Option<tokio::sync::mpsc::UnboundedSender<(&'static str, Value)>>;
+
+/// Checks a question asked of several indexes and leases them: every error here comes before any answer
+/// (and before a stream starts).
+pub(crate) async fn prepare(state: &State, grant: &Grant, q: Federated) -> ApiResult<Prepared> {
     let started = Instant::now();
     check_question(&q.question)?;
     if q.indexes.is_empty() {
@@ -223,13 +245,46 @@ pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResu
         })?;
         searchers.push(searcher);
     }
+    Ok(Prepared {
+        question: q.question,
+        indexes: q.indexes,
+        answer: q.answer,
+        rrf_k,
+        top_k,
+        strategy,
+        leases,
+        searchers,
+        started,
+    })
+}
+
+/// Answers a prepared question: every index at once, their passages fused, the answer read from them.
+/// Streamed, `events` gets each index's passages as it has them (`passages`: `{index, passages}`), the
+/// merged passages (`fused`: `{passages}`) and the reader's tokens (`token`: `{text}`).
+pub(crate) async fn execute(state: &State, p: Prepared, events: &Events) -> ApiResult<Value> {
+    let Prepared {
+        question,
+        indexes,
+        answer,
+        rrf_k,
+        top_k,
+        strategy,
+        leases,
+        searchers,
+        started,
+    } = p;
+    let send = |name: &'static str, data: Value| {
+        if let Some(tx) = events {
+            let _ = tx.send((name, data));
+        }
+    };
     // Every index at once; each task holds its index's lease until it ends.
     let tasks: Vec<_> = leases
         .iter()
         .zip(&searchers)
         .map(|(lease, searcher)| {
             let (lease, searcher) = (lease.clone(), searcher.clone());
-            let (question, strategy) = (q.question.clone(), strategy.clone());
+            let (question, strategy, tx) = (question.clone(), strategy.clone(), events.clone());
             AbortOnDrop(tokio::spawn(async move {
                 let t = Instant::now();
                 let hits = searcher
@@ -237,6 +292,9 @@ pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResu
                     .await
                     .map(|ctx| searcher.passages(&ctx, top_k))
                     .map_err(ApiError::from);
+                if let (Some(tx), Ok(h)) = (&tx, &hits) {
+                    let _ = tx.send(("passages", json!({"index": lease.name, "passages": h})));
+                }
                 drop(lease);
                 Part {
                     hits,
@@ -252,8 +310,7 @@ pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResu
     }
     let retrieve_ms = started.elapsed().as_secs_f64() * 1e3;
     let empty = Vec::new();
-    let lists: Vec<Ranked<'_>> = q
-        .indexes
+    let lists: Vec<Ranked<'_>> = indexes
         .iter()
         .zip(&parts)
         .map(|(index, p)| Ranked {
@@ -269,8 +326,8 @@ pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResu
         return Err(first_error);
     }
     let fused = fuse(&lists, rrf_k, top_k);
-    let per_index: Vec<Value> = q
-        .indexes
+    send("fused", json!({"passages": fused}));
+    let per_index: Vec<Value> = indexes
         .iter()
         .zip(&parts)
         .map(|(index, p)| match &p.hits {
@@ -281,12 +338,14 @@ pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResu
         })
         .collect();
     let t = Instant::now();
+    let sink = |piece: &str| send("token", json!({"text": piece}));
     let (answered, usage) = kgrag::usage::counting(async {
-        if !q.answer {
+        if !answer {
             return Ok(None);
         }
         let texts: Vec<String> = fused.iter().map(|f| f.text.clone()).collect();
-        first.read_passages(&q.question, &texts, None).await
+        let reader = &searchers[0];
+        reader.read_passages(&question, &texts, Some(&sink)).await
     })
     .await;
     let answered = answered?;
@@ -309,9 +368,9 @@ pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResu
     let latency = started.elapsed().as_secs_f64();
     state.metrics.latency("/v1/query", &strategy, latency);
     Ok(json!({
-        "question": q.question,
+        "question": question,
         "strategy": strategy,
-        "indexes": q.indexes,
+        "indexes": indexes,
         "answer": answered.as_ref().map(|a| a.text.clone()),
         "citations": citations,
         "passages": fused,
@@ -329,6 +388,47 @@ pub(crate) async fn query(state: &State, grant: &Grant, q: Federated) -> ApiResu
             "completion_tokens": usage.completion_tokens,
         },
     }))
+}
+
+/// A prepared question answered as server-sent events: `passages` per index, `fused`, `token`s, then
+/// `result` (what the JSON reply holds, or `{error}`) and `done`. The work stops when the client goes.
+pub(crate) fn stream(state: Arc<State>, p: Prepared) -> Response {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(&'static str, Value)>();
+    let question = p.question.clone();
+    let work = tokio::spawn(async move {
+        let events = Some(tx);
+        let outcome = execute(&state, p, &events).await;
+        if let Some(tx) = &events {
+            let result = match outcome {
+                Ok(v) => v,
+                Err(e) => json!({"error": {"code": e.code, "message": e.message}}),
+            };
+            let _ = tx.send(("result", result));
+            let _ = tx.send(("done", json!({"question": question})));
+        }
+    });
+    // Held by the response's body: dropped (the work aborted) when the client goes away.
+    let guard = AbortWork(work);
+    let body = futures_util::stream::poll_fn(move |cx| {
+        let _held = &guard;
+        rx.poll_recv(cx).map(|e| {
+            e.map(|(name, data)| {
+                Ok::<_, Infallible>(Event::default().event(name).data(data.to_string()))
+            })
+        })
+    });
+    Sse::new(body)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// The streamed question's task, aborted when its response is dropped.
+struct AbortWork(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortWork {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// A task aborted when the request is dropped.

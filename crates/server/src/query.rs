@@ -225,13 +225,13 @@ pub(crate) async fn query(
                 "\"indexes\" asks several indexes: send it to POST /v1/query, not to one index's route",
             ));
         }
-        if q.stream || q.context {
+        if q.context {
             return Err(ApiError::unprocessable(
-                "a question asked of several indexes is answered as one JSON reply with its merged \
-                 passages: leave out \"stream\" and \"context\"",
+                "a question asked of several indexes has no one context: its merged passages are in \
+                 the reply; leave out \"context\"",
             ));
         }
-        let v = crate::federated::query(
+        let prepared = crate::federated::prepare(
             &state,
             &grant,
             crate::federated::Federated {
@@ -244,6 +244,10 @@ pub(crate) async fn query(
             },
         )
         .await?;
+        if q.stream {
+            return Ok(crate::federated::stream(state, prepared));
+        }
+        let v = crate::federated::execute(&state, prepared, &None).await?;
         return Ok(Json(v).into_response());
     }
     if q.rrf_k.is_some() {

@@ -544,14 +544,53 @@ async fn a_question_asked_of_three_indexes_is_fused_by_rank_and_cited_by_index()
     let n = cited["number"].as_u64().unwrap() as usize;
     assert_eq!(v["passages"][n - 1]["index"], "docs");
     assert_eq!(cited["source"]["document"], "docs-paris.md", "{v}");
+    // Streamed: each index's passages, the fused ones, the answer's tokens, the whole result, done.
+    let text = s
+        .client
+        .post(s.url("/v1/query"))
+        .json(
+            &json!({"question": "Which river flows through Paris?", "strategy": "dense",
+                      "indexes": ["wiki", "docs"], "stream": true}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let events: Vec<(String, Value)> = text
+        .split("\n\n")
+        .filter_map(|block| {
+            let name = block.lines().find_map(|l| l.strip_prefix("event: "))?;
+            let data = block.lines().find_map(|l| l.strip_prefix("data: "))?;
+            Some((name.to_owned(), serde_json::from_str(data).unwrap()))
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(&names[..2], ["passages", "passages"], "{names:?}");
+    let streamed: BTreeSet<&str> = events[..2]
+        .iter()
+        .map(|(_, d)| d["index"].as_str().unwrap())
+        .collect();
+    assert_eq!(streamed, BTreeSet::from(["docs", "wiki"]));
+    assert_eq!(names[2], "fused");
+    assert!(names.contains(&"token"), "{names:?}");
+    assert_eq!(&names[names.len() - 2..], ["result", "done"]);
+    let result = &events[events.len() - 2].1;
+    assert_eq!(result["answer"], v["answer"], "{result}");
+    assert_eq!(result["passages"], v["passages"]);
     // Errors name what is wrong.
     for (body, status) in [
         (json!({"question": "q", "indexes": []}), 422),
         (json!({"question": "q", "indexes": ["wiki", "wiki"]}), 422),
         (json!({"question": "q", "indexes": ["wiki", "nosuch"]}), 404),
         (
-            json!({"question": "q", "indexes": ["wiki"], "stream": true}),
+            json!({"question": "q", "indexes": ["wiki"], "context": true}),
             422,
+        ),
+        (
+            json!({"question": "q", "indexes": ["nosuch"], "stream": true}),
+            404,
         ),
         (
             json!({"question": "q", "indexes": ["wiki"], "strategy": "hirag"}),
@@ -720,7 +759,10 @@ async fn mcp_tools_take_an_index_and_a_key_sees_only_its_own() {
     )
     .await;
     // (and its name is not told)
-    assert!(err && text.contains("no default index") && !text.contains("docs"), "{text}");
+    assert!(
+        err && text.contains("no default index") && !text.contains("docs"),
+        "{text}"
+    );
     let (err, text) = call("list_strategies", json!({"index": "docs"})).await;
     assert!(err && text.contains("no index"), "{text}");
     let (err, text) = call(
