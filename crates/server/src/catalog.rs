@@ -86,14 +86,15 @@ pub(crate) struct Served {
     pub(crate) reader_name: String,
     /// What the load added to the process's resident memory, at least the generation's bytes on disk.
     pub(crate) bytes: u64,
-    /// Seconds the load took (the index, its models, every method's index).
+    /// Seconds the load took (the index, its models, its committed generation).
     pub(crate) load_secs: f64,
     /// Set when the index is dropped: its writer refuses the changes it has not started.
     dropped: Arc<AtomicBool>,
 }
 
 impl Served {
-    /// Starts serving `index` (blocking: it loads the committed generation and every method's index).
+    /// Starts serving `index` (blocking: it loads the committed generation; each method's index loads on
+    /// its first question).
     fn start(
         name: &str,
         index: Index,
@@ -103,10 +104,10 @@ impl Served {
         let started = Instant::now();
         let before = kgrag::memory::resident_bytes();
         let reader = index.reader()?;
+        // Each method's index loads when a question first needs it (as a searcher does): an evicted
+        // index asked with one strategy loads that method only. Its memory is counted in full anyway:
+        // at least the generation's bytes on disk.
         let searcher = reader.searcher();
-        for method in searcher.methods() {
-            searcher.method_index(&method)?;
-        }
         let on_disk = searcher
             .stats()
             .ok()
