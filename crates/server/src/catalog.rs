@@ -72,6 +72,16 @@ pub fn valid_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
 }
 
+/// What is wrong with `name` as an index's name (see [`valid_name`]), `None` when nothing is.
+fn name_problem(name: &str) -> Option<String> {
+    (!valid_name(name)).then(|| {
+        format!(
+            "index name {name:?}: give 1 to 64 letters, digits, '_', '-' or '.', starting with a \
+             letter or a digit"
+        )
+    })
+}
+
 /// The configuration file an index made through the API keeps in its folder (read when it is opened
 /// with nothing committed yet).
 const FOLDER_CONFIG: &str = "kgrag.toml";
@@ -269,26 +279,25 @@ fn dispose(victims: Vec<Arc<Served>>) {
 }
 
 impl Catalog {
-    /// A catalog of `indexes`, plus every index folder under `root`; `default` answers the routes
-    /// without a name (else the first index given).
+    /// A catalog of `indexes`: the named ones, plus every index folder under its root; its default
+    /// answers the routes without a name (else the first index named).
     pub(crate) fn new(
-        indexes: Vec<NamedIndex>,
-        root: Option<PathBuf>,
-        config: Option<Config>,
-        default: Option<String>,
-        limits: Limits,
+        indexes: crate::Indexes,
         metrics: Arc<Metrics>,
         closing: Arc<AtomicBool>,
     ) -> Result<Self, String> {
+        let crate::Indexes {
+            named,
+            root,
+            config,
+            default,
+            limits,
+        } = indexes;
         let mut entries = BTreeMap::new();
         let mut first = None;
-        for ni in indexes {
-            if !valid_name(&ni.name) {
-                return Err(format!(
-                    "index name {:?}: give 1 to 64 letters, digits, '_', '-' or '.', starting with a \
-                     letter or a digit",
-                    ni.name
-                ));
+        for ni in named {
+            if let Some(problem) = name_problem(&ni.name) {
+                return Err(problem);
             }
             if entries.contains_key(&ni.name) {
                 return Err(format!("index name {:?} is given twice", ni.name));
@@ -377,16 +386,25 @@ impl Catalog {
                 valid_name(&name).then(|| (name, e.path()))
             })
             .collect();
+        // Only folders under a name not served yet are new (usually none: nothing more to look at).
+        let served: Vec<PathBuf> = {
+            let inner = self.lock();
+            found.retain(|(name, _)| {
+                !inner.entries.contains_key(name) && !inner.dropping.contains(name)
+            });
+            if found.is_empty() {
+                return;
+            }
+            inner
+                .entries
+                .values()
+                .filter_map(|e| match &e.home {
+                    Home::Folder { path, .. } => Some(path.clone()),
+                    Home::Pinned(_) => None,
+                })
+                .collect()
+        };
         found.sort();
-        let served: Vec<PathBuf> = self
-            .lock()
-            .entries
-            .values()
-            .filter_map(|e| match &e.home {
-                Home::Folder { path, .. } => Some(path.clone()),
-                Home::Pinned(_) => None,
-            })
-            .collect();
         let served: HashSet<PathBuf> = served
             .iter()
             .filter_map(|p| p.canonicalize().ok())
@@ -705,11 +723,8 @@ impl Catalog {
                 "this server makes no indexes: start it with --indexes ROOT to create them under ROOT",
             ));
         };
-        if !valid_name(name) {
-            return Err(ApiError::unprocessable(format!(
-                "index name {name:?}: give 1 to 64 letters, digits, '_', '-' or '.', starting with a \
-                 letter or a digit"
-            )));
+        if let Some(problem) = name_problem(name) {
+            return Err(ApiError::unprocessable(problem));
         }
         let config = match &config_text {
             Some(text) => Some(Config::parse(text).map_err(|e| {

@@ -155,16 +155,14 @@ pub(crate) async fn add_documents(
     ApiQuery(upload): ApiQuery<Upload>,
     request: Request,
 ) -> ApiResult<Json<Value>> {
-    let is_json = request
+    let content_type = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("application/json"));
-    let is_text = request
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim_start().starts_with("text/plain"));
+        .unwrap_or("")
+        .trim_start();
+    let is_json = content_type.starts_with("application/json");
+    let is_text = content_type.starts_with("text/plain");
     let json_file = upload
         .filename
         .as_deref()
@@ -176,22 +174,18 @@ pub(crate) async fn add_documents(
     let docs = if is_json && !json_file {
         let bytes = read_body(&state, request).await?;
         json_documents(parse_json::<NewDocuments>(&bytes)?)?
-    } else if is_text && upload.filename.is_none() {
-        // Plain text without a name: one document named by its content's hash (the same text again is
-        // the same document, skipped).
-        let bytes = read_body(&state, request).await?;
-        let limits = target.lease.reader.searcher().config().documents.limits();
-        let name = text_name(&bytes);
-        kgrag::documents::parse_upload_with(&name, bytes.to_vec(), &limits)?
     } else {
-        let Some(name) = upload.filename else {
+        if upload.filename.is_none() && !is_text {
             return Err(ApiError::bad_request(
                 "send JSON {\"documents\": [{\"id\", \"text\"}]} with Content-Type: application/json, \
                  or a file's bytes with ?filename=NAME (.pdf, .docx, .pptx, .xlsx, .xls, .ods, .html, \
                  .epub, .txt, .md, .jsonl, .json)",
             ));
-        };
+        }
         let bytes = read_body(&state, request).await?;
+        // Plain text without a name: one document named by its content's hash (the same text again is
+        // the same document, skipped).
+        let name = upload.filename.unwrap_or_else(|| text_name(&bytes));
         let limits = target.lease.reader.searcher().config().documents.limits();
         kgrag::documents::parse_upload_with(&name, bytes.to_vec(), &limits)?
     };

@@ -211,16 +211,8 @@ impl Server {
         }
         let closing = Arc::new(AtomicBool::new(false));
         let metrics = Arc::new(metrics::Metrics::default());
-        let catalog = catalog::Catalog::new(
-            indexes.named,
-            indexes.root,
-            indexes.config,
-            indexes.default,
-            indexes.limits,
-            metrics.clone(),
-            closing.clone(),
-        )
-        .map_err(ServerError::Options)?;
+        let catalog = catalog::Catalog::new(indexes, metrics.clone(), closing.clone())
+            .map_err(ServerError::Options)?;
         let state = Arc::new(State {
             catalog: Arc::new(catalog),
             keys,
